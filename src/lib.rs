@@ -1,0 +1,39 @@
+//! # genmcp
+//!
+//! A runtime for Model Context Protocol servers, revision 2026-07-28, built around
+//! long-lived `subscriptions/listen` notification streams. Each stream is an actix
+//! actor driven by an application [`subscription::SubscriptionHandler`]; the streams
+//! of one client connection live under a supervisor actor.
+//!
+//! Layers (each only looks down): [`transport`] → [`runtime`] → [`suite`] →
+//! [`mux`] → [`protocol`] and [`pubsub`]. See `docs/architecture.md`.
+#![forbid(unsafe_code)]
+
+pub mod mux;
+pub mod protocol;
+pub mod pubsub;
+pub mod runtime;
+pub mod subscription;
+pub mod suite;
+pub mod transport;
+
+pub use transport::http;
+
+/// Everything a handler or server author needs.
+pub mod prelude {
+    pub use crate::http::{HttpConfig, ServerThread};
+    pub use crate::mux::{Assigns, Channel, ChannelError};
+    pub use crate::protocol::{
+        CacheHint, CacheScope, Implementation, LogLevel, McpError, Notification, RequestId,
+        SubscriptionCapabilities, SubscriptionFilter,
+    };
+    pub use crate::pubsub::{Bus, BusSubscription, Inbox, InboxError};
+    pub use crate::runtime::{CloseReason, Limits};
+    pub use crate::subscription::{
+        Flow, NoSubscriptions, StopReason, Subscribe, SubscribeCx, SubscriptionHandler,
+    };
+    pub use crate::suite::{
+        CallToolResult, Catalog, CatalogEvent, CatalogSubscriptions, Content, InputRequired,
+        ResourceContents, Suite, Tool, ToolBuilder, ToolCall, ToolOutcome,
+    };
+}

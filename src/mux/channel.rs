@@ -1,0 +1,573 @@
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+
+use serde_json::{Map, Value};
+use tokio::sync::mpsc::error::TrySendError;
+
+use super::{Assigns, Frame, Outbox};
+use crate::protocol::jsonrpc::encode_notification;
+use crate::protocol::{
+    LogLevel, Notification, ProgressToken, RequestId, RequestMeta, SubscriptionFilter, keys,
+    methods,
+};
+
+const OPEN: u8 = 0;
+const CLOSED: u8 = 1;
+const OVERFLOW: u8 = 2;
+
+/// Why a send on a [`Channel`] was refused. Nothing refused is written.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ChannelError {
+    /// The request has ended or the client has gone.
+    #[error("channel closed: the request has ended or the client has gone")]
+    Closed,
+    /// The stream's outbox and its spill queue are full: the stream is being ended
+    /// with the close reason `Overflow`.
+    #[error("channel overflowed: the client is not reading fast enough")]
+    Overflow,
+    /// The outbox of a unary request is full; request-scoped notifications are
+    /// best-effort and this one was dropped.
+    #[error("outbox full: the request-scoped notification was dropped")]
+    Full,
+    /// A subscription notification before the stream was acknowledged.
+    #[error("the subscription is not acknowledged yet")]
+    NotAcknowledged,
+    /// The notification is outside the honoured filter of this stream.
+    #[error("{method} is outside the honoured subscription filter{}", uri.as_ref().map(|u| format!(" (uri {u})")).unwrap_or_default())]
+    OutsideFilter {
+        /// The refused method.
+        method: String,
+        /// The refused resource URI, for `notifications/resources/updated`.
+        uri: Option<String>,
+    },
+    /// A subscription notification on a channel that is not a listen stream.
+    #[error("{0} belongs on a subscriptions/listen stream")]
+    NotAListenStream(String),
+    /// A request-scoped notification (progress, log, custom) on a listen stream.
+    #[error("{0} is request-scoped and never goes on a subscriptions/listen stream")]
+    NotRequestScoped(String),
+    /// The acknowledgement is sent by the runtime, never by user code.
+    #[error("notifications/subscriptions/acknowledged is sent by the runtime")]
+    Reserved,
+    /// Progress must increase with each notification.
+    #[error("progress must increase with each notification")]
+    ProgressNotIncreasing,
+}
+
+struct Listen {
+    honoured: OnceLock<SubscriptionFilter>,
+    /// Frames waiting for outbox room, in order. Bounded by `spill_limit`.
+    pending: Mutex<VecDeque<Frame>>,
+    spill_limit: usize,
+}
+
+struct Inner {
+    id: RequestId,
+    meta: RequestMeta,
+    assigns: Assigns,
+    outbox: Outbox,
+    listen: Option<Listen>,
+    state: AtomicU8,
+    last_progress: Mutex<Option<f64>>,
+}
+
+/// The handle user code talks back to the client through; cheap to clone, `Send`.
+///
+/// Read-only request data is at hand ([`Channel::meta`], [`Channel::assigns`]); sends
+/// never panic and never block: a refused send returns a [`ChannelError`] and
+/// writes nothing.
+#[derive(Clone)]
+pub struct Channel {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Channel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Channel")
+            .field("id", &self.inner.id)
+            .field("listen", &self.inner.listen.is_some())
+            .field("state", &self.inner.state.load(Ordering::Relaxed))
+            .finish()
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl Channel {
+    /// The channel of a unary request (`tools/call`, `resources/read`, ...).
+    pub fn for_request(id: RequestId, meta: RequestMeta, assigns: Assigns, outbox: Outbox) -> Self {
+        Self::new(id, meta, assigns, outbox, None)
+    }
+
+    /// The channel of a `subscriptions/listen` stream. Frames that find the outbox
+    /// full wait in a spill queue of at most `spill_limit` frames, drained by
+    /// [`Channel::flush`]; past that the stream overflows.
+    pub fn for_listen(
+        id: RequestId,
+        meta: RequestMeta,
+        assigns: Assigns,
+        outbox: Outbox,
+        spill_limit: usize,
+    ) -> Self {
+        let listen = Listen {
+            honoured: OnceLock::new(),
+            pending: Mutex::new(VecDeque::new()),
+            spill_limit,
+        };
+        Self::new(id, meta, assigns, outbox, Some(listen))
+    }
+
+    fn new(
+        id: RequestId,
+        meta: RequestMeta,
+        assigns: Assigns,
+        outbox: Outbox,
+        listen: Option<Listen>,
+    ) -> Self {
+        Channel {
+            inner: Arc::new(Inner {
+                id,
+                meta,
+                assigns,
+                outbox,
+                listen,
+                state: AtomicU8::new(OPEN),
+                last_progress: Mutex::new(None),
+            }),
+        }
+    }
+
+    /// The request id (for a listen stream: the subscription id).
+    pub fn id(&self) -> &RequestId {
+        &self.inner.id
+    }
+
+    /// The validated `_meta` of the request: client info, client capabilities,
+    /// protocol version, log level, progress token.
+    pub fn meta(&self) -> &RequestMeta {
+        &self.inner.meta
+    }
+
+    /// Application data attached to the request (e.g. the authenticated principal).
+    pub fn assigns(&self) -> &Assigns {
+        &self.inner.assigns
+    }
+
+    /// The outbox this channel writes into.
+    pub(crate) fn outbox(&self) -> &Outbox {
+        &self.inner.outbox
+    }
+
+    /// Whether this channel belongs to a `subscriptions/listen` stream.
+    pub fn is_listen(&self) -> bool {
+        self.inner.listen.is_some()
+    }
+
+    /// The honoured filter of a listen stream, once acknowledged.
+    pub fn honoured(&self) -> Option<&SubscriptionFilter> {
+        self.inner.listen.as_ref()?.honoured.get()
+    }
+
+    /// Whether nothing more can be sent.
+    pub fn is_closed(&self) -> bool {
+        self.inner.state.load(Ordering::Acquire) != OPEN
+    }
+
+    /// Whether the stream overflowed (its client did not keep up).
+    pub fn is_overflowed(&self) -> bool {
+        self.inner.state.load(Ordering::Acquire) == OVERFLOW
+    }
+
+    /// Sends a notification.
+    ///
+    /// On a listen stream only the subscription notifications are accepted, each
+    /// inside the honoured filter, and each is stamped with
+    /// `_meta["io.modelcontextprotocol/subscriptionId"]` (an existing value is
+    /// kept). On a request channel the subscription notifications are refused.
+    pub fn send_notification(&self, notification: Notification) -> Result<(), ChannelError> {
+        let Notification { method, mut params } = notification;
+        if method == methods::ACKNOWLEDGED {
+            return Err(ChannelError::Reserved);
+        }
+        match &self.inner.listen {
+            Some(listen) => {
+                if !methods::is_subscription(&method) {
+                    return Err(ChannelError::NotRequestScoped(method));
+                }
+                let honoured = listen.honoured.get().ok_or(ChannelError::NotAcknowledged)?;
+                let uri = params.get("uri").and_then(Value::as_str);
+                if !honoured.allows(&method, uri) {
+                    return Err(ChannelError::OutsideFilter {
+                        uri: uri.map(str::to_owned),
+                        method,
+                    });
+                }
+                self.stamp(&mut params);
+                self.push(Frame::message(encode_notification(&method, &params)))
+            }
+            None => {
+                if methods::is_subscription(&method) {
+                    return Err(ChannelError::NotAListenStream(method));
+                }
+                self.push(Frame::message(encode_notification(&method, &params)))
+            }
+        }
+    }
+
+    /// Sends `notifications/progress` for this request. Does nothing when the
+    /// request carried no progress token; `progress` must increase.
+    pub fn send_progress(
+        &self,
+        progress: f64,
+        total: Option<f64>,
+        message: Option<&str>,
+    ) -> Result<(), ChannelError> {
+        if self.inner.listen.is_some() {
+            return Err(ChannelError::NotRequestScoped(methods::PROGRESS.into()));
+        }
+        let Some(token) = &self.inner.meta.progress_token else {
+            return Ok(());
+        };
+        {
+            let mut last = lock(&self.inner.last_progress);
+            if last.is_some_and(|l| progress <= l) {
+                return Err(ChannelError::ProgressNotIncreasing);
+            }
+            *last = Some(progress);
+        }
+        let mut params = Map::new();
+        params.insert(
+            "progressToken".into(),
+            match token {
+                ProgressToken::Number(n) => Value::from(*n),
+                ProgressToken::String(s) => Value::from(s.clone()),
+            },
+        );
+        params.insert("progress".into(), number(progress));
+        if let Some(total) = total {
+            params.insert("total".into(), number(total));
+        }
+        if let Some(message) = message {
+            params.insert("message".into(), Value::from(message));
+        }
+        self.push(Frame::message(encode_notification(
+            methods::PROGRESS,
+            &params,
+        )))
+    }
+
+    /// Sends `notifications/message` for this request. Does nothing unless the
+    /// request set `io.modelcontextprotocol/logLevel` at or below `level`.
+    pub fn send_log(
+        &self,
+        level: LogLevel,
+        logger: Option<&str>,
+        data: Value,
+    ) -> Result<(), ChannelError> {
+        if self.inner.listen.is_some() {
+            return Err(ChannelError::NotRequestScoped(methods::LOG_MESSAGE.into()));
+        }
+        match self.inner.meta.log_level {
+            Some(min) if level >= min => {}
+            _ => return Ok(()),
+        }
+        let mut params = Map::new();
+        params.insert(
+            "level".into(),
+            serde_json::to_value(level).unwrap_or(Value::Null),
+        );
+        if let Some(logger) = logger {
+            params.insert("logger".into(), Value::from(logger));
+        }
+        params.insert("data".into(), data);
+        self.push(Frame::message(encode_notification(
+            methods::LOG_MESSAGE,
+            &params,
+        )))
+    }
+
+    /// Writes the acknowledgement for `honoured` and opens the stream for
+    /// subscription notifications. Runtime only.
+    pub(crate) fn acknowledge(&self, honoured: SubscriptionFilter) -> Result<(), ChannelError> {
+        let listen = self
+            .inner
+            .listen
+            .as_ref()
+            .ok_or(ChannelError::NotAListenStream(methods::ACKNOWLEDGED.into()))?;
+        let mut params = Map::new();
+        self.stamp(&mut params);
+        params.insert(
+            "notifications".into(),
+            serde_json::to_value(&honoured).unwrap_or_default(),
+        );
+        let _ = listen.honoured.set(honoured);
+        self.push(Frame::message(encode_notification(
+            methods::ACKNOWLEDGED,
+            &params,
+        )))
+    }
+
+    /// Queues the response that ends a listen stream (completion result or error),
+    /// after every frame already queued, and closes the channel. Runtime only.
+    pub(crate) fn finish(&self, bytes: Vec<u8>) -> Result<(), ChannelError> {
+        let result = self.push(Frame::last(bytes));
+        self.close();
+        result
+    }
+
+    /// Closes the channel: later sends fail with [`ChannelError::Closed`].
+    pub(crate) fn close(&self) {
+        let _ =
+            self.inner
+                .state
+                .compare_exchange(OPEN, CLOSED, Ordering::AcqRel, Ordering::Acquire);
+    }
+
+    /// Whether frames wait in the spill queue for outbox room.
+    pub(crate) fn has_pending(&self) -> bool {
+        self.inner
+            .listen
+            .as_ref()
+            .is_some_and(|l| !lock(&l.pending).is_empty())
+    }
+
+    /// Moves spilled frames into the outbox, waiting for room, in order.
+    pub(crate) async fn flush(&self) -> Result<(), ChannelError> {
+        let Some(listen) = &self.inner.listen else {
+            return Ok(());
+        };
+        loop {
+            if lock(&listen.pending).is_empty() {
+                return Ok(());
+            }
+            let permit = match self.inner.outbox.reserve().await {
+                Ok(p) => p,
+                Err(_) => {
+                    self.inner.state.store(CLOSED, Ordering::Release);
+                    return Err(ChannelError::Closed);
+                }
+            };
+            // Pop and send under the lock, so a concurrent sender cannot overtake.
+            let mut pending = lock(&listen.pending);
+            match pending.pop_front() {
+                Some(frame) => permit.send(frame),
+                None => return Ok(()),
+            }
+        }
+    }
+
+    fn stamp(&self, params: &mut Map<String, Value>) {
+        let meta = params
+            .entry("_meta")
+            .or_insert_with(|| Value::Object(Map::new()));
+        if let Value::Object(meta) = meta {
+            meta.entry(keys::SUBSCRIPTION_ID)
+                .or_insert_with(|| self.inner.id.to_value());
+        }
+    }
+
+    fn push(&self, frame: Frame) -> Result<(), ChannelError> {
+        match self.inner.state.load(Ordering::Acquire) {
+            CLOSED => return Err(ChannelError::Closed),
+            OVERFLOW => return Err(ChannelError::Overflow),
+            _ => {}
+        }
+        let Some(listen) = &self.inner.listen else {
+            return match self.inner.outbox.try_send(frame) {
+                Ok(()) => Ok(()),
+                Err(TrySendError::Full(_)) => Err(ChannelError::Full),
+                Err(TrySendError::Closed(_)) => {
+                    self.inner.state.store(CLOSED, Ordering::Release);
+                    Err(ChannelError::Closed)
+                }
+            };
+        };
+        let mut pending = lock(&listen.pending);
+        if pending.is_empty() {
+            match self.inner.outbox.try_send(frame) {
+                Ok(()) => Ok(()),
+                Err(TrySendError::Full(frame)) => {
+                    pending.push_back(frame);
+                    Ok(())
+                }
+                Err(TrySendError::Closed(_)) => {
+                    self.inner.state.store(CLOSED, Ordering::Release);
+                    Err(ChannelError::Closed)
+                }
+            }
+        } else if pending.len() < listen.spill_limit {
+            pending.push_back(frame);
+            Ok(())
+        } else {
+            self.inner.state.store(OVERFLOW, Ordering::Release);
+            Err(ChannelError::Overflow)
+        }
+    }
+}
+
+fn number(x: f64) -> Value {
+    if x.fract() == 0.0 && x.abs() < 9.0e15 {
+        Value::from(x as i64)
+    } else {
+        serde_json::Number::from_f64(x)
+            .map(Value::Number)
+            .unwrap_or(Value::Null)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+    use tokio::sync::mpsc;
+
+    fn recv_json(rx: &mut mpsc::Receiver<Frame>) -> Value {
+        serde_json::from_slice(&rx.try_recv().expect("a frame").bytes).unwrap()
+    }
+
+    fn listen(id: RequestId, cap: usize, spill: usize) -> (Channel, mpsc::Receiver<Frame>) {
+        let (tx, rx) = mpsc::channel(cap);
+        (
+            Channel::for_listen(id, RequestMeta::current(), Assigns::new(), tx, spill),
+            rx,
+        )
+    }
+
+    #[test]
+    fn listen_stamps_ids_with_their_json_type_and_enforces_the_filter() {
+        for id in [RequestId::Number(7), RequestId::String("7".into())] {
+            let (ch, mut rx) = listen(id.clone(), 8, 8);
+            assert_eq!(
+                ch.send_notification(Notification::tools_list_changed()),
+                Err(ChannelError::NotAcknowledged)
+            );
+            ch.acknowledge(SubscriptionFilter {
+                tools_list_changed: true,
+                resource_subscriptions: vec!["a://x".into()],
+                ..Default::default()
+            })
+            .unwrap();
+            let ack = recv_json(&mut rx);
+            assert_eq!(ack["method"], "notifications/subscriptions/acknowledged");
+            assert_eq!(ack["params"]["_meta"][keys::SUBSCRIPTION_ID], id.to_value());
+            assert_eq!(
+                ack["params"]["notifications"],
+                json!({"toolsListChanged": true, "resourceSubscriptions": ["a://x"]})
+            );
+            ch.send_notification(Notification::tools_list_changed())
+                .unwrap();
+            assert_eq!(
+                recv_json(&mut rx)["params"]["_meta"][keys::SUBSCRIPTION_ID],
+                id.to_value()
+            );
+            assert!(matches!(
+                ch.send_notification(Notification::prompts_list_changed()),
+                Err(ChannelError::OutsideFilter { .. })
+            ));
+            assert!(matches!(
+                ch.send_notification(Notification::resource_updated("a://y")),
+                Err(ChannelError::OutsideFilter { .. })
+            ));
+            ch.send_notification(Notification::resource_updated("a://x"))
+                .unwrap();
+            assert_eq!(recv_json(&mut rx)["params"]["uri"], "a://x");
+            assert!(matches!(
+                ch.send_progress(1.0, None, None),
+                Err(ChannelError::NotRequestScoped(_))
+            ));
+            assert!(rx.try_recv().is_err(), "refused sends write nothing");
+        }
+    }
+
+    #[test]
+    fn an_existing_subscription_id_is_not_overwritten() {
+        let (ch, mut rx) = listen(RequestId::Number(1), 8, 8);
+        ch.acknowledge(SubscriptionFilter::tools()).unwrap();
+        let _ = recv_json(&mut rx);
+        let mut params = Map::new();
+        params.insert(
+            "_meta".into(),
+            json!({keys::SUBSCRIPTION_ID: "mine", "other": 1}),
+        );
+        ch.send_notification(Notification::new(methods::TOOLS_LIST_CHANGED, params))
+            .unwrap();
+        let n = recv_json(&mut rx);
+        assert_eq!(
+            n["params"]["_meta"],
+            json!({keys::SUBSCRIPTION_ID: "mine", "other": 1})
+        );
+    }
+
+    #[test]
+    fn progress_and_logs_only_when_asked_and_without_nulls() {
+        let (tx, mut rx) = mpsc::channel(8);
+        let ch = Channel::for_request(
+            RequestId::Number(1),
+            RequestMeta::current(),
+            Assigns::new(),
+            tx.clone(),
+        );
+        ch.send_progress(1.0, None, None).unwrap();
+        ch.send_log(LogLevel::Emergency, None, json!("x")).unwrap();
+        assert!(rx.try_recv().is_err());
+
+        let mut meta = RequestMeta::current();
+        meta.progress_token = Some(ProgressToken::String("tok".into()));
+        meta.log_level = Some(LogLevel::Warning);
+        let ch = Channel::for_request(RequestId::Number(2), meta, Assigns::new(), tx);
+        ch.send_progress(50.0, None, None).unwrap();
+        assert_eq!(
+            recv_json(&mut rx)["params"],
+            json!({"progressToken": "tok", "progress": 50})
+        );
+        assert_eq!(
+            ch.send_progress(50.0, None, None),
+            Err(ChannelError::ProgressNotIncreasing)
+        );
+        ch.send_log(LogLevel::Info, None, json!("quiet")).unwrap();
+        ch.send_log(LogLevel::Error, Some("db"), json!("loud"))
+            .unwrap();
+        assert_eq!(
+            recv_json(&mut rx)["params"],
+            json!({"level": "error", "logger": "db", "data": "loud"})
+        );
+        assert!(rx.try_recv().is_err());
+        assert!(matches!(
+            ch.send_notification(Notification::tools_list_changed()),
+            Err(ChannelError::NotAListenStream(_))
+        ));
+    }
+
+    #[test]
+    fn a_closed_channel_refuses_and_never_panics() {
+        let (ch, rx) = listen(RequestId::Number(1), 1, 1);
+        ch.acknowledge(SubscriptionFilter::tools()).unwrap();
+        drop(rx);
+        assert_eq!(
+            ch.send_notification(Notification::tools_list_changed()),
+            Err(ChannelError::Closed)
+        );
+        assert!(ch.is_closed());
+    }
+
+    #[test]
+    fn spill_is_bounded_and_then_overflows() {
+        let (ch, mut rx) = listen(RequestId::Number(1), 1, 2);
+        ch.acknowledge(SubscriptionFilter::tools()).unwrap(); // fills the outbox
+        ch.send_notification(Notification::tools_list_changed())
+            .unwrap(); // spill 1
+        ch.send_notification(Notification::tools_list_changed())
+            .unwrap(); // spill 2
+        assert_eq!(
+            ch.send_notification(Notification::tools_list_changed()),
+            Err(ChannelError::Overflow)
+        );
+        assert!(ch.is_overflowed());
+        assert!(ch.has_pending());
+        let _ = rx.try_recv();
+    }
+}

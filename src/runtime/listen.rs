@@ -1,0 +1,97 @@
+//! Opening a `subscriptions/listen` stream under a connection.
+
+use actix::prelude::*;
+use serde_json::{Map, Value};
+
+use super::connection::{Connection, OpenStream};
+use super::stream::{StopStream, Stream, StreamSetup};
+use super::{Limits, Server};
+use crate::mux::{Assigns, Channel, Outbox};
+use crate::protocol::{McpError, RequestId, RequestMeta, SubscriptionFilter, keys};
+use crate::subscription::SubscriptionHandler;
+use crate::suite::Suite;
+
+const TASKS_EXTENSION: &str = "io.modelcontextprotocol/tasks";
+
+/// Validates the params of a listen request: the filter must be well formed
+/// (`-32602`), within [`Limits::max_resource_uris`] (`-32602`), and `taskIds`
+/// needs the tasks extension declared (`-32021`; this server honours no task ids).
+pub fn listen_filter(
+    params: &Map<String, Value>,
+    meta: &RequestMeta,
+    limits: &Limits,
+) -> Result<SubscriptionFilter, McpError> {
+    let filter = SubscriptionFilter::from_params(params)?;
+    if filter.resource_subscriptions.len() > limits.max_resource_uris {
+        return Err(McpError::invalid_params(format!(
+            "Invalid params: notifications.resourceSubscriptions lists {} URIs; at most {} are allowed",
+            filter.resource_subscriptions.len(),
+            limits.max_resource_uris
+        )));
+    }
+    let asks_tasks = params
+        .get("notifications")
+        .and_then(Value::as_object)
+        .is_some_and(|n| n.get("taskIds").is_some_and(|t| !t.is_null()));
+    if asks_tasks && !meta.client_capabilities.declares_extension(TASKS_EXTENSION) {
+        let mut ext = Map::new();
+        ext.insert(TASKS_EXTENSION.into(), Value::Object(Map::new()));
+        let mut required = Map::new();
+        required.insert("extensions".into(), Value::Object(ext));
+        return Err(McpError::MissingClientCapability {
+            message: "taskIds requires the io.modelcontextprotocol/tasks extension".into(),
+            required,
+        });
+    }
+    Ok(filter)
+}
+
+/// Opens a listen stream for request `id` under `connection`, writing into
+/// `outbox`. The stream's first frame is the acknowledgement or, if `subscribe`
+/// rejected, the error reply. Errors here (limits, duplicate id) mean no stream
+/// was started.
+#[allow(clippy::too_many_arguments)]
+pub async fn spawn_listen<H: SubscriptionHandler>(
+    suite: &Suite<H>,
+    server: &Server,
+    connection: &Addr<Connection>,
+    outbox: Outbox,
+    id: RequestId,
+    meta: RequestMeta,
+    assigns: Assigns,
+    filter: SubscriptionFilter,
+) -> Result<(), McpError> {
+    let channel = Channel::for_listen(
+        id.clone(),
+        meta,
+        assigns,
+        outbox,
+        server.limits().spill_limit,
+    );
+    let handler = suite.handler();
+    let advertised = handler.subscription_capabilities(&channel);
+    let mut completion = Map::new();
+    completion.insert("resultType".into(), Value::from("complete"));
+    suite.stamp_result(&mut completion);
+    if let Some(Value::Object(meta)) = completion.get_mut("_meta") {
+        meta.insert(keys::SUBSCRIPTION_ID.into(), id.to_value());
+    }
+    let setup = StreamSetup {
+        channel,
+        requested: filter,
+        advertised,
+        completion,
+        server: server.clone(),
+    };
+    let spawn = Box::new(
+        move |conn: Addr<Connection>, permit| -> Recipient<StopStream> {
+            Stream::new(handler, setup, conn, permit)
+                .start()
+                .recipient()
+        },
+    );
+    connection
+        .send(OpenStream { id, spawn })
+        .await
+        .map_err(|_| McpError::internal("connection closed"))?
+}

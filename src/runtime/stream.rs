@@ -1,0 +1,323 @@
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use actix::prelude::*;
+use serde_json::{Map, Value};
+
+use super::connection::{Connection, StreamEnded};
+use super::inbox::ActorInbox;
+use super::{CloseReason, Limits, Server, StreamPermit};
+use crate::mux::Channel;
+use crate::protocol::jsonrpc::{encode_error, encode_result};
+use crate::protocol::{McpError, SubscriptionCapabilities, SubscriptionFilter};
+use crate::pubsub::Inbox;
+use crate::subscription::{Flow, Subscribe, SubscribeCx, SubscriptionHandler};
+
+/// Delivers one application message to a stream's `handle_message`.
+pub struct Deliver<M>(pub M);
+
+impl<M: Send + 'static> Message for Deliver<M> {
+    type Result = ();
+}
+
+/// Asks a stream to end for `reason` (from its connection or its inbox).
+#[derive(Message, Clone, Copy, Debug)]
+#[rtype(result = "()")]
+pub struct StopStream(pub CloseReason);
+
+/// The actor of one `subscriptions/listen` stream.
+///
+/// | hook | runs |
+/// |---|---|
+/// | `started` | `subscribe`; on accept the acknowledgement is the first frame, on reject an error answers the listen |
+/// | `Handler<Deliver<M>>` | `handle_message` |
+/// | `stopping` | `handle_close`, only for teardown from outside |
+pub struct Stream<H: SubscriptionHandler> {
+    handler: Arc<H>,
+    channel: Channel,
+    requested: SubscriptionFilter,
+    advertised: SubscriptionCapabilities,
+    completion: Map<String, Value>,
+    /// Boxed: actors must be `Unpin`, handler state need not be.
+    state: Option<Box<H::State>>,
+    open: bool,
+    close: Option<CloseReason>,
+    overflowed: Arc<AtomicBool>,
+    connection: Addr<Connection>,
+    server: Server,
+    limits: Limits,
+    _permit: StreamPermit,
+}
+
+/// Everything a stream needs besides its handler.
+pub(crate) struct StreamSetup {
+    pub(crate) channel: Channel,
+    pub(crate) requested: SubscriptionFilter,
+    pub(crate) advertised: SubscriptionCapabilities,
+    /// The completion result body (`resultType`, `_meta` with the subscription id
+    /// and server info).
+    pub(crate) completion: Map<String, Value>,
+    pub(crate) server: Server,
+}
+
+impl<H: SubscriptionHandler> Stream<H> {
+    pub(crate) fn new(
+        handler: Arc<H>,
+        setup: StreamSetup,
+        connection: Addr<Connection>,
+        permit: StreamPermit,
+    ) -> Self {
+        let limits = setup.server.limits().clone();
+        Stream {
+            handler,
+            channel: setup.channel,
+            requested: setup.requested,
+            advertised: setup.advertised,
+            completion: setup.completion,
+            state: None,
+            open: false,
+            close: None,
+            overflowed: Arc::new(AtomicBool::new(false)),
+            connection,
+            server: setup.server,
+            limits,
+            _permit: permit,
+        }
+    }
+
+    /// Ends the stream with an error reply for the listen id (rejection, panic).
+    fn fail(&mut self, ctx: &mut Context<Self>, error: McpError, reason: CloseReason) {
+        self.open = false;
+        self.close = Some(reason);
+        let _ = self
+            .channel
+            .finish(encode_error(Some(self.channel.id()), &error));
+        self.flush_then_stop(ctx);
+    }
+
+    /// Ends the stream gracefully with the completion result.
+    fn complete(&mut self, ctx: &mut Context<Self>, reason: CloseReason) {
+        self.open = false;
+        self.close = Some(reason);
+        let _ = self
+            .channel
+            .finish(encode_result(self.channel.id(), &self.completion));
+        self.flush_then_stop(ctx);
+    }
+
+    /// Ends the stream without a final frame.
+    fn cut(&mut self, ctx: &mut Context<Self>, reason: CloseReason) {
+        self.open = false;
+        self.close.get_or_insert(reason);
+        self.channel.close();
+        ctx.stop();
+    }
+
+    fn flush_then_stop(&mut self, ctx: &mut Context<Self>) {
+        if !self.channel.has_pending() {
+            ctx.stop();
+            return;
+        }
+        let channel = self.channel.clone();
+        let stall = self.limits.stall_timeout;
+        ctx.wait(
+            async move { tokio::time::timeout(stall, channel.flush()).await }
+                .into_actor(self)
+                .map(|res, act, ctx| {
+                    if !matches!(res, Ok(Ok(()))) {
+                        act.close = Some(CloseReason::Overflow);
+                    }
+                    ctx.stop();
+                }),
+        );
+    }
+
+    /// After a callback sent frames: notice overflow or a gone client, and wait for
+    /// outbox room (pausing the mailbox) if frames spilled.
+    fn after_send(&mut self, ctx: &mut Context<Self>) {
+        if self.channel.is_overflowed() {
+            return self.cut(ctx, CloseReason::Overflow);
+        }
+        if self.channel.is_closed() {
+            return self.cut(ctx, CloseReason::Disconnected);
+        }
+        if !self.channel.has_pending() {
+            return;
+        }
+        let channel = self.channel.clone();
+        let stall = self.limits.stall_timeout;
+        ctx.wait(
+            async move { tokio::time::timeout(stall, channel.flush()).await }
+                .into_actor(self)
+                .map(|res, act, ctx| match res {
+                    Ok(Ok(())) => {}
+                    Ok(Err(_)) => act.cut(ctx, CloseReason::Disconnected),
+                    Err(_elapsed) => act.cut(ctx, CloseReason::Overflow),
+                }),
+        );
+    }
+
+    fn on_message(&mut self, msg: H::Message, ctx: &mut Context<Self>) {
+        if !self.open {
+            return;
+        }
+        if self.overflowed.load(Ordering::Acquire) {
+            return self.cut(ctx, CloseReason::Overflow);
+        }
+        let Some(state) = self.state.as_mut() else {
+            return;
+        };
+        let handler = &self.handler;
+        let channel = &self.channel;
+        match catch_unwind(AssertUnwindSafe(|| {
+            handler.handle_message(msg, channel, &mut **state)
+        })) {
+            Ok(Flow::Continue) => self.after_send(ctx),
+            Ok(Flow::Stop(reason)) => {
+                tracing::debug!(id = %self.channel.id(), reason = %reason.0, "handler stopped the stream");
+                self.state = None;
+                self.complete(ctx, CloseReason::Completed);
+            }
+            Err(_) => {
+                tracing::error!(id = %self.channel.id(), "handle_message panicked; ending this stream");
+                self.state = None;
+                self.fail(
+                    ctx,
+                    McpError::internal("Internal error: subscription handler failed"),
+                    CloseReason::Panicked,
+                );
+            }
+        }
+    }
+}
+
+impl<H: SubscriptionHandler> Actor for Stream<H> {
+    type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Self::Context) {
+        ctx.set_mailbox_capacity(self.limits.mailbox_capacity);
+        let addr = ctx.address();
+        let inbox = Inbox::from_sink(Arc::new(ActorInbox {
+            deliver: addr.clone().recipient(),
+            control: addr.recipient(),
+            overflowed: self.overflowed.clone(),
+        }));
+        let mut cx = SubscribeCx::new(&self.channel, inbox);
+        let handler = &self.handler;
+        let requested = &self.requested;
+        let outcome = catch_unwind(AssertUnwindSafe(|| handler.subscribe(requested, &mut cx)));
+        let SubscribeCx {
+            self_messages,
+            streams,
+            ..
+        } = cx;
+        let (wanted, state) = match outcome {
+            Ok(Subscribe::Accept(state)) => (self.requested.clone(), state),
+            Ok(Subscribe::Narrow(filter, state)) => (filter.intersect(&self.requested), state),
+            Ok(Subscribe::Reject(error)) => {
+                tracing::debug!(id = %self.channel.id(), %error, "listen rejected");
+                return self.fail(ctx, error, CloseReason::Rejected);
+            }
+            Err(_) => {
+                tracing::error!(id = %self.channel.id(), "subscribe panicked; rejecting the listen");
+                return self.fail(
+                    ctx,
+                    McpError::internal("Internal error: subscription handler failed"),
+                    CloseReason::Panicked,
+                );
+            }
+        };
+        let honoured = wanted.allowed_by(&self.advertised);
+        let empty = honoured.is_empty();
+        if self.channel.acknowledge(honoured).is_err() {
+            return self.cut(ctx, CloseReason::Disconnected);
+        }
+        if empty {
+            // Nothing to deliver: acknowledged, then completed at once.
+            drop(state);
+            return self.complete(ctx, CloseReason::Completed);
+        }
+        self.state = Some(Box::new(state));
+        self.open = true;
+        for msg in self_messages {
+            ctx.notify(Deliver(msg));
+        }
+        for events in streams {
+            ctx.add_stream(events);
+        }
+    }
+
+    fn stopping(&mut self, _ctx: &mut Self::Context) -> Running {
+        let reason = *self.close.get_or_insert(if self.server.is_shutting_down() {
+            CloseReason::Shutdown
+        } else {
+            CloseReason::Disconnected
+        });
+        self.open = false;
+        self.channel.close();
+        if reason.is_external()
+            && let Some(state) = self.state.take()
+        {
+            let handler = &self.handler;
+            let channel = &self.channel;
+            if catch_unwind(AssertUnwindSafe(|| handler.handle_close(channel, *state))).is_err() {
+                tracing::error!(id = %self.channel.id(), "handle_close panicked");
+            }
+        }
+        Running::Stop
+    }
+
+    fn stopped(&mut self, _ctx: &mut Self::Context) {
+        let reason = self.close.unwrap_or(CloseReason::Disconnected);
+        if reason == CloseReason::Overflow {
+            tracing::warn!(id = %self.channel.id(), "stream closed: client not keeping up (overflow)");
+        } else {
+            tracing::debug!(id = %self.channel.id(), reason = reason.as_str(), "stream closed");
+        }
+        self.server.record_close(reason);
+        self.connection.do_send(StreamEnded {
+            id: self.channel.id().clone(),
+        });
+    }
+}
+
+impl<H: SubscriptionHandler> Handler<Deliver<H::Message>> for Stream<H> {
+    type Result = ();
+
+    fn handle(&mut self, msg: Deliver<H::Message>, ctx: &mut Self::Context) {
+        self.on_message(msg.0, ctx);
+    }
+}
+
+impl<H: SubscriptionHandler> StreamHandler<H::Message> for Stream<H> {
+    fn handle(&mut self, msg: H::Message, ctx: &mut Self::Context) {
+        self.on_message(msg, ctx);
+    }
+
+    fn finished(&mut self, _ctx: &mut Self::Context) {
+        // An attached event stream ending does not end the subscription.
+    }
+}
+
+impl<H: SubscriptionHandler> Handler<StopStream> for Stream<H> {
+    type Result = ();
+
+    fn handle(&mut self, msg: StopStream, ctx: &mut Self::Context) {
+        if self.close.is_some() {
+            return;
+        }
+        match msg.0 {
+            CloseReason::Shutdown if self.open => {
+                // Graceful: completion result, then handle_close (keep the state).
+                self.open = false;
+                self.close = Some(CloseReason::Shutdown);
+                let _ = self
+                    .channel
+                    .finish(encode_result(self.channel.id(), &self.completion));
+                self.flush_then_stop(ctx);
+            }
+            reason => self.cut(ctx, reason),
+        }
+    }
+}

@@ -1,0 +1,161 @@
+//! Header checks of Streamable HTTP: Host/Origin allow-list, Accept/Content-Type,
+//! and the routing headers (`MCP-Protocol-Version`, `Mcp-Method`, `Mcp-Name`).
+
+use actix_web::HttpRequest;
+use actix_web::http::header::{self, HeaderMap};
+use base64::Engine as _;
+
+use crate::protocol::McpError;
+
+/// `MCP-Protocol-Version`.
+pub const PROTOCOL_VERSION: &str = "mcp-protocol-version";
+/// `Mcp-Method`.
+pub const METHOD: &str = "mcp-method";
+/// `Mcp-Name`.
+pub const NAME: &str = "mcp-name";
+
+/// The hostname part of a `Host` header value or an origin's authority.
+fn hostname(authority: &str) -> &str {
+    if let Some(rest) = authority.strip_prefix('[') {
+        // [::1]:8080
+        return rest.split(']').next().unwrap_or(rest);
+    }
+    authority.split(':').next().unwrap_or(authority)
+}
+
+/// Whether `host` (a hostname, no port) is in `allowed` (`"*"` allows any).
+fn host_allowed(host: &str, allowed: &[String]) -> bool {
+    allowed
+        .iter()
+        .any(|a| a == "*" || a.eq_ignore_ascii_case(host))
+}
+
+/// DNS-rebinding protection: a `Host` or `Origin` naming a host outside
+/// `allowed_hosts` is refused. An absent header is accepted.
+pub fn check_host_and_origin(req: &HttpRequest, allowed_hosts: &[String]) -> Result<(), String> {
+    if let Some(host) = req.headers().get(header::HOST) {
+        let host = host
+            .to_str()
+            .map_err(|_| "invalid Host header".to_owned())?;
+        if !host_allowed(hostname(host.trim()), allowed_hosts) {
+            return Err(format!("Host {host:?} is not allowed"));
+        }
+    }
+    if let Some(origin) = req.headers().get(header::ORIGIN) {
+        let origin = origin
+            .to_str()
+            .map_err(|_| "invalid Origin header".to_owned())?;
+        let authority = origin
+            .split_once("://")
+            .map(|(_, rest)| rest)
+            .unwrap_or(origin)
+            .split('/')
+            .next()
+            .unwrap_or_default();
+        if origin == "null" || !host_allowed(hostname(authority), allowed_hosts) {
+            return Err(format!("Origin {origin:?} is not allowed"));
+        }
+    }
+    Ok(())
+}
+
+fn media_types(headers: &HeaderMap, name: header::HeaderName) -> Option<Vec<String>> {
+    let mut out = Vec::new();
+    for value in headers.get_all(name) {
+        let value = value.to_str().ok()?;
+        for part in value.split(',') {
+            let media = part.split(';').next().unwrap_or_default().trim();
+            if !media.is_empty() {
+                out.push(media.to_ascii_lowercase());
+            }
+        }
+    }
+    Some(out)
+}
+
+/// Whether `Accept` admits `wanted` (absent Accept admits everything).
+pub fn accepts(headers: &HeaderMap, wanted: &str) -> bool {
+    if !headers.contains_key(header::ACCEPT) {
+        return true;
+    }
+    let Some(types) = media_types(headers, header::ACCEPT) else {
+        return false;
+    };
+    let family = wanted.split('/').next().unwrap_or_default();
+    types
+        .iter()
+        .any(|t| t == wanted || t == "*/*" || *t == format!("{family}/*"))
+}
+
+/// Whether the body is declared as JSON.
+pub fn is_json(headers: &HeaderMap) -> bool {
+    media_types(headers, header::CONTENT_TYPE)
+        .is_some_and(|t| t.first().is_some_and(|m| m == "application/json"))
+}
+
+/// Reads a single-valued routing header: `Ok(None)` when absent, `-32020` when
+/// repeated or not visible ASCII. Surrounding whitespace is trimmed.
+pub fn routing_header<'a>(headers: &'a HeaderMap, name: &str) -> Result<Option<&'a str>, McpError> {
+    let mut values = headers.get_all(name);
+    let Some(first) = values.next() else {
+        return Ok(None);
+    };
+    if values.next().is_some() {
+        return Err(McpError::HeaderMismatch(format!(
+            "Header mismatch: {name} header appears more than once"
+        )));
+    }
+    let value = first.to_str().map_err(|_| {
+        McpError::HeaderMismatch(format!(
+            "Header mismatch: {name} header has invalid characters"
+        ))
+    })?;
+    Ok(Some(value.trim_matches([' ', '\t'])))
+}
+
+/// Decodes a header value that may use the `=?base64?...?=` sentinel.
+pub fn decode_value(raw: &str) -> Result<String, McpError> {
+    match raw
+        .strip_prefix("=?base64?")
+        .and_then(|rest| rest.strip_suffix("?="))
+    {
+        Some(encoded) => base64::engine::general_purpose::STANDARD
+            .decode(encoded)
+            .ok()
+            .and_then(|bytes| String::from_utf8(bytes).ok())
+            .ok_or_else(|| {
+                McpError::HeaderMismatch(format!(
+                    "Header mismatch: invalid base64 in header value {raw:?}"
+                ))
+            }),
+        None => Ok(raw.to_owned()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hostnames_are_read_from_authorities() {
+        assert_eq!(hostname("127.0.0.1:8080"), "127.0.0.1");
+        assert_eq!(hostname("localhost"), "localhost");
+        assert_eq!(hostname("[::1]:9"), "::1");
+        assert_eq!(hostname("evil.example.com"), "evil.example.com");
+    }
+
+    #[test]
+    fn base64_sentinel_is_strict() {
+        assert_eq!(decode_value("plain").unwrap(), "plain");
+        assert_eq!(decode_value("=?base64?SGVsbG8=?=").unwrap(), "Hello");
+        assert!(decode_value("=?base64?SGVsbG8?=").is_err());
+        assert_eq!(
+            decode_value("=?BASE64?SGVsbG8=?=").unwrap(),
+            "=?BASE64?SGVsbG8=?="
+        );
+        assert_eq!(
+            decode_value("=?base64?SGVsbG8=").unwrap(),
+            "=?base64?SGVsbG8="
+        );
+    }
+}

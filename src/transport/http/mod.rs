@@ -1,0 +1,596 @@
+//! Streamable HTTP (2026-07-28) on actix-web: `POST /mcp` only, one JSON-RPC
+//! message per POST, JSON or SSE replies, listen streams as SSE.
+//!
+//! Validation runs in the order the reference fixes (see `docs/http.md`): Host and
+//! Origin (403), method (405), Accept (406), Content-Type (415), body size (413),
+//! JSON (-32700), envelope (-32600), notifications (202), header/body cross-checks
+//! (-32020), `_meta` (-32602), version (-32022), required headers (-32020), method
+//! (-32601, 404), params (-32602), dispatch.
+
+mod headers;
+mod sse;
+
+use std::io;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use actix_web::dev::ServerHandle;
+use actix_web::http::{StatusCode, header};
+use actix_web::{App, HttpRequest, HttpResponse, HttpServer, web};
+use futures_util::StreamExt as _;
+use serde_json::{Map, Value};
+use tokio::sync::{mpsc, oneshot};
+
+use crate::mux::{Assigns, Channel, Frame};
+use crate::protocol::error::status_for_code;
+use crate::protocol::jsonrpc::{encode_error, encode_result};
+use crate::protocol::{Incoming, McpError, Phase, Request, RequestId, RequestMeta, methods};
+use crate::runtime::{Connection, Limits, Server, listen_filter, spawn_listen};
+use crate::subscription::SubscriptionHandler;
+use crate::suite::{Route, Suite};
+
+pub use headers::decode_value as decode_header_value;
+use sse::{AbortOnDrop, SseBody};
+
+/// Builds the [`Assigns`] of a request from its HTTP head (e.g. an authenticated
+/// principal from `Authorization`). Returning `Err(message)` answers 401.
+pub type AssignsHook = Arc<dyn Fn(&HttpRequest) -> Result<Assigns, String> + Send + Sync>;
+
+/// Configuration of the HTTP transport. Every bound has a default.
+#[derive(Clone)]
+#[non_exhaustive]
+pub struct HttpConfig {
+    /// Address to bind (default `127.0.0.1`).
+    pub host: String,
+    /// Port to bind (default 8080; 0 picks a free port).
+    pub port: u16,
+    /// The MCP endpoint path (default `/mcp`).
+    pub path: String,
+    /// SSE keep-alive comment interval on idle streams (default 15 s). It is also
+    /// how a dead client is noticed: within about two intervals.
+    pub keep_alive: Duration,
+    /// Largest request body (default 4 MiB); larger is 413.
+    pub max_body: usize,
+    /// Hostnames accepted in `Host` and `Origin` (default loopback only:
+    /// `127.0.0.1`, `localhost`, `::1`); `"*"` accepts any. Others get 403.
+    pub allowed_hosts: Vec<String>,
+    /// Worker threads (default: the number of CPUs).
+    pub workers: usize,
+    /// How long a graceful shutdown waits for streams to finish (default 5 s).
+    pub drain_timeout: Duration,
+    /// Runtime limits.
+    pub limits: Limits,
+    /// Optional hook that attaches application data to each request.
+    pub assigns: Option<AssignsHook>,
+}
+
+impl Default for HttpConfig {
+    fn default() -> Self {
+        HttpConfig {
+            host: "127.0.0.1".into(),
+            port: 8080,
+            path: "/mcp".into(),
+            keep_alive: Duration::from_secs(15),
+            max_body: 4 * 1024 * 1024,
+            allowed_hosts: vec!["127.0.0.1".into(), "localhost".into(), "::1".into()],
+            workers: std::thread::available_parallelism().map_or(2, |n| n.get()),
+            drain_timeout: Duration::from_secs(5),
+            limits: Limits::default(),
+            assigns: None,
+        }
+    }
+}
+
+impl std::fmt::Debug for HttpConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HttpConfig")
+            .field("host", &self.host)
+            .field("port", &self.port)
+            .field("path", &self.path)
+            .field("keep_alive", &self.keep_alive)
+            .field("max_body", &self.max_body)
+            .field("allowed_hosts", &self.allowed_hosts)
+            .field("workers", &self.workers)
+            .field("limits", &self.limits)
+            .finish()
+    }
+}
+
+struct AppState<H: SubscriptionHandler> {
+    suite: Suite<H>,
+    server: Server,
+    config: HttpConfig,
+}
+
+/// A started HTTP server.
+pub struct Running {
+    /// The bound address.
+    pub addr: SocketAddr,
+    /// The runtime root: metrics, shutdown.
+    pub server: Server,
+    handle: ServerHandle,
+    drain_timeout: Duration,
+}
+
+impl Running {
+    /// Graceful stop: every open stream gets its completion result (and its
+    /// `handle_close`), then the HTTP server stops.
+    pub async fn stop(&self) {
+        self.server.shutdown();
+        self.server.drained(self.drain_timeout).await;
+        self.handle.stop(true).await;
+    }
+
+    /// The actix-web handle (to await or stop the server directly).
+    pub fn handle(&self) -> ServerHandle {
+        self.handle.clone()
+    }
+}
+
+/// Binds and starts the server on the current actix System, returning at once.
+/// The server runs until [`Running::stop`].
+pub fn start<H: SubscriptionHandler>(
+    suite: Suite<H>,
+    config: HttpConfig,
+) -> io::Result<(Running, actix_web::dev::Server)> {
+    let server = Server::new(config.limits.clone());
+    let state = web::Data::new(AppState {
+        suite,
+        server: server.clone(),
+        config: config.clone(),
+    });
+    let path = config.path.clone();
+    let http = HttpServer::new(move || {
+        App::new().app_data(state.clone()).service(
+            web::resource(path.as_str())
+                .route(web::post().to(post::<H>))
+                .default_service(web::to(method_not_allowed)),
+        )
+    })
+    .workers(config.workers.max(1))
+    .disable_signals()
+    .shutdown_timeout(1)
+    .bind((config.host.as_str(), config.port))?;
+    let addr = http
+        .addrs()
+        .first()
+        .copied()
+        .ok_or_else(|| io::Error::other("no address bound"))?;
+    let running = http.run();
+    Ok((
+        Running {
+            addr,
+            server,
+            handle: running.handle(),
+            drain_timeout: config.drain_timeout,
+        },
+        running,
+    ))
+}
+
+/// Serves `suite` until SIGINT or SIGTERM, then drains gracefully: every open
+/// stream gets its completion result before the process exits.
+pub async fn serve<H: SubscriptionHandler>(suite: Suite<H>, config: HttpConfig) -> io::Result<()> {
+    let (running, http) = start(suite, config)?;
+    tracing::info!(addr = %running.addr, "genmcp listening");
+    let http = actix_rt::spawn(http);
+    shutdown_signal().await;
+    tracing::info!("shutting down: completing open streams");
+    running.stop().await;
+    let _ = http.await;
+    Ok(())
+}
+
+async fn shutdown_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = tokio::signal::ctrl_c() => {}
+                    _ = term.recv() => {}
+                }
+            }
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}
+
+/// A server running on its own thread with its own actix System: for tests,
+/// benchmarks and embedding in non-actix programs.
+pub struct ServerThread {
+    /// The bound address.
+    pub addr: SocketAddr,
+    /// The runtime root: metrics, shutdown.
+    pub server: Server,
+    stop: Option<std::sync::mpsc::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl ServerThread {
+    /// Starts `make_suite()` on a new thread (the suite is built there).
+    pub fn spawn<H, F>(make_suite: F, config: HttpConfig) -> io::Result<ServerThread>
+    where
+        H: SubscriptionHandler,
+        F: FnOnce() -> Suite<H> + Send + 'static,
+    {
+        let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+        let (stop_tx, stop_rx) = std::sync::mpsc::channel::<()>();
+        let thread = std::thread::spawn(move || {
+            let system = actix_rt::System::new();
+            system.block_on(async move {
+                let (running, http) = match start(make_suite(), config) {
+                    Ok(r) => r,
+                    Err(e) => {
+                        let _ = ready_tx.send(Err(e));
+                        return;
+                    }
+                };
+                let _ = ready_tx.send(Ok((running.addr, running.server.clone())));
+                let http = actix_rt::spawn(http);
+                let (tx, rx) = oneshot::channel::<()>();
+                std::thread::spawn(move || {
+                    let _ = stop_rx.recv();
+                    let _ = tx.send(());
+                });
+                let _ = rx.await;
+                running.stop().await;
+                let _ = http.await;
+            });
+        });
+        let (addr, server) = ready_rx
+            .recv()
+            .map_err(|_| io::Error::other("server thread died"))??;
+        Ok(ServerThread {
+            addr,
+            server,
+            stop: Some(stop_tx),
+            thread: Some(thread),
+        })
+    }
+
+    /// The endpoint URL.
+    pub fn url(&self) -> String {
+        format!("http://{}/mcp", self.addr)
+    }
+
+    /// Graceful stop, waiting for the thread to end.
+    pub fn stop(mut self) {
+        self.stop_inner();
+    }
+
+    fn stop_inner(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+impl Drop for ServerThread {
+    fn drop(&mut self) {
+        self.stop_inner();
+    }
+}
+
+async fn method_not_allowed() -> HttpResponse {
+    HttpResponse::MethodNotAllowed()
+        .insert_header((header::ALLOW, "POST"))
+        .finish()
+}
+
+fn json_response(status: u16, body: Vec<u8>) -> HttpResponse {
+    HttpResponse::build(StatusCode::from_u16(status).unwrap_or(StatusCode::OK))
+        .content_type("application/json")
+        .body(body)
+}
+
+fn error_response(id: Option<&RequestId>, error: &McpError, phase: Phase) -> HttpResponse {
+    json_response(error.http_status(phase), encode_error(id, error))
+}
+
+/// A 4xx with an id-less JSON-RPC error body (transport-level refusals).
+fn refusal(status: StatusCode, message: String) -> HttpResponse {
+    let body = serde_json::json!({
+        "jsonrpc": "2.0",
+        "error": {"code": -32600, "message": message},
+    });
+    HttpResponse::build(status)
+        .content_type("application/json")
+        .body(body.to_string())
+}
+
+async fn read_body(mut payload: web::Payload, limit: usize) -> Result<Vec<u8>, HttpResponse> {
+    let mut body = Vec::new();
+    while let Some(chunk) = payload.next().await {
+        let chunk = chunk.map_err(|e| {
+            refusal(
+                StatusCode::BAD_REQUEST,
+                format!("could not read the body: {e}"),
+            )
+        })?;
+        if body.len() + chunk.len() > limit {
+            return Err(json_response(
+                413,
+                encode_error(
+                    None,
+                    &McpError::InvalidRequest(format!("request body larger than {limit} bytes")),
+                ),
+            ));
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(body)
+}
+
+async fn post<H: SubscriptionHandler>(
+    req: HttpRequest,
+    payload: web::Payload,
+    state: web::Data<AppState<H>>,
+) -> HttpResponse {
+    let config = &state.config;
+    if let Err(why) = headers::check_host_and_origin(&req, &config.allowed_hosts) {
+        return refusal(StatusCode::FORBIDDEN, format!("Forbidden: {why}"));
+    }
+    let head = req.headers();
+    if !headers::accepts(head, "application/json") {
+        return refusal(
+            StatusCode::NOT_ACCEPTABLE,
+            "Not Acceptable: Accept must include application/json and text/event-stream".into(),
+        );
+    }
+    if !headers::is_json(head) {
+        return refusal(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "Unsupported Media Type: Content-Type must be application/json".into(),
+        );
+    }
+    if let Some(len) = head
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<usize>().ok())
+        && len > config.max_body
+    {
+        return json_response(
+            413,
+            encode_error(
+                None,
+                &McpError::InvalidRequest(format!(
+                    "request body larger than {} bytes",
+                    config.max_body
+                )),
+            ),
+        );
+    }
+    let body = match read_body(payload, config.max_body).await {
+        Ok(b) => b,
+        Err(resp) => return resp,
+    };
+    let request = match Incoming::parse(&body) {
+        Ok(Incoming::Request(r)) => r,
+        Ok(Incoming::Notification(_)) => return HttpResponse::Accepted().finish(),
+        Err(e) => return error_response(e.id.as_ref(), &e.error, Phase::Validation),
+    };
+    let assigns = match &config.assigns {
+        Some(hook) => match hook(&req) {
+            Ok(a) => a,
+            Err(why) => return refusal(StatusCode::UNAUTHORIZED, format!("Unauthorized: {why}")),
+        },
+        None => Assigns::new(),
+    };
+    let id = request.id.clone();
+    match validate(&state.suite, &req, request, assigns, &state.server) {
+        Ok(Validated::Unary(method, params, channel, rx)) => {
+            unary(&state, method, params, channel, rx).await
+        }
+        Ok(Validated::Listen(meta, assigns, params)) => {
+            if !headers::accepts(req.headers(), "text/event-stream") {
+                return refusal(
+                    StatusCode::NOT_ACCEPTABLE,
+                    "Not Acceptable: subscriptions/listen answers with text/event-stream".into(),
+                );
+            }
+            listen(&state, id, meta, assigns, params).await
+        }
+        Err(error) => error_response(Some(&id), &error, Phase::Validation),
+    }
+}
+
+enum Validated {
+    Unary(String, Map<String, Value>, Channel, mpsc::Receiver<Frame>),
+    Listen(RequestMeta, Assigns, Map<String, Value>),
+}
+
+fn validate<H: SubscriptionHandler>(
+    suite: &Suite<H>,
+    req: &HttpRequest,
+    request: Request,
+    assigns: Assigns,
+    server: &Server,
+) -> Result<Validated, McpError> {
+    let head = req.headers();
+    let header_version = headers::routing_header(head, headers::PROTOCOL_VERSION)?;
+    let header_method = headers::routing_header(head, headers::METHOD)?;
+    let header_name = headers::routing_header(head, headers::NAME)?;
+    let params = request.params;
+    if let (Some(h), Some(body)) = (header_version, RequestMeta::raw_version(params.as_ref()))
+        && h != body
+    {
+        return Err(McpError::HeaderMismatch(format!(
+            "Header mismatch: MCP-Protocol-Version header value '{h}' does not match body value '{body}'"
+        )));
+    }
+    if let Some(h) = header_method
+        && h != request.method
+    {
+        return Err(McpError::HeaderMismatch(format!(
+            "Header mismatch: Mcp-Method header value '{h}' does not match body value '{}'",
+            request.method
+        )));
+    }
+    let meta = RequestMeta::from_params(params.as_ref())?;
+    meta.check_version()?;
+    if header_version.is_none() {
+        return Err(McpError::HeaderMismatch(
+            "Header mismatch: required MCP-Protocol-Version header is missing".into(),
+        ));
+    }
+    if header_method.is_none() {
+        return Err(McpError::HeaderMismatch(
+            "Header mismatch: required Mcp-Method header is missing".into(),
+        ));
+    }
+    let params = params.unwrap_or_default();
+    let name_field = match request.method.as_str() {
+        methods::TOOLS_CALL | methods::PROMPTS_GET => Some("name"),
+        methods::RESOURCES_READ => Some("uri"),
+        _ => None,
+    };
+    if let Some(field) = name_field {
+        let raw = header_name.ok_or_else(|| {
+            McpError::HeaderMismatch("Header mismatch: required Mcp-Name header is missing".into())
+        })?;
+        let decoded = headers::decode_value(raw)?;
+        let body = params
+            .get(field)
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        if decoded != body {
+            return Err(McpError::HeaderMismatch(format!(
+                "Header mismatch: Mcp-Name header value '{decoded}' does not match body value '{body}'"
+            )));
+        }
+    }
+    let (tx, rx) = mpsc::channel(server.limits().outbox_capacity);
+    let channel = Channel::for_request(request.id.clone(), meta.clone(), assigns.clone(), tx);
+    match suite.route(&request.method, &channel)? {
+        Route::Listen => {
+            let _ = listen_filter(&params, &meta, server.limits())?;
+            Ok(Validated::Listen(meta, assigns, params))
+        }
+        _ => Ok(Validated::Unary(request.method, params, channel, rx)),
+    }
+}
+
+async fn unary<H: SubscriptionHandler>(
+    state: &AppState<H>,
+    method: String,
+    params: Map<String, Value>,
+    channel: Channel,
+    mut rx: mpsc::Receiver<Frame>,
+) -> HttpResponse {
+    let (status_tx, status_rx) = oneshot::channel::<u16>();
+    let id = channel.id().clone();
+    let outbox = channel.outbox().clone();
+    let future = state.suite.call(&method, params, channel.clone());
+    let task = actix_rt::spawn(async move {
+        let result = future.await;
+        channel.close();
+        let (frame, status) = match result {
+            Ok(result) => (Frame::last(encode_result(&id, &result)), 200),
+            Err(error) => (
+                Frame::last(encode_error(Some(&id), &error)),
+                error.http_status(Phase::Dispatch),
+            ),
+        };
+        let _ = status_tx.send(status);
+        let _ = outbox.send(frame).await;
+    });
+    let mut task = AbortOnDrop(Some(task));
+    let Some(first) = rx.recv().await else {
+        task.0.take();
+        return error_response(
+            None,
+            &McpError::internal("Internal error: no response"),
+            Phase::Dispatch,
+        );
+    };
+    if first.last {
+        let status = status_rx.await.unwrap_or(200);
+        state.server.count_frames(1);
+        return json_response(status, first.bytes.to_vec());
+    }
+    sse_response(SseBody::new(
+        first,
+        rx,
+        None,
+        state.config.keep_alive,
+        state.server.clone(),
+        task,
+    ))
+}
+
+async fn listen<H: SubscriptionHandler>(
+    state: &AppState<H>,
+    id: RequestId,
+    meta: RequestMeta,
+    assigns: Assigns,
+    params: Map<String, Value>,
+) -> HttpResponse {
+    let server = &state.server;
+    let filter = match listen_filter(&params, &meta, server.limits()) {
+        Ok(f) => f,
+        Err(e) => return error_response(Some(&id), &e, Phase::Validation),
+    };
+    let (tx, mut rx) = mpsc::channel(server.limits().outbox_capacity);
+    let (done_tx, done_rx) = oneshot::channel();
+    let connection = actix::Actor::start(Connection::exchange(server.clone(), tx.clone(), done_tx));
+    if let Err(error) = spawn_listen(
+        &state.suite,
+        server,
+        &connection,
+        tx,
+        id.clone(),
+        meta,
+        assigns,
+        filter,
+    )
+    .await
+    {
+        return error_response(Some(&id), &error, Phase::Dispatch);
+    }
+    drop(connection);
+    let Some(first) = rx.recv().await else {
+        return error_response(
+            Some(&id),
+            &McpError::internal("Internal error: stream ended before its acknowledgement"),
+            Phase::Dispatch,
+        );
+    };
+    if first.last {
+        // Rejected before the acknowledgement: a plain JSON error reply.
+        let status = serde_json::from_slice::<Value>(&first.bytes)
+            .ok()
+            .and_then(|v| v.pointer("/error/code").and_then(Value::as_i64))
+            .map_or(200, |code| status_for_code(code, Phase::Dispatch));
+        server.count_frames(1);
+        return json_response(status, first.bytes.to_vec());
+    }
+    sse_response(SseBody::new(
+        first,
+        rx,
+        Some(done_rx),
+        state.config.keep_alive,
+        server.clone(),
+        AbortOnDrop(None),
+    ))
+}
+
+fn sse_response(body: SseBody) -> HttpResponse {
+    HttpResponse::Ok()
+        .content_type("text/event-stream")
+        .insert_header((header::CACHE_CONTROL, "no-cache, no-transform"))
+        .insert_header(("X-Accel-Buffering", "no"))
+        .insert_header((header::CONTENT_ENCODING, "identity"))
+        .streaming(body)
+}

@@ -1,0 +1,142 @@
+//! The SSE body of a streamed response: frames from the outbox, keep-alive
+//! comments while idle, ending at the final frame or when the connection stops.
+
+use std::convert::Infallible;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use futures_util::Stream;
+use tokio::sync::{mpsc, oneshot};
+use tokio::time::{Instant, Sleep};
+
+use crate::mux::Frame;
+use crate::runtime::Server;
+
+/// Ready frames coalesced into one write at most.
+const MAX_FRAMES_PER_CHUNK: usize = 64;
+/// Bytes coalesced into one write at most.
+const MAX_CHUNK_BYTES: usize = 64 * 1024;
+
+const KEEPALIVE: &[u8] = b": keepalive\n\n";
+
+/// Appends one frame as an SSE event.
+pub(crate) fn encode_event(buf: &mut BytesMut, frame: &Frame) {
+    buf.extend_from_slice(b"event: message\ndata: ");
+    buf.extend_from_slice(&frame.bytes);
+    buf.extend_from_slice(b"\n\n");
+}
+
+/// Aborts a spawned task when dropped (client gone: stop the work).
+pub(crate) struct AbortOnDrop(pub(crate) Option<tokio::task::JoinHandle<()>>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        if let Some(task) = self.0.take() {
+            task.abort();
+        }
+    }
+}
+
+/// The body stream of an SSE response.
+pub(crate) struct SseBody {
+    rx: mpsc::Receiver<Frame>,
+    first: Option<Frame>,
+    done: Option<oneshot::Receiver<()>>,
+    closing: bool,
+    finished: bool,
+    keepalive: Pin<Box<Sleep>>,
+    interval: Duration,
+    server: Server,
+    _task: AbortOnDrop,
+}
+
+impl SseBody {
+    pub(crate) fn new(
+        first: Frame,
+        rx: mpsc::Receiver<Frame>,
+        done: Option<oneshot::Receiver<()>>,
+        interval: Duration,
+        server: Server,
+        task: AbortOnDrop,
+    ) -> Self {
+        SseBody {
+            rx,
+            first: Some(first),
+            done,
+            closing: false,
+            finished: false,
+            keepalive: Box::pin(tokio::time::sleep(interval)),
+            interval,
+            server,
+            _task: task,
+        }
+    }
+
+    fn push(&mut self, buf: &mut BytesMut, frame: Frame) {
+        encode_event(buf, &frame);
+        if frame.last {
+            self.finished = true;
+        }
+    }
+}
+
+impl Stream for SseBody {
+    type Item = Result<Bytes, Infallible>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let this = &mut *self;
+        if this.finished {
+            return Poll::Ready(None);
+        }
+        let mut buf = BytesMut::new();
+        let mut frames = 0u64;
+        if let Some(first) = this.first.take() {
+            this.push(&mut buf, first);
+            frames += 1;
+        }
+        while !this.finished
+            && (frames as usize) < MAX_FRAMES_PER_CHUNK
+            && buf.len() < MAX_CHUNK_BYTES
+        {
+            match this.rx.poll_recv(cx) {
+                Poll::Ready(Some(frame)) => {
+                    this.push(&mut buf, frame);
+                    frames += 1;
+                }
+                Poll::Ready(None) => {
+                    this.closing = true;
+                    break;
+                }
+                Poll::Pending => break,
+            }
+        }
+        if frames > 0 {
+            this.server.count_frames(frames);
+            let interval = this.interval;
+            this.keepalive.as_mut().reset(Instant::now() + interval);
+            return Poll::Ready(Some(Ok(buf.freeze())));
+        }
+        if this.closing {
+            return Poll::Ready(None);
+        }
+        if let Some(done) = this.done.as_mut()
+            && Pin::new(done).poll(cx).is_ready()
+        {
+            // The connection stopped without a final frame (overflow, panic after
+            // the stream was cut): end the body once nothing is left to read.
+            this.done = None;
+            this.closing = true;
+            return Poll::Ready(None);
+        }
+        if this.keepalive.as_mut().poll(cx).is_ready() {
+            let interval = this.interval;
+            this.keepalive.as_mut().reset(Instant::now() + interval);
+            return Poll::Ready(Some(Ok(Bytes::from_static(KEEPALIVE))));
+        }
+        Poll::Pending
+    }
+}
+
+use std::future::Future as _;
