@@ -9,6 +9,7 @@
 //! [`mux`] → [`protocol`] and [`pubsub`]. See `docs/architecture.md`.
 #![forbid(unsafe_code)]
 
+pub mod apps;
 pub mod mux;
 pub mod protocol;
 pub mod pubsub;

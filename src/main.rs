@@ -1,1 +1,112 @@
-fn main() {}
+//! The `genmcp` command: `genmcp serve` runs the notes demo (or, with
+//! `--conformance`, the conformance fixture server) over Streamable HTTP.
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use genmcp::http::{self, HttpConfig};
+
+const USAGE: &str = "\
+genmcp: an MCP (2026-07-28) server runtime
+
+USAGE:
+    genmcp serve [--host HOST] [--port PORT] [--keep-alive SECS] [--workers N] [--conformance]
+
+    serve          run the notes demo on http://HOST:PORT/mcp (default 127.0.0.1:8080)
+    --conformance  serve the conformance fixture catalog instead of the demo
+    --keep-alive   SSE keep-alive interval in seconds (default 15)
+    --workers      HTTP worker threads (default: number of CPUs)
+
+Logging: RUST_LOG (default genmcp=info).";
+
+struct ServeArgs {
+    config: HttpConfig,
+    conformance: bool,
+}
+
+fn parse_serve(args: &[String]) -> Result<ServeArgs, String> {
+    let mut config = HttpConfig::default();
+    let mut conformance = false;
+    let mut it = args.iter();
+    while let Some(arg) = it.next() {
+        let mut value = |name: &str| {
+            it.next()
+                .cloned()
+                .ok_or_else(|| format!("{name} needs a value"))
+        };
+        match arg.as_str() {
+            "--host" => config.host = value("--host")?,
+            "--port" => {
+                config.port = value("--port")?
+                    .parse()
+                    .map_err(|_| "--port must be a number from 0 to 65535".to_owned())?
+            }
+            "--keep-alive" => {
+                let secs: f64 = value("--keep-alive")?
+                    .parse()
+                    .map_err(|_| "--keep-alive must be a number of seconds".to_owned())?;
+                if !(secs > 0.0 && secs.is_finite()) {
+                    return Err("--keep-alive must be positive".into());
+                }
+                config.keep_alive = Duration::from_secs_f64(secs);
+            }
+            "--workers" => {
+                config.workers = value("--workers")?
+                    .parse()
+                    .ok()
+                    .filter(|n: &usize| *n > 0)
+                    .ok_or_else(|| "--workers must be a positive number".to_owned())?
+            }
+            "--conformance" => conformance = true,
+            other => return Err(format!("unknown argument {other:?}")),
+        }
+    }
+    Ok(ServeArgs { config, conformance })
+}
+
+fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("genmcp=info")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    match args.first().map(String::as_str) {
+        Some("serve") => match parse_serve(&args[1..]) {
+            Ok(serve) => run_serve(serve),
+            Err(e) => {
+                eprintln!("error: {e}\n\n{USAGE}");
+                ExitCode::from(2)
+            }
+        },
+        Some("-h" | "--help" | "help") => {
+            println!("{USAGE}");
+            ExitCode::SUCCESS
+        }
+        _ => {
+            eprintln!("{USAGE}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn run_serve(serve: ServeArgs) -> ExitCode {
+    let system = actix_rt::System::new();
+    let result = system.block_on(async move {
+        if serve.conformance {
+            http::serve(genmcp::apps::fixtures::suite(), serve.config).await
+        } else {
+            let (suite, _bus) = genmcp::apps::demo::suite();
+            http::serve(suite, serve.config).await
+        }
+    });
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -14,9 +14,11 @@ use super::error::McpError;
 /// let f = SubscriptionFilter { tools_list_changed: true, ..Default::default() };
 /// assert_eq!(serde_json::to_string(&f).unwrap(), r#"{"toolsListChanged":true}"#);
 /// ```
+///
+/// Build one with struct update syntax (`..Default::default()`): fields added in
+/// later revisions come with a default, so that stays source-compatible.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-#[non_exhaustive]
 pub struct SubscriptionFilter {
     /// `notifications/tools/list_changed`.
     #[serde(default, skip_serializing_if = "is_false")]

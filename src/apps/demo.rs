@@ -1,0 +1,294 @@
+//! The notes demo served by `genmcp serve`: an in-memory notes store whose tools
+//! publish change events on an embedded bus, a subscription handler that turns
+//! them into notifications, and a `burst` tool for throughput measurement.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use serde_json::{Value, json};
+
+use crate::mux::Channel;
+use crate::protocol::{Implementation, Notification, SubscriptionCapabilities, SubscriptionFilter};
+use crate::pubsub::{Bus, BusSubscription};
+use crate::subscription::{Flow, Subscribe, SubscribeCx, SubscriptionHandler};
+use crate::suite::{CallToolResult, Catalog, Suite, ToolBuilder};
+
+/// What happens in the notes app.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum NoteEvent {
+    /// The tool list changed.
+    ToolsChanged,
+    /// The prompt list changed.
+    PromptsChanged,
+    /// A note was added or deleted: the resource list changed.
+    NotesChanged,
+    /// The note at this URI changed.
+    NoteUpdated(String),
+}
+
+/// Bus topics of the notes app.
+pub mod topics {
+    /// [`super::NoteEvent::ToolsChanged`].
+    pub const TOOLS: &str = "tools";
+    /// [`super::NoteEvent::PromptsChanged`].
+    pub const PROMPTS: &str = "prompts";
+    /// [`super::NoteEvent::NotesChanged`].
+    pub const NOTES: &str = "notes";
+    /// [`super::NoteEvent::NoteUpdated`].
+    pub const NOTE_UPDATES: &str = "note-updates";
+}
+
+/// The subscription handler of the notes app: joins the bus topics the client
+/// asked for and forwards each event as the matching notification.
+#[derive(Clone)]
+pub struct NotesSubscriptions {
+    bus: Bus<NoteEvent>,
+}
+
+impl NotesSubscriptions {
+    /// A handler fed by `bus`.
+    pub fn new(bus: Bus<NoteEvent>) -> Self {
+        NotesSubscriptions { bus }
+    }
+}
+
+impl SubscriptionHandler for NotesSubscriptions {
+    type Message = NoteEvent;
+    type State = Vec<BusSubscription<NoteEvent>>;
+
+    fn subscribe(
+        &self,
+        filter: &SubscriptionFilter,
+        cx: &mut SubscribeCx<'_, NoteEvent>,
+    ) -> Subscribe<Self::State> {
+        let mut subs = Vec::new();
+        let wanted = [
+            (filter.tools_list_changed, topics::TOOLS),
+            (filter.prompts_list_changed, topics::PROMPTS),
+            (filter.resources_list_changed, topics::NOTES),
+            (!filter.resource_subscriptions.is_empty(), topics::NOTE_UPDATES),
+        ];
+        for (on, topic) in wanted {
+            if on {
+                subs.push(self.bus.subscribe(topic, cx.inbox()));
+            }
+        }
+        Subscribe::Accept(subs)
+    }
+
+    fn handle_message(&self, event: NoteEvent, channel: &Channel, _state: &mut Self::State) -> Flow {
+        let notification = match event {
+            NoteEvent::ToolsChanged => Notification::tools_list_changed(),
+            NoteEvent::PromptsChanged => Notification::prompts_list_changed(),
+            NoteEvent::NotesChanged => Notification::resources_list_changed(),
+            NoteEvent::NoteUpdated(uri) => {
+                // Updates for notes this stream did not subscribe to are skipped.
+                if !channel.honoured().is_some_and(|h| h.resource_subscriptions.contains(&uri)) {
+                    return Flow::Continue;
+                }
+                Notification::resource_updated(uri)
+            }
+        };
+        // A refused send (client gone, overflow) is noticed by the runtime.
+        let _ = channel.send_notification(notification);
+        Flow::Continue
+    }
+
+    fn subscription_capabilities(&self, _channel: &Channel) -> SubscriptionCapabilities {
+        SubscriptionCapabilities::none()
+            .with_tools_list_changed(true)
+            .with_resources_list_changed(true)
+            .with_resources_updated(true)
+    }
+}
+
+/// The in-memory notes store.
+#[derive(Clone, Default)]
+pub struct Notes {
+    notes: Arc<Mutex<BTreeMap<String, String>>>,
+    next: Arc<AtomicU64>,
+}
+
+impl Notes {
+    /// Stores a note, returning its URI.
+    pub fn add(&self, text: &str) -> String {
+        let id = self.next.fetch_add(1, Ordering::Relaxed) + 1;
+        let uri = format!("note://{id}");
+        self.lock().insert(uri.clone(), text.to_owned());
+        uri
+    }
+
+    /// Replaces a note's text; false if there is no such note.
+    pub fn update(&self, uri: &str, text: &str) -> bool {
+        match self.lock().get_mut(uri) {
+            Some(t) => {
+                *t = text.to_owned();
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Deletes a note; false if there is no such note.
+    pub fn delete(&self, uri: &str) -> bool {
+        self.lock().remove(uri).is_some()
+    }
+
+    /// Every note, by URI.
+    pub fn all(&self) -> Vec<(String, String)> {
+        self.lock().iter().map(|(k, v)| (k.clone(), v.clone())).collect()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, String>> {
+        self.notes.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// Largest `count` the `burst` tool accepts.
+pub const MAX_BURST: u64 = 1_000_000;
+
+fn text_arg(args: &serde_json::Map<String, Value>, key: &str) -> Option<String> {
+    args.get(key).and_then(Value::as_str).map(str::to_owned)
+}
+
+/// The demo suite and the bus its tools publish on.
+pub fn suite() -> (Suite<NotesSubscriptions>, Bus<NoteEvent>) {
+    let bus: Bus<NoteEvent> = Bus::new();
+    let notes = Notes::default();
+    let catalog = Catalog::new();
+
+    let (n, b) = (notes.clone(), bus.clone());
+    catalog.add_tool(
+        ToolBuilder::new("add_note")
+            .description("Stores a note and returns its URI; `uri` updates an existing note instead")
+            .input_schema(json!({
+                "type": "object",
+                "properties": {"text": {"type": "string"}, "uri": {"type": "string"}},
+                "required": ["text"]
+            }))
+            .handler(move |call| {
+                let (notes, bus) = (n.clone(), b.clone());
+                async move {
+                    let text = text_arg(&call.arguments, "text").unwrap_or_default();
+                    match text_arg(&call.arguments, "uri") {
+                        Some(uri) if notes.update(&uri, &text) => {
+                            bus.publish(topics::NOTE_UPDATES, NoteEvent::NoteUpdated(uri.clone()));
+                            Ok(CallToolResult::text(uri).into())
+                        }
+                        Some(uri) => Ok(CallToolResult::error(format!("no note {uri}")).into()),
+                        None => {
+                            let uri = notes.add(&text);
+                            bus.publish(topics::NOTES, NoteEvent::NotesChanged);
+                            bus.publish(topics::NOTE_UPDATES, NoteEvent::NoteUpdated(uri.clone()));
+                            Ok(CallToolResult::text(uri).into())
+                        }
+                    }
+                }
+            }),
+    );
+
+    let (n, b) = (notes.clone(), bus.clone());
+    catalog.add_tool(
+        ToolBuilder::new("delete_note")
+            .description("Deletes the note at `uri`")
+            .input_schema(json!({
+                "type": "object",
+                "properties": {"uri": {"type": "string"}},
+                "required": ["uri"]
+            }))
+            .handler(move |call| {
+                let (notes, bus) = (n.clone(), b.clone());
+                async move {
+                    let uri = text_arg(&call.arguments, "uri").unwrap_or_default();
+                    if !notes.delete(&uri) {
+                        return Ok(CallToolResult::error(format!("no note {uri}")).into());
+                    }
+                    bus.publish(topics::NOTES, NoteEvent::NotesChanged);
+                    bus.publish(topics::NOTE_UPDATES, NoteEvent::NoteUpdated(uri.clone()));
+                    Ok(CallToolResult::text(format!("deleted {uri}")).into())
+                }
+            }),
+    );
+
+    let (c, b) = (catalog.clone(), bus.clone());
+    catalog.add_tool(
+        ToolBuilder::new("toggle_extra_tool")
+            .description("Adds or removes the tool `extra_tool`, changing the tool list")
+            .handler(move |_call| {
+                let (catalog, bus) = (c.clone(), b.clone());
+                async move {
+                    let added = if catalog.remove_tool("extra_tool") {
+                        false
+                    } else {
+                        catalog.add_tool(
+                            ToolBuilder::new("extra_tool")
+                                .description("Exists only while toggled on")
+                                .handler(|_call| async { Ok(CallToolResult::text("extra").into()) }),
+                        );
+                        true
+                    };
+                    bus.publish(topics::TOOLS, NoteEvent::ToolsChanged);
+                    Ok(CallToolResult::text(if added { "extra_tool added" } else { "extra_tool removed" }).into())
+                }
+            }),
+    );
+
+    let b = bus.clone();
+    catalog.add_tool(
+        ToolBuilder::new("burst")
+            .description(
+                "Throughput probe: publishes `count` tools/list_changed events (or, with kind \
+                 \"resources\" and `uri`, resources/updated for that URI) to every listening \
+                 stream, each in order, and returns once all were handed over",
+            )
+            .input_schema(json!({
+                "type": "object",
+                "properties": {
+                    "count": {"type": "integer", "minimum": 0, "maximum": MAX_BURST},
+                    "kind": {"type": "string", "enum": ["tools", "resources"]},
+                    "uri": {"type": "string"}
+                },
+                "required": ["count"]
+            }))
+            .handler(move |call| {
+                let bus = b.clone();
+                async move {
+                    let count = call.arguments.get("count").and_then(Value::as_u64).unwrap_or(0);
+                    if count > MAX_BURST {
+                        return Ok(CallToolResult::error(format!("count must be at most {MAX_BURST}")).into());
+                    }
+                    let (topic, event) = match text_arg(&call.arguments, "kind").as_deref() {
+                        Some("resources") => match text_arg(&call.arguments, "uri") {
+                            Some(uri) => (topics::NOTE_UPDATES, NoteEvent::NoteUpdated(uri)),
+                            None => return Ok(CallToolResult::error("kind \"resources\" needs a uri").into()),
+                        },
+                        _ => (topics::TOOLS, NoteEvent::ToolsChanged),
+                    };
+                    let inboxes = bus.subscribers(topic);
+                    let streams = inboxes.len();
+                    futures_util::future::join_all(inboxes.into_iter().map(|inbox| {
+                        let event = event.clone();
+                        async move {
+                            for _ in 0..count {
+                                if inbox.send(event.clone()).await.is_err() {
+                                    break;
+                                }
+                            }
+                        }
+                    }))
+                    .await;
+                    let summary = json!({"streams": streams, "count": count});
+                    Ok(CallToolResult::text(summary.to_string()).with_structured(summary).into())
+                }
+            }),
+    );
+
+    let suite = Suite::builder(Implementation::new("genmcp-notes", env!("CARGO_PKG_VERSION")))
+        .instructions("A notes demo: add_note, delete_note, toggle_extra_tool; listen for changes.")
+        .catalog(catalog)
+        .subscriptions(NotesSubscriptions::new(bus.clone()))
+        .build();
+    (suite, bus)
+}
