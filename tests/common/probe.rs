@@ -10,8 +10,8 @@ use serde_json::Value;
 pub enum Msg {
     /// Send this notification.
     Send(Notification),
-    /// Panic inside handle_message.
-    Panic,
+    /// Panic inside handle_message of the stream with this listen id.
+    PanicFor(RequestId),
     /// Return Flow::Stop.
     Stop,
 }
@@ -67,7 +67,8 @@ impl SubscriptionHandler for Probe {
                 }
                 Flow::Continue
             }
-            Msg::Panic => panic!("probe: handle_message panics on purpose"),
+            Msg::PanicFor(id) if *channel.id() == id => panic!("probe: handle_message panics on purpose"),
+            Msg::PanicFor(_) => Flow::Continue,
             Msg::Stop => Flow::stop("probe asked to stop"),
         }
     }
