@@ -38,3 +38,8 @@ pub mod prelude {
         ResourceContents, Suite, Tool, ToolBuilder, ToolCall, ToolOutcome,
     };
 }
+
+/// The README's examples, compiled as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;

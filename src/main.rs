@@ -11,11 +11,15 @@ genmcp: an MCP (2026-07-28) server runtime
 
 USAGE:
     genmcp serve [--host HOST] [--port PORT] [--keep-alive SECS] [--workers N] [--conformance]
+    genmcp bench [--streams S] [--events K] [--rounds R]
 
     serve          run the notes demo on http://HOST:PORT/mcp (default 127.0.0.1:8080)
     --conformance  serve the conformance fixture catalog instead of the demo
     --keep-alive   SSE keep-alive interval in seconds (default 15)
     --workers      HTTP worker threads (default: number of CPUs)
+
+    bench          stream throughput of genmcp against a raw-SSE baseline, in one run
+                   (defaults: 100 streams, 2000 events per stream, 3 rounds)
 
 Logging: RUST_LOG (default genmcp=info).";
 
@@ -61,7 +65,29 @@ fn parse_serve(args: &[String]) -> Result<ServeArgs, String> {
             other => return Err(format!("unknown argument {other:?}")),
         }
     }
-    Ok(ServeArgs { config, conformance })
+    Ok(ServeArgs {
+        config,
+        conformance,
+    })
+}
+
+fn parse_bench(args: &[String]) -> Result<genmcp::apps::bench::BenchConfig, String> {
+    let mut cfg = genmcp::apps::bench::BenchConfig::default();
+    let mut it = args.iter();
+    while let Some(arg) = it.next() {
+        let slot = match arg.as_str() {
+            "--streams" => &mut cfg.streams,
+            "--events" => &mut cfg.events,
+            "--rounds" => &mut cfg.rounds,
+            other => return Err(format!("unknown argument {other:?}")),
+        };
+        *slot = it
+            .next()
+            .and_then(|v| v.parse().ok())
+            .filter(|n: &usize| *n > 0)
+            .ok_or_else(|| format!("{arg} needs a positive number"))?;
+    }
+    Ok(cfg)
 }
 
 fn main() -> ExitCode {
@@ -76,6 +102,22 @@ fn main() -> ExitCode {
     match args.first().map(String::as_str) {
         Some("serve") => match parse_serve(&args[1..]) {
             Ok(serve) => run_serve(serve),
+            Err(e) => {
+                eprintln!("error: {e}\n\n{USAGE}");
+                ExitCode::from(2)
+            }
+        },
+        Some("bench") => match parse_bench(&args[1..]) {
+            Ok(cfg) => match genmcp::apps::bench::run(&cfg) {
+                Ok(rounds) => {
+                    print!("{}", genmcp::apps::bench::report(&cfg, &rounds));
+                    ExitCode::SUCCESS
+                }
+                Err(e) => {
+                    eprintln!("benchmark failed: {e}");
+                    ExitCode::FAILURE
+                }
+            },
             Err(e) => {
                 eprintln!("error: {e}\n\n{USAGE}");
                 ExitCode::from(2)

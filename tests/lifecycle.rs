@@ -28,19 +28,31 @@ fn a_client_disconnect_mid_stream_runs_handle_close_exactly_once() {
     let mut s = listen(srv.addr(), json!("gone"), json!({"toolsListChanged": true}));
     s.next_message().unwrap();
     srv.wait_subscribers(1);
-    srv.bus.publish("all", send(Notification::tools_list_changed()));
+    srv.bus
+        .publish("all", send(Notification::tools_list_changed()));
     s.next_message().unwrap();
     s.disconnect();
     // Keep events flowing: the failed write is how the server notices.
     assert!(wait_until(Duration::from_secs(10), || {
-        srv.bus.publish("all", send(Notification::tools_list_changed()));
+        srv.bus
+            .publish("all", send(Notification::tools_list_changed()));
         !srv.closed().is_empty()
     }));
     std::thread::sleep(Duration::from_millis(300));
-    assert_eq!(srv.closed(), vec![RequestId::String("gone".into())], "exactly once");
-    assert!(wait_until(Duration::from_secs(5), || srv.metrics().open_streams == 0));
+    assert_eq!(
+        srv.closed(),
+        vec![RequestId::String("gone".into())],
+        "exactly once"
+    );
+    assert!(wait_until(Duration::from_secs(5), || srv
+        .metrics()
+        .open_streams
+        == 0));
     assert_eq!(srv.metrics().closed(CloseReason::Disconnected), 1);
-    assert!(srv.bus.subscribers("all").is_empty(), "the state (and its bus subscription) was released");
+    assert!(
+        srv.bus.subscribers("all").is_empty(),
+        "the state (and its bus subscription) was released"
+    );
 }
 
 #[test]
@@ -49,11 +61,17 @@ fn an_idle_stream_whose_client_left_is_closed_within_two_keepalive_intervals() {
     let mut s = listen(srv.addr(), json!(1), json!({"toolsListChanged": true}));
     s.next_message().unwrap();
     // Keep-alive comments arrive while idle.
-    assert_eq!(s.next_event(), Some(common::Event::Comment("keepalive".into())));
+    assert_eq!(
+        s.next_event(),
+        Some(common::Event::Comment("keepalive".into()))
+    );
     s.disconnect();
     // No events are published: only keep-alive writes can notice the dead client.
     // Two intervals is 400 ms; allow scheduling slack on a loaded machine.
-    assert!(wait_until(Duration::from_secs(5), || !srv.closed().is_empty()), "handle_close was not called");
+    assert!(
+        wait_until(Duration::from_secs(5), || !srv.closed().is_empty()),
+        "handle_close was not called"
+    );
     assert_eq!(srv.closed(), vec![RequestId::Number(1)]);
     assert_eq!(srv.metrics().open_streams, 0);
 }
@@ -62,12 +80,21 @@ fn an_idle_stream_whose_client_left_is_closed_within_two_keepalive_intervals() {
 fn a_panicking_handle_message_ends_only_its_stream() {
     // One worker: every stream lives on the same thread.
     let srv = probe::start(Mode::Accept, caps(), probe::config());
-    let mut victim = listen(srv.addr(), json!("victim"), json!({"toolsListChanged": true}));
-    let mut other = listen(srv.addr(), json!("other"), json!({"toolsListChanged": true}));
+    let mut victim = listen(
+        srv.addr(),
+        json!("victim"),
+        json!({"toolsListChanged": true}),
+    );
+    let mut other = listen(
+        srv.addr(),
+        json!("other"),
+        json!({"toolsListChanged": true}),
+    );
     victim.next_message().unwrap();
     other.next_message().unwrap();
     srv.wait_subscribers(2);
-    srv.bus.publish("all", Msg::PanicFor(RequestId::from("victim")));
+    srv.bus
+        .publish("all", Msg::PanicFor(RequestId::from("victim")));
     let (mut dead, mut alive, dead_id) = (victim, other, json!("victim"));
     let end = dead.next_message().unwrap();
     assert_eq!(end["id"], dead_id);
@@ -75,7 +102,8 @@ fn a_panicking_handle_message_ends_only_its_stream() {
     assert!(dead.next_event().is_none());
     // The other stream on the same worker keeps receiving.
     for _ in 0..3 {
-        srv.bus.publish("all", send(Notification::tools_list_changed()));
+        srv.bus
+            .publish("all", send(Notification::tools_list_changed()));
         let n = alive.next_message().unwrap();
         assert_eq!(n["method"], "notifications/tools/list_changed");
         assert_ne!(sub_id(&n), &dead_id);
@@ -83,7 +111,10 @@ fn a_panicking_handle_message_ends_only_its_stream() {
     assert_eq!(srv.metrics().closed(CloseReason::Panicked), 1);
     assert!(srv.closed().is_empty(), "no handle_close after a panic");
     // The worker thread still serves requests.
-    assert_eq!(common::call(srv.addr(), json!(1), "server/discover", json!({})).status, 200);
+    assert_eq!(
+        common::call(srv.addr(), json!(1), "server/discover", json!({})).status,
+        200
+    );
 }
 
 fn rss_kib() -> u64 {
@@ -102,29 +133,48 @@ fn rss_kib() -> u64 {
 fn a_reader_that_never_reads_overflows_and_memory_stays_bounded() {
     let srv = probe::start(Mode::Accept, caps(), probe::config());
     let uri = format!("res://{}", "x".repeat(1000));
-    let mut s = listen(srv.addr(), json!("slow"), json!({"resourceSubscriptions": [uri.clone()]}));
+    let mut s = listen(
+        srv.addr(),
+        json!("slow"),
+        json!({"resourceSubscriptions": [uri.clone()]}),
+    );
     s.next_message().unwrap();
     srv.wait_subscribers(1);
     let before = rss_kib();
     // 100k events of ~1 KiB: ~100 MiB if anything buffered them without bound.
     let mut delivered = 0u64;
     for _ in 0..100_000 {
-        delivered += srv.bus.publish("all", send(Notification::resource_updated(uri.clone()))) as u64;
+        delivered += srv
+            .bus
+            .publish("all", send(Notification::resource_updated(uri.clone())))
+            as u64;
         if delivered > 0 && srv.bus.subscribers("all").is_empty() {
             break;
         }
     }
     assert!(
-        wait_until(Duration::from_secs(15), || srv.metrics().closed(CloseReason::Overflow) == 1),
+        wait_until(Duration::from_secs(15), || srv
+            .metrics()
+            .closed(CloseReason::Overflow)
+            == 1),
         "the stream was not ended as overflow: {:?}",
         srv.metrics()
     );
     let grown = rss_kib().saturating_sub(before);
     assert!(grown < 48 * 1024, "server memory grew by {grown} KiB");
-    assert!(delivered < 100_000, "a lagging stream must not accept everything");
+    assert!(
+        delivered < 100_000,
+        "a lagging stream must not accept everything"
+    );
     assert!(srv.bus.subscribers("all").is_empty());
-    assert!(srv.closed().is_empty(), "overflow is not an external teardown");
-    assert!(wait_until(Duration::from_secs(5), || srv.metrics().open_streams == 0));
+    assert!(
+        srv.closed().is_empty(),
+        "overflow is not an external teardown"
+    );
+    assert!(wait_until(Duration::from_secs(5), || srv
+        .metrics()
+        .open_streams
+        == 0));
     // The client sees an abrupt end, never a completion result.
     s.set_timeout(Duration::from_secs(10));
     let mut saw_completion = false;
@@ -146,11 +196,18 @@ fn a_hundred_streams_each_get_every_event_in_publish_order() {
         .map(|i| listen(srv.addr(), json!(i), json!({"resourceSubscriptions": uris})))
         .collect();
     for s in &mut streams {
-        assert_eq!(s.next_message().unwrap()["method"], "notifications/subscriptions/acknowledged");
+        assert_eq!(
+            s.next_message().unwrap()["method"],
+            "notifications/subscriptions/acknowledged"
+        );
     }
     srv.wait_subscribers(100);
     for uri in &uris {
-        assert_eq!(srv.bus.publish("all", send(Notification::resource_updated(uri.clone()))), 100);
+        assert_eq!(
+            srv.bus
+                .publish("all", send(Notification::resource_updated(uri.clone()))),
+            100
+        );
     }
     for (i, s) in streams.iter_mut().enumerate() {
         for uri in &uris {

@@ -4,7 +4,7 @@
 mod common;
 
 use common::probe::{self, Mode, Msg, send, sub_id};
-use common::{Event, listen, post, request, headers};
+use common::{Event, headers, listen, post, request};
 use genmcp::prelude::*;
 use serde_json::{Value, json};
 
@@ -22,16 +22,24 @@ fn ack_is_first_and_every_frame_carries_the_listen_id_with_its_json_type() {
     assert_eq!(numeric.status, 200);
     assert_eq!(numeric.header("content-type"), Some("text/event-stream"));
     assert_eq!(numeric.header("x-accel-buffering"), Some("no"));
-    assert!(numeric.header("cache-control").is_some_and(|v| v.contains("no-cache")));
+    assert!(
+        numeric
+            .header("cache-control")
+            .is_some_and(|v| v.contains("no-cache"))
+    );
 
     for (stream, id) in [(&mut numeric, json!(7)), (&mut string, json!("7"))] {
         let ack = stream.next_message().unwrap();
         assert_eq!(ack["method"], "notifications/subscriptions/acknowledged");
         assert_eq!(sub_id(&ack), &id);
-        assert_eq!(ack["params"]["notifications"], json!({"toolsListChanged": true}));
+        assert_eq!(
+            ack["params"]["notifications"],
+            json!({"toolsListChanged": true})
+        );
     }
     srv.wait_subscribers(2);
-    srv.bus.publish("all", send(Notification::tools_list_changed()));
+    srv.bus
+        .publish("all", send(Notification::tools_list_changed()));
     for (stream, id) in [(&mut numeric, json!(7)), (&mut string, json!("7"))] {
         let n = stream.next_message().unwrap();
         assert_eq!(n["method"], "notifications/tools/list_changed");
@@ -50,7 +58,11 @@ fn narrowing_is_clamped_to_request_and_capabilities_and_the_filter_is_enforced()
         resource_subscriptions: vec!["res://a".into(), "res://c".into()],
         ..Default::default()
     };
-    let srv = probe::start(Mode::Narrow(narrow), caps_tools_resources(), probe::config());
+    let srv = probe::start(
+        Mode::Narrow(narrow),
+        caps_tools_resources(),
+        probe::config(),
+    );
     let mut s = listen(
         srv.addr(),
         json!(1),
@@ -64,36 +76,56 @@ fn narrowing_is_clamped_to_request_and_capabilities_and_the_filter_is_enforced()
     );
     srv.wait_subscribers(1);
     for n in [
-        Notification::prompts_list_changed(),       // not requested
-        Notification::resources_list_changed(),     // requested, not advertised
-        Notification::resource_updated("res://b"),  // requested, narrowed away
-        Notification::resource_updated("res://a"),  // honoured
-        Notification::tools_list_changed(),         // honoured
+        Notification::prompts_list_changed(),      // not requested
+        Notification::resources_list_changed(),    // requested, not advertised
+        Notification::resource_updated("res://b"), // requested, narrowed away
+        Notification::resource_updated("res://a"), // honoured
+        Notification::tools_list_changed(),        // honoured
     ] {
         srv.bus.publish("all", send(n));
     }
     let first = s.next_message().unwrap();
     assert_eq!(first["method"], "notifications/resources/updated");
     assert_eq!(first["params"]["uri"], "res://a");
-    assert_eq!(s.next_message().unwrap()["method"], "notifications/tools/list_changed");
+    assert_eq!(
+        s.next_message().unwrap()["method"],
+        "notifications/tools/list_changed"
+    );
     let refused = srv.refused();
     assert_eq!(refused.len(), 3, "{refused:?}");
-    assert!(refused.iter().all(|e| matches!(e, ChannelError::OutsideFilter { .. })));
+    assert!(
+        refused
+            .iter()
+            .all(|e| matches!(e, ChannelError::OutsideFilter { .. }))
+    );
 }
 
 #[test]
 fn an_empty_honoured_set_is_acknowledged_then_completed_at_once() {
     let srv = probe::start(Mode::Accept, caps_tools_resources(), probe::config());
-    let mut s = listen(srv.addr(), json!("empty"), json!({"promptsListChanged": true}));
+    let mut s = listen(
+        srv.addr(),
+        json!("empty"),
+        json!({"promptsListChanged": true}),
+    );
     let ack = s.next_message().unwrap();
     assert_eq!(ack["method"], "notifications/subscriptions/acknowledged");
     assert_eq!(ack["params"]["notifications"], json!({}));
     let done = s.next_message().unwrap();
     assert_eq!(done["id"], "empty");
     assert_eq!(done["result"]["resultType"], "complete");
-    assert_eq!(done["result"]["_meta"]["io.modelcontextprotocol/subscriptionId"], "empty");
-    assert!(s.next_event().is_none(), "the body ends after the completion result");
-    assert!(srv.closed().is_empty(), "handle_close is not called for a graceful end");
+    assert_eq!(
+        done["result"]["_meta"]["io.modelcontextprotocol/subscriptionId"],
+        "empty"
+    );
+    assert!(
+        s.next_event().is_none(),
+        "the body ends after the completion result"
+    );
+    assert!(
+        srv.closed().is_empty(),
+        "handle_close is not called for a graceful end"
+    );
 }
 
 #[test]
@@ -102,27 +134,56 @@ fn stop_sends_the_completion_result_last_and_skips_handle_close() {
     let mut s = listen(srv.addr(), json!(42), json!({"toolsListChanged": true}));
     s.next_message().unwrap();
     srv.wait_subscribers(1);
-    srv.bus.publish("all", send(Notification::tools_list_changed()));
+    srv.bus
+        .publish("all", send(Notification::tools_list_changed()));
     srv.bus.publish("all", Msg::Stop);
-    srv.bus.publish("all", send(Notification::tools_list_changed()));
-    assert_eq!(s.next_message().unwrap()["method"], "notifications/tools/list_changed");
+    srv.bus
+        .publish("all", send(Notification::tools_list_changed()));
+    assert_eq!(
+        s.next_message().unwrap()["method"],
+        "notifications/tools/list_changed"
+    );
     let done = s.next_message().unwrap();
     assert_eq!(done["id"], 42);
     assert_eq!(done["result"]["resultType"], "complete");
-    assert_eq!(done["result"]["_meta"]["io.modelcontextprotocol/subscriptionId"], 42);
-    assert_eq!(done["result"]["_meta"]["io.modelcontextprotocol/serverInfo"]["name"], "probe");
-    assert!(s.next_event().is_none(), "nothing after the completion result");
-    assert!(common::wait_until(std::time::Duration::from_secs(5), || srv.metrics().closed(CloseReason::Completed) == 1));
-    assert!(srv.closed().is_empty(), "handle_close must not run after Flow::Stop");
+    assert_eq!(
+        done["result"]["_meta"]["io.modelcontextprotocol/subscriptionId"],
+        42
+    );
+    assert_eq!(
+        done["result"]["_meta"]["io.modelcontextprotocol/serverInfo"]["name"],
+        "probe"
+    );
+    assert!(
+        s.next_event().is_none(),
+        "nothing after the completion result"
+    );
+    assert!(common::wait_until(
+        std::time::Duration::from_secs(5),
+        || srv.metrics().closed(CloseReason::Completed) == 1
+    ));
+    assert!(
+        srv.closed().is_empty(),
+        "handle_close must not run after Flow::Stop"
+    );
 }
 
 fn expect_error(resp: &common::Response, id: Value, code: i64, status: u16) -> Value {
-    assert_eq!(resp.status, status, "{}", String::from_utf8_lossy(&resp.body));
+    assert_eq!(
+        resp.status,
+        status,
+        "{}",
+        String::from_utf8_lossy(&resp.body)
+    );
     assert_eq!(resp.header("content-type"), Some("application/json"));
     let body = resp.json();
     assert_eq!(body["id"], id);
     assert_eq!(body["error"]["code"], code, "{body}");
-    assert!(body["error"]["message"].as_str().is_some_and(|m| !m.is_empty()));
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .is_some_and(|m| !m.is_empty())
+    );
     body
 }
 
@@ -137,10 +198,17 @@ fn rejections_have_real_codes_and_statuses() {
     let body = expect_error(&resp, json!(1), -32602, 200);
     assert_eq!(body["error"]["message"], "only admins may listen");
 
-    let srv = probe::start(Mode::Reject(McpError::missing_capability("elicitation")), caps_tools_resources(), probe::config());
+    let srv = probe::start(
+        Mode::Reject(McpError::missing_capability("elicitation")),
+        caps_tools_resources(),
+        probe::config(),
+    );
     let resp = listen(srv.addr(), json!("x"), json!({"toolsListChanged": true})).into_response();
     let body = expect_error(&resp, json!("x"), -32021, 400);
-    assert_eq!(body["error"]["data"]["requiredCapabilities"], json!({"elicitation": {}}));
+    assert_eq!(
+        body["error"]["data"]["requiredCapabilities"],
+        json!({"elicitation": {}})
+    );
 
     let srv = probe::start(Mode::Accept, caps_tools_resources(), probe::config());
     // No `notifications` at all.
@@ -174,12 +242,19 @@ fn a_panicking_subscribe_is_a_minus_32603_reply_and_the_worker_survives() {
     // The single worker still serves requests.
     let resp = common::call(srv.addr(), json!(9), "server/discover", json!({}));
     assert_eq!(resp.status, 200);
-    assert!(common::wait_until(std::time::Duration::from_secs(5), || srv.metrics().closed(CloseReason::Panicked) == 3));
+    assert!(common::wait_until(
+        std::time::Duration::from_secs(5),
+        || srv.metrics().closed(CloseReason::Panicked) == 3
+    ));
 }
 
 #[test]
 fn listen_is_not_found_when_nothing_is_advertised() {
-    let srv = probe::start(Mode::Accept, SubscriptionCapabilities::none(), probe::config());
+    let srv = probe::start(
+        Mode::Accept,
+        SubscriptionCapabilities::none(),
+        probe::config(),
+    );
     let resp = listen(srv.addr(), json!(1), json!({"toolsListChanged": true})).into_response();
     expect_error(&resp, json!(1), -32601, 404);
     let discover = common::call(srv.addr(), json!(2), "server/discover", json!({})).json();
@@ -194,11 +269,17 @@ fn discover_folds_handler_capabilities_and_stamps_server_info() {
     let r = &resp.json()["result"];
     assert_eq!(r["resultType"], "complete");
     assert_eq!(r["supportedVersions"], json!(["2026-07-28"]));
-    assert_eq!(r["capabilities"], json!({"tools": {"listChanged": true}, "resources": {"subscribe": true}}));
+    assert_eq!(
+        r["capabilities"],
+        json!({"tools": {"listChanged": true}, "resources": {"subscribe": true}})
+    );
     assert_eq!(r["instructions"], "probe server");
     assert_eq!(r["ttlMs"], 0);
     assert_eq!(r["cacheScope"], "public");
-    assert_eq!(r["_meta"]["io.modelcontextprotocol/serverInfo"], json!({"name": "probe", "version": "1.2.3"}));
+    assert_eq!(
+        r["_meta"]["io.modelcontextprotocol/serverInfo"],
+        json!({"name": "probe", "version": "1.2.3"})
+    );
     // No keep-alive or extra frames leak into a JSON reply.
     assert!(resp.header("content-type") == Some("application/json"));
     let _ = Event::Comment(String::new());

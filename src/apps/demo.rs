@@ -68,7 +68,10 @@ impl SubscriptionHandler for NotesSubscriptions {
             (filter.tools_list_changed, topics::TOOLS),
             (filter.prompts_list_changed, topics::PROMPTS),
             (filter.resources_list_changed, topics::NOTES),
-            (!filter.resource_subscriptions.is_empty(), topics::NOTE_UPDATES),
+            (
+                !filter.resource_subscriptions.is_empty(),
+                topics::NOTE_UPDATES,
+            ),
         ];
         for (on, topic) in wanted {
             if on {
@@ -78,14 +81,22 @@ impl SubscriptionHandler for NotesSubscriptions {
         Subscribe::Accept(subs)
     }
 
-    fn handle_message(&self, event: NoteEvent, channel: &Channel, _state: &mut Self::State) -> Flow {
+    fn handle_message(
+        &self,
+        event: NoteEvent,
+        channel: &Channel,
+        _state: &mut Self::State,
+    ) -> Flow {
         let notification = match event {
             NoteEvent::ToolsChanged => Notification::tools_list_changed(),
             NoteEvent::PromptsChanged => Notification::prompts_list_changed(),
             NoteEvent::NotesChanged => Notification::resources_list_changed(),
             NoteEvent::NoteUpdated(uri) => {
                 // Updates for notes this stream did not subscribe to are skipped.
-                if !channel.honoured().is_some_and(|h| h.resource_subscriptions.contains(&uri)) {
+                if !channel
+                    .honoured()
+                    .is_some_and(|h| h.resource_subscriptions.contains(&uri))
+                {
                     return Flow::Continue;
                 }
                 Notification::resource_updated(uri)
@@ -138,7 +149,10 @@ impl Notes {
 
     /// Every note, by URI.
     pub fn all(&self) -> Vec<(String, String)> {
-        self.lock().iter().map(|(k, v)| (k.clone(), v.clone())).collect()
+        self.lock()
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect()
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, String>> {
@@ -162,7 +176,9 @@ pub fn suite() -> (Suite<NotesSubscriptions>, Bus<NoteEvent>) {
     let (n, b) = (notes.clone(), bus.clone());
     catalog.add_tool(
         ToolBuilder::new("add_note")
-            .description("Stores a note and returns its URI; `uri` updates an existing note instead")
+            .description(
+                "Stores a note and returns its URI; `uri` updates an existing note instead",
+            )
             .input_schema(json!({
                 "type": "object",
                 "properties": {"text": {"type": "string"}, "uri": {"type": "string"}},
@@ -225,12 +241,19 @@ pub fn suite() -> (Suite<NotesSubscriptions>, Bus<NoteEvent>) {
                         catalog.add_tool(
                             ToolBuilder::new("extra_tool")
                                 .description("Exists only while toggled on")
-                                .handler(|_call| async { Ok(CallToolResult::text("extra").into()) }),
+                                .handler(|_call| async {
+                                    Ok(CallToolResult::text("extra").into())
+                                }),
                         );
                         true
                     };
                     bus.publish(topics::TOOLS, NoteEvent::ToolsChanged);
-                    Ok(CallToolResult::text(if added { "extra_tool added" } else { "extra_tool removed" }).into())
+                    Ok(CallToolResult::text(if added {
+                        "extra_tool added"
+                    } else {
+                        "extra_tool removed"
+                    })
+                    .into())
                 }
             }),
     );
@@ -255,14 +278,25 @@ pub fn suite() -> (Suite<NotesSubscriptions>, Bus<NoteEvent>) {
             .handler(move |call| {
                 let bus = b.clone();
                 async move {
-                    let count = call.arguments.get("count").and_then(Value::as_u64).unwrap_or(0);
+                    let count = call
+                        .arguments
+                        .get("count")
+                        .and_then(Value::as_u64)
+                        .unwrap_or(0);
                     if count > MAX_BURST {
-                        return Ok(CallToolResult::error(format!("count must be at most {MAX_BURST}")).into());
+                        return Ok(CallToolResult::error(format!(
+                            "count must be at most {MAX_BURST}"
+                        ))
+                        .into());
                     }
                     let (topic, event) = match text_arg(&call.arguments, "kind").as_deref() {
                         Some("resources") => match text_arg(&call.arguments, "uri") {
                             Some(uri) => (topics::NOTE_UPDATES, NoteEvent::NoteUpdated(uri)),
-                            None => return Ok(CallToolResult::error("kind \"resources\" needs a uri").into()),
+                            None => {
+                                return Ok(
+                                    CallToolResult::error("kind \"resources\" needs a uri").into()
+                                );
+                            }
                         },
                         _ => (topics::TOOLS, NoteEvent::ToolsChanged),
                     };
@@ -280,15 +314,20 @@ pub fn suite() -> (Suite<NotesSubscriptions>, Bus<NoteEvent>) {
                     }))
                     .await;
                     let summary = json!({"streams": streams, "count": count});
-                    Ok(CallToolResult::text(summary.to_string()).with_structured(summary).into())
+                    Ok(CallToolResult::text(summary.to_string())
+                        .with_structured(summary)
+                        .into())
                 }
             }),
     );
 
-    let suite = Suite::builder(Implementation::new("genmcp-notes", env!("CARGO_PKG_VERSION")))
-        .instructions("A notes demo: add_note, delete_note, toggle_extra_tool; listen for changes.")
-        .catalog(catalog)
-        .subscriptions(NotesSubscriptions::new(bus.clone()))
-        .build();
+    let suite = Suite::builder(Implementation::new(
+        "genmcp-notes",
+        env!("CARGO_PKG_VERSION"),
+    ))
+    .instructions("A notes demo: add_note, delete_note, toggle_extra_tool; listen for changes.")
+    .catalog(catalog)
+    .subscriptions(NotesSubscriptions::new(bus.clone()))
+    .build();
     (suite, bus)
 }

@@ -1,5 +1,6 @@
 //! Ready-made servers built on the public API: the notes demo (`genmcp serve`) and
 //! the conformance fixture server (`genmcp serve --conformance`).
 
+pub mod bench;
 pub mod demo;
 pub mod fixtures;

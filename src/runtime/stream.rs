@@ -6,7 +6,7 @@ use actix::prelude::*;
 use serde_json::{Map, Value};
 
 use super::connection::{Connection, StreamEnded};
-use super::inbox::ActorInbox;
+use super::inbox::{ChannelInbox, InboxStream};
 use super::{CloseReason, Limits, Server, StreamPermit};
 use crate::mux::Channel;
 use crate::protocol::jsonrpc::{encode_error, encode_result};
@@ -197,10 +197,14 @@ impl<H: SubscriptionHandler> Actor for Stream<H> {
 
     fn started(&mut self, ctx: &mut Self::Context) {
         ctx.set_mailbox_capacity(self.limits.mailbox_capacity);
-        let addr = ctx.address();
-        let inbox = Inbox::from_sink(Arc::new(ActorInbox {
-            deliver: addr.clone().recipient(),
-            control: addr.recipient(),
+        // Application events arrive through a bounded channel attached to this
+        // actor as a stream (after the acknowledgement), not through the actix
+        // mailbox: `Inbox::send` then waits for room only, so a publisher can
+        // pipeline instead of waiting for each handle_message.
+        let (tx, rx) = tokio::sync::mpsc::channel(self.limits.mailbox_capacity.max(1));
+        let inbox = Inbox::from_sink(Arc::new(ChannelInbox {
+            tx,
+            control: ctx.address().recipient(),
             overflowed: self.overflowed.clone(),
         }));
         let mut cx = SubscribeCx::new(&self.channel, inbox);
@@ -243,6 +247,7 @@ impl<H: SubscriptionHandler> Actor for Stream<H> {
         for msg in self_messages {
             ctx.notify(Deliver(msg));
         }
+        ctx.add_stream(InboxStream(rx));
         for events in streams {
             ctx.add_stream(events);
         }

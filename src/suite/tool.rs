@@ -86,7 +86,36 @@ pub struct ToolCall {
     pub request_state: Option<Value>,
 }
 
+impl ToolCall {
+    /// The raw answer to input request `key` of the previous round, if sent.
+    pub fn input(&self, key: &str) -> Option<&Value> {
+        self.input_responses.get(key)
+    }
+
+    /// The `content` of an accepted elicitation answer to input request `key`
+    /// (`{"action":"accept","content":{...}}`); `None` if absent, declined or cancelled.
+    pub fn elicited(&self, key: &str) -> Option<&Map<String, Value>> {
+        super::mrtr::elicited(&self.input_responses, key)
+    }
+
+    /// The text of a sampling answer to input request `key`, if it is text.
+    pub fn sampled_text(&self, key: &str) -> Option<&str> {
+        super::mrtr::sampled_text(&self.input_responses, key)
+    }
+
+    /// The root URIs of a `roots/list` answer to input request `key`.
+    pub fn roots(&self, key: &str) -> Option<Vec<&str>> {
+        super::mrtr::roots(&self.input_responses, key)
+    }
+}
+
 /// A round that needs input from the client (MRTR): `resultType: "input_required"`.
+///
+/// Each input request's method needs its client capability declared on the
+/// request (`elicitation/create` → `elicitation` (`elicitation.url` for URL
+/// mode), `sampling/createMessage` → `sampling` (`sampling.tools` when passing
+/// tools), `roots/list` → `roots`); otherwise the suite answers `-32021` naming
+/// every missing capability. The suite seals `state` into `requestState`.
 #[derive(Clone, Debug, Default, PartialEq)]
 #[non_exhaustive]
 pub struct InputRequired {
@@ -110,10 +139,42 @@ impl InputRequired {
         self
     }
 
+    /// Adds a form-mode `elicitation/create` request.
+    pub fn elicit(self, key: impl Into<String>, message: &str, requested_schema: Value) -> Self {
+        self.request(
+            key,
+            "elicitation/create",
+            json!({"mode": "form", "message": message, "requestedSchema": requested_schema}),
+        )
+    }
+
+    /// Adds a `sampling/createMessage` request with one user text message.
+    pub fn sample(self, key: impl Into<String>, prompt: &str, max_tokens: u64) -> Self {
+        self.request(
+            key,
+            "sampling/createMessage",
+            json!({
+                "messages": [{"role": "user", "content": {"type": "text", "text": prompt}}],
+                "maxTokens": max_tokens,
+            }),
+        )
+    }
+
+    /// Adds a `roots/list` request.
+    pub fn list_roots(self, key: impl Into<String>) -> Self {
+        self.request(key, "roots/list", json!({}))
+    }
+
     /// Sets the state carried to the retry.
     pub fn with_state(mut self, state: Value) -> Self {
         self.state = Some(state);
         self
+    }
+
+    /// Whether the round asks for nothing and carries no state (invalid: the
+    /// suite answers `-32603`).
+    pub fn is_empty(&self) -> bool {
+        self.input_requests.is_empty() && self.state.is_none()
     }
 }
 

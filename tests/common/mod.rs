@@ -33,7 +33,10 @@ pub fn request(id: Value, method: &str, params: Value) -> Value {
 pub fn headers(method: &str, name: Option<&str>) -> Vec<(String, String)> {
     let mut h = vec![
         ("Content-Type".to_owned(), "application/json".to_owned()),
-        ("Accept".to_owned(), "application/json, text/event-stream".to_owned()),
+        (
+            "Accept".to_owned(),
+            "application/json, text/event-stream".to_owned(),
+        ),
         ("MCP-Protocol-Version".to_owned(), VERSION.to_owned()),
         ("Mcp-Method".to_owned(), method.to_owned()),
     ];
@@ -59,7 +62,10 @@ impl Response {
 
     pub fn json(&self) -> Value {
         serde_json::from_slice(&self.body).unwrap_or_else(|e| {
-            panic!("body is not JSON ({e}): {}", String::from_utf8_lossy(&self.body))
+            panic!(
+                "body is not JSON ({e}): {}",
+                String::from_utf8_lossy(&self.body)
+            )
         })
     }
 
@@ -74,7 +80,11 @@ impl Response {
 }
 
 enum Body {
-    Chunked { left: usize, done: bool, started: bool },
+    Chunked {
+        left: usize,
+        done: bool,
+        started: bool,
+    },
     Length(usize),
     UntilClose,
 }
@@ -95,9 +105,16 @@ pub enum Event {
     Comment(String),
 }
 
-fn write_request(addr: SocketAddr, http_method: &str, headers: &[(String, String)], body: &[u8]) -> TcpStream {
+fn write_request(
+    addr: SocketAddr,
+    http_method: &str,
+    headers: &[(String, String)],
+    body: &[u8],
+) -> TcpStream {
     let mut stream = TcpStream::connect(addr).expect("connect");
-    stream.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
     let mut head = format!("{http_method} /mcp HTTP/1.1\r\n");
     if !headers.iter().any(|(k, _)| k.eq_ignore_ascii_case("host")) {
         head.push_str(&format!("Host: {addr}\r\n"));
@@ -105,7 +122,10 @@ fn write_request(addr: SocketAddr, http_method: &str, headers: &[(String, String
     for (k, v) in headers {
         head.push_str(&format!("{k}: {v}\r\n"));
     }
-    head.push_str(&format!("Content-Length: {}\r\nConnection: close\r\n\r\n", body.len()));
+    head.push_str(&format!(
+        "Content-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    ));
     stream.write_all(head.as_bytes()).unwrap();
     // The server may answer (and close) before reading a large body.
     let _ = stream.write_all(body);
@@ -117,7 +137,12 @@ impl Exchange {
         Self::open_with(addr, "POST", headers, body)
     }
 
-    pub fn open_with(addr: SocketAddr, http_method: &str, headers: &[(String, String)], body: &[u8]) -> Exchange {
+    pub fn open_with(
+        addr: SocketAddr,
+        http_method: &str,
+        headers: &[(String, String)],
+        body: &[u8],
+    ) -> Exchange {
         let stream = write_request(addr, http_method, headers, body);
         let mut reader = BufReader::new(stream);
         let mut status_line = String::new();
@@ -146,13 +171,23 @@ impl Exchange {
                 .map(|(_, v)| v.clone())
         };
         let body = if find("transfer-encoding").is_some_and(|v| v.eq_ignore_ascii_case("chunked")) {
-            Body::Chunked { left: 0, done: false, started: false }
+            Body::Chunked {
+                left: 0,
+                done: false,
+                started: false,
+            }
         } else if let Some(len) = find("content-length") {
             Body::Length(len.parse().unwrap())
         } else {
             Body::UntilClose
         };
-        Exchange { reader, status, headers, body, line: String::new() }
+        Exchange {
+            reader,
+            status,
+            headers,
+            body,
+            line: String::new(),
+        }
     }
 
     pub fn header(&self, name: &str) -> Option<&str> {
@@ -179,7 +214,11 @@ impl Exchange {
                 Ok(got)
             }
             Body::UntilClose => self.reader.read(buf),
-            Body::Chunked { left, done, started } => {
+            Body::Chunked {
+                left,
+                done,
+                started,
+            } => {
                 if *done {
                     return Ok(0);
                 }
@@ -228,7 +267,11 @@ impl Exchange {
 
     pub fn into_response(mut self) -> Response {
         let body = self.read_to_end();
-        Response { status: self.status, headers: self.headers, body }
+        Response {
+            status: self.status,
+            headers: self.headers,
+            body,
+        }
     }
 
     fn body_line(&mut self) -> std::io::Result<Option<String>> {
@@ -260,7 +303,9 @@ impl Exchange {
             };
             if line.is_empty() {
                 if let Some(d) = data.take() {
-                    return Ok(Some(Event::Message(serde_json::from_str(&d).expect("SSE data is JSON"))));
+                    return Ok(Some(Event::Message(
+                        serde_json::from_str(&d).expect("SSE data is JSON"),
+                    )));
                 }
                 continue;
             }
@@ -312,13 +357,25 @@ pub fn call(addr: SocketAddr, id: Value, method: &str, params: Value) -> Respons
         .and_then(Value::as_str)
         .filter(|_| matches!(method, "tools/call" | "prompts/get" | "resources/read"))
         .map(str::to_owned);
-    post(addr, &headers(method, name.as_deref()), &request(id, method, params))
+    post(
+        addr,
+        &headers(method, name.as_deref()),
+        &request(id, method, params),
+    )
 }
 
 /// Opens a listen stream.
 pub fn listen(addr: SocketAddr, id: Value, notifications: Value) -> Exchange {
-    let body = request(id, "subscriptions/listen", json!({"notifications": notifications}));
-    Exchange::open(addr, &headers("subscriptions/listen", None), body.to_string().as_bytes())
+    let body = request(
+        id,
+        "subscriptions/listen",
+        json!({"notifications": notifications}),
+    );
+    Exchange::open(
+        addr,
+        &headers("subscriptions/listen", None),
+        body.to_string().as_bytes(),
+    )
 }
 
 /// Polls `f` every 10 ms until it is true or `timeout` passes.

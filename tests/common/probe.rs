@@ -48,8 +48,14 @@ impl SubscriptionHandler for Probe {
     type Message = Msg;
     type State = State;
 
-    fn subscribe(&self, _filter: &SubscriptionFilter, cx: &mut SubscribeCx<'_, Msg>) -> Subscribe<State> {
-        let state = || State { _sub: self.bus.subscribe("all", cx.inbox()) };
+    fn subscribe(
+        &self,
+        _filter: &SubscriptionFilter,
+        cx: &mut SubscribeCx<'_, Msg>,
+    ) -> Subscribe<State> {
+        let state = || State {
+            _sub: self.bus.subscribe("all", cx.inbox()),
+        };
         match &self.mode {
             Mode::Accept => Subscribe::Accept(state()),
             Mode::Narrow(f) => Subscribe::Narrow(f.clone(), state()),
@@ -67,14 +73,20 @@ impl SubscriptionHandler for Probe {
                 }
                 Flow::Continue
             }
-            Msg::PanicFor(id) if *channel.id() == id => panic!("probe: handle_message panics on purpose"),
+            Msg::PanicFor(id) if *channel.id() == id => {
+                panic!("probe: handle_message panics on purpose")
+            }
             Msg::PanicFor(_) => Flow::Continue,
             Msg::Stop => Flow::stop("probe asked to stop"),
         }
     }
 
     fn handle_close(&self, channel: &Channel, _state: State) {
-        self.record.closed.lock().unwrap().push(channel.id().clone());
+        self.record
+            .closed
+            .lock()
+            .unwrap()
+            .push(channel.id().clone());
     }
 
     fn subscription_capabilities(&self, _channel: &Channel) -> SubscriptionCapabilities {
@@ -109,7 +121,11 @@ impl ProbeServer {
     /// Publishes until `n` subscribers are there (streams register asynchronously).
     pub fn wait_subscribers(&self, n: usize) {
         assert!(
-            super::wait_until(std::time::Duration::from_secs(10), || self.bus.subscribers("all").len() >= n),
+            super::wait_until(std::time::Duration::from_secs(10), || self
+                .bus
+                .subscribers("all")
+                .len()
+                >= n),
             "expected {n} subscribers, have {}",
             self.bus.subscribers("all").len()
         );
@@ -124,13 +140,22 @@ pub fn start(mode: Mode, caps: SubscriptionCapabilities, config: HttpConfig) -> 
         move || {
             Suite::builder(Implementation::new("probe", "1.2.3"))
                 .instructions("probe server")
-                .subscriptions(Probe { bus: b, mode, caps, record: r })
+                .subscriptions(Probe {
+                    bus: b,
+                    mode,
+                    caps,
+                    record: r,
+                })
                 .build()
         },
         config,
     )
     .expect("server starts");
-    ProbeServer { server, bus, record }
+    ProbeServer {
+        server,
+        bus,
+        record,
+    }
 }
 
 pub fn config() -> HttpConfig {

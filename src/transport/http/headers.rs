@@ -5,7 +5,10 @@ use actix_web::HttpRequest;
 use actix_web::http::header::{self, HeaderMap};
 use base64::Engine as _;
 
+use serde_json::Value;
+
 use crate::protocol::McpError;
+use crate::suite::ParamHeader;
 
 /// `MCP-Protocol-Version`.
 pub const PROTOCOL_VERSION: &str = "mcp-protocol-version";
@@ -129,6 +132,36 @@ pub fn decode_value(raw: &str) -> Result<String, McpError> {
                 ))
             }),
         None => Ok(raw.to_owned()),
+    }
+}
+
+/// Checks one `Mcp-Param-*` header against its argument: missing, undecodable or
+/// different is `-32020`. Integers compare numerically, booleans as `true`/`false`.
+pub fn check_param_header(headers: &HeaderMap, expected: &ParamHeader) -> Result<(), McpError> {
+    let name = expected.header.to_ascii_lowercase();
+    let raw = routing_header(headers, &name)?.ok_or_else(|| {
+        McpError::HeaderMismatch(format!(
+            "Header mismatch: required {} header is missing",
+            expected.header
+        ))
+    })?;
+    let decoded = decode_value(raw)?;
+    let matches = match &expected.value {
+        Value::String(s) => *s == decoded,
+        Value::Bool(b) => decoded == if *b { "true" } else { "false" },
+        Value::Number(n) => match (n.as_i64(), decoded.parse::<i64>()) {
+            (Some(a), Ok(b)) => a == b,
+            _ => n.to_string() == decoded,
+        },
+        _ => false,
+    };
+    if matches {
+        Ok(())
+    } else {
+        Err(McpError::HeaderMismatch(format!(
+            "Header mismatch: {} header value '{decoded}' does not match the argument",
+            expected.header
+        )))
     }
 }
 

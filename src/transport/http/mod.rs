@@ -478,7 +478,12 @@ fn validate<H: SubscriptionHandler>(
             let _ = listen_filter(&params, &meta, server.limits())?;
             Ok(Validated::Listen(meta, assigns, params))
         }
-        _ => Ok(Validated::Unary(request.method, params, channel, rx)),
+        _ => {
+            for expected in suite.param_headers(&request.method, &params)? {
+                headers::check_param_header(head, &expected)?;
+            }
+            Ok(Validated::Unary(request.method, params, channel, rx))
+        }
     }
 }
 

@@ -1,0 +1,453 @@
+//! Multi round-trip requests (MRTR): reading `inputResponses` / `requestState` on
+//! a retry, and turning an [`InputRequired`] round into an `input_required` result.
+//!
+//! `requestState` is sealed ([`super::seal`]) over a payload that binds the
+//! method, the tool / prompt name or resource URI, a SHA-256 digest of the
+//! canonical JSON of the arguments, an expiry, a per-suite sequence number (so
+//! consecutive rounds always differ) and the handler's state value.
+
+use std::time::Duration;
+
+use serde_json::{Map, Value, json};
+
+use super::seal::{self, Sealer, purpose};
+use super::tool::InputRequired;
+use crate::protocol::{ClientCapabilities, McpError};
+
+/// What a request is bound to: the state sealed for one cannot be replayed on another.
+#[derive(Clone, Debug)]
+pub(crate) struct Binding {
+    pub method: String,
+    pub name: String,
+    pub digest: String,
+}
+
+impl Binding {
+    pub(crate) fn new(method: &str, name: &str, arguments: &Value) -> Self {
+        Binding {
+            method: method.to_owned(),
+            name: name.to_owned(),
+            digest: seal::digest(arguments),
+        }
+    }
+}
+
+/// The MRTR part of a request.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Retry {
+    pub input_responses: Map<String, Value>,
+    pub request_state: Option<Value>,
+}
+
+impl Retry {
+    /// Whether the request continues an earlier round (its result must not be cached).
+    pub(crate) fn is_retry(&self) -> bool {
+        !self.input_responses.is_empty() || self.request_state.is_some()
+    }
+}
+
+fn invalid_state(reason: &str) -> McpError {
+    McpError::invalid_params_with(
+        format!("Invalid params: invalid requestState ({reason})"),
+        json!({ "reason": reason }),
+    )
+}
+
+/// Reads `inputResponses` and verifies `requestState` of a request bound to `binding`.
+///
+/// `inputResponses` must be an object whose values are objects (`-32602`
+/// otherwise, `null` included); `requestState` must be a string sealed by this
+/// suite for the same method, name and arguments, and not expired (`-32602`).
+pub(crate) fn parse_retry(
+    sealer: &Sealer,
+    params: &Map<String, Value>,
+    binding: &Binding,
+) -> Result<Retry, McpError> {
+    let input_responses = match params.get("inputResponses") {
+        None => Map::new(),
+        Some(Value::Object(map)) => {
+            if let Some((key, _)) = map.iter().find(|(_, v)| !v.is_object()) {
+                return Err(McpError::invalid_params_with(
+                    format!(
+                        "Invalid params: inputResponses.{key} must be an object (an ElicitResult, CreateMessageResult or ListRootsResult)"
+                    ),
+                    json!({ "key": key }),
+                ));
+            }
+            map.clone()
+        }
+        Some(_) => {
+            return Err(McpError::invalid_params(
+                "Invalid params: inputResponses must be an object",
+            ));
+        }
+    };
+    let request_state = match params.get("requestState") {
+        None => None,
+        Some(Value::String(token)) => Some(open_state(sealer, token, binding)?),
+        Some(_) => return Err(invalid_state("requestState must be a string")),
+    };
+    Ok(Retry {
+        input_responses,
+        request_state,
+    })
+}
+
+fn open_state(sealer: &Sealer, token: &str, binding: &Binding) -> Result<Value, McpError> {
+    let payload = sealer
+        .open(purpose::REQUEST_STATE, token)
+        .ok_or_else(|| invalid_state("integrity check failed"))?;
+    let field = |k: &str| payload.get(k).and_then(Value::as_str);
+    if field("m") != Some(binding.method.as_str()) || field("n") != Some(binding.name.as_str()) {
+        return Err(invalid_state("issued for another request"));
+    }
+    if field("d") != Some(binding.digest.as_str()) {
+        return Err(invalid_state("issued for other arguments"));
+    }
+    match payload.get("exp").and_then(Value::as_u64) {
+        Some(exp) if !seal::expired(exp) => {}
+        _ => return Err(invalid_state("expired")),
+    }
+    Ok(payload.get("s").cloned().unwrap_or(Value::Null))
+}
+
+/// The capability an input request needs, as a `ClientCapabilities` fragment,
+/// or `None` when `caps` declares it. Unknown methods are `-32603` (a server bug).
+fn required_capability(
+    request: &Value,
+    caps: &ClientCapabilities,
+) -> Result<Option<(String, Value)>, McpError> {
+    let method = request
+        .get("method")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    let params = request.get("params");
+    let sub = |cap: &str, sub: &str| {
+        caps.0
+            .get(cap)
+            .and_then(Value::as_object)
+            .is_some_and(|c| c.get(sub).is_some_and(|v| !v.is_null()))
+    };
+    match method {
+        "elicitation/create" => {
+            let url_mode =
+                params.and_then(|p| p.get("mode")).and_then(Value::as_str) == Some("url");
+            if !caps.declares("elicitation") {
+                let need = if url_mode {
+                    json!({"url": {}})
+                } else {
+                    json!({})
+                };
+                return Ok(Some(("elicitation".into(), need)));
+            }
+            if url_mode && !sub("elicitation", "url") {
+                return Ok(Some(("elicitation".into(), json!({"url": {}}))));
+            }
+            Ok(None)
+        }
+        "sampling/createMessage" => {
+            let with_tools = params
+                .and_then(|p| p.get("tools"))
+                .is_some_and(|t| !t.is_null());
+            if !caps.declares("sampling") {
+                let need = if with_tools {
+                    json!({"tools": {}})
+                } else {
+                    json!({})
+                };
+                return Ok(Some(("sampling".into(), need)));
+            }
+            if with_tools && !sub("sampling", "tools") {
+                return Ok(Some(("sampling".into(), json!({"tools": {}}))));
+            }
+            Ok(None)
+        }
+        "roots/list" => Ok((!caps.declares("roots")).then(|| ("roots".into(), json!({})))),
+        other => Err(McpError::internal(format!(
+            "Internal error: input request method {other:?} is not one of elicitation/create, sampling/createMessage, roots/list"
+        ))),
+    }
+}
+
+/// `-32021` naming every capability the round needs and the request did not declare.
+pub(crate) fn check_capabilities(
+    round: &InputRequired,
+    caps: &ClientCapabilities,
+) -> Result<(), McpError> {
+    let mut required = Map::new();
+    for request in round.input_requests.values() {
+        if let Some((cap, need)) = required_capability(request, caps)? {
+            match (required.get_mut(&cap), need) {
+                (Some(Value::Object(have)), Value::Object(more)) => have.extend(more),
+                (_, need) => {
+                    required.insert(cap, need);
+                }
+            }
+        }
+    }
+    if required.is_empty() {
+        return Ok(());
+    }
+    let names: Vec<&str> = required.keys().map(String::as_str).collect();
+    Err(McpError::MissingClientCapability {
+        message: format!(
+            "Server requires the {} client capability for this request",
+            names.join(", ")
+        ),
+        required,
+    })
+}
+
+/// The `input_required` result of a round: capability-gated, its state sealed
+/// into `requestState`. No `ttlMs` / `cacheScope` (input-required results are
+/// not cacheable).
+pub(crate) fn input_required_result(
+    sealer: &Sealer,
+    ttl: Duration,
+    round: InputRequired,
+    caps: &ClientCapabilities,
+    binding: &Binding,
+) -> Result<Map<String, Value>, McpError> {
+    if round.is_empty() {
+        return Err(McpError::internal(
+            "Internal error: an input_required round needs input requests or state",
+        ));
+    }
+    for (key, request) in &round.input_requests {
+        if !request.is_object() {
+            return Err(McpError::internal(format!(
+                "Internal error: input request {key} is not an object"
+            )));
+        }
+    }
+    check_capabilities(&round, caps)?;
+    let mut result = Map::new();
+    result.insert("resultType".into(), Value::from("input_required"));
+    if !round.input_requests.is_empty() {
+        result.insert("inputRequests".into(), Value::Object(round.input_requests));
+    }
+    if let Some(state) = round.state {
+        let payload = json!({
+            "m": binding.method,
+            "n": binding.name,
+            "d": binding.digest,
+            "exp": seal::expiry(ttl),
+            "q": sealer.next_seq(),
+            "s": state,
+        });
+        result.insert(
+            "requestState".into(),
+            Value::from(sealer.seal(purpose::REQUEST_STATE, &payload)),
+        );
+    }
+    Ok(result)
+}
+
+/// The `content` of an accepted elicitation answer.
+pub(crate) fn elicited<'a>(
+    responses: &'a Map<String, Value>,
+    key: &str,
+) -> Option<&'a Map<String, Value>> {
+    let answer = responses.get(key)?;
+    if answer.get("action").and_then(Value::as_str) != Some("accept") {
+        return None;
+    }
+    answer.get("content")?.as_object()
+}
+
+/// The text of a sampling answer (`content` a text block, or an array with one).
+pub(crate) fn sampled_text<'a>(responses: &'a Map<String, Value>, key: &str) -> Option<&'a str> {
+    let content = responses.get(key)?.get("content")?;
+    let text_of = |c: &'a Value| {
+        (c.get("type").and_then(Value::as_str) == Some("text"))
+            .then(|| c.get("text").and_then(Value::as_str))
+            .flatten()
+    };
+    match content {
+        Value::Array(blocks) => blocks.iter().find_map(text_of),
+        block => text_of(block),
+    }
+}
+
+/// The root URIs of a `roots/list` answer.
+pub(crate) fn roots<'a>(responses: &'a Map<String, Value>, key: &str) -> Option<Vec<&'a str>> {
+    let roots = responses.get(key)?.get("roots")?.as_array()?;
+    Some(
+        roots
+            .iter()
+            .filter_map(|r| r.get("uri").and_then(Value::as_str))
+            .collect(),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn caps(v: Value) -> ClientCapabilities {
+        ClientCapabilities(v.as_object().unwrap().clone())
+    }
+
+    fn params(v: Value) -> Map<String, Value> {
+        v.as_object().unwrap().clone()
+    }
+
+    #[test]
+    fn state_round_trips_and_is_bound() {
+        let sealer = Sealer::new([1; 32]);
+        let args = json!({"a": 1});
+        let binding = Binding::new("tools/call", "t", &args);
+        let round = InputRequired::new()
+            .list_roots("r")
+            .with_state(json!({"step": 1}));
+        let result = input_required_result(
+            &sealer,
+            Duration::from_secs(60),
+            round.clone(),
+            &caps(json!({"roots": {}})),
+            &binding,
+        )
+        .unwrap();
+        assert_eq!(result["resultType"], "input_required");
+        assert!(result.get("ttlMs").is_none() && result.get("cacheScope").is_none());
+        let token = result["requestState"].as_str().unwrap().to_owned();
+        let retry =
+            parse_retry(&sealer, &params(json!({"requestState": token})), &binding).unwrap();
+        assert_eq!(retry.request_state, Some(json!({"step": 1})));
+        assert!(retry.is_retry());
+
+        // The same round twice seals two different tokens.
+        let again = input_required_result(
+            &sealer,
+            Duration::from_secs(60),
+            round,
+            &caps(json!({"roots": {}})),
+            &binding,
+        )
+        .unwrap();
+        assert_ne!(again["requestState"], result["requestState"]);
+
+        for other in [
+            Binding::new("tools/call", "t", &json!({"a": 2})),
+            Binding::new("tools/call", "u", &args),
+            Binding::new("prompts/get", "t", &args),
+        ] {
+            let err =
+                parse_retry(&sealer, &params(json!({"requestState": token})), &other).unwrap_err();
+            assert_eq!(err.code(), -32602);
+        }
+        for bad in [json!(format!("{token}-TAMPERED")), json!(5), json!("x.y")] {
+            let err =
+                parse_retry(&sealer, &params(json!({"requestState": bad})), &binding).unwrap_err();
+            assert_eq!(err.code(), -32602);
+        }
+    }
+
+    #[test]
+    fn expired_state_is_refused() {
+        let sealer = Sealer::new([1; 32]);
+        let binding = Binding::new("tools/call", "t", &json!({}));
+        let result = input_required_result(
+            &sealer,
+            Duration::ZERO,
+            InputRequired::new().with_state(json!(1)),
+            &caps(json!({})),
+            &binding,
+        )
+        .unwrap();
+        let err = parse_retry(
+            &sealer,
+            &params(json!({"requestState": result["requestState"]})),
+            &binding,
+        )
+        .unwrap_err();
+        assert_eq!(
+            err.to_error_object().data,
+            Some(json!({"reason": "expired"}))
+        );
+    }
+
+    #[test]
+    fn input_responses_must_be_objects_of_objects() {
+        let sealer = Sealer::new([1; 32]);
+        let b = Binding::new("tools/call", "t", &json!({}));
+        for bad in [
+            json!({"inputResponses": null}),
+            json!({"inputResponses": {"k": 12345}}),
+            json!({"inputResponses": []}),
+        ] {
+            assert_eq!(
+                parse_retry(&sealer, &params(bad), &b).unwrap_err().code(),
+                -32602
+            );
+        }
+        let ok = parse_retry(
+            &sealer,
+            &params(json!({"inputResponses": {"k": {"action": "decline"}}})),
+            &b,
+        )
+        .unwrap();
+        assert_eq!(ok.input_responses.len(), 1);
+        assert!(
+            parse_retry(&sealer, &Map::new(), &b)
+                .unwrap()
+                .request_state
+                .is_none()
+        );
+    }
+
+    #[test]
+    fn capabilities_gate_every_request() {
+        let round = InputRequired::new()
+            .elicit(
+                "e",
+                "Name?",
+                json!({"type": "object", "properties": {"n": {"type": "string"}}}),
+            )
+            .sample("s", "Hi", 10)
+            .list_roots("r");
+        let err = check_capabilities(&round, &caps(json!({"sampling": {}}))).unwrap_err();
+        assert_eq!(err.code(), -32021);
+        assert_eq!(
+            err.to_error_object().data,
+            Some(json!({"requiredCapabilities": {"elicitation": {}, "roots": {}}}))
+        );
+        check_capabilities(
+            &round,
+            &caps(json!({"sampling": {}, "elicitation": {}, "roots": {"listChanged": true}})),
+        )
+        .unwrap();
+        let url = InputRequired::new().request(
+            "u",
+            "elicitation/create",
+            json!({"mode": "url", "url": "https://x", "message": "m"}),
+        );
+        let err = check_capabilities(&url, &caps(json!({"elicitation": {}}))).unwrap_err();
+        assert_eq!(
+            err.to_error_object().data,
+            Some(json!({"requiredCapabilities": {"elicitation": {"url": {}}}}))
+        );
+        let bogus = InputRequired::new().request("x", "tools/call", json!({}));
+        assert_eq!(
+            check_capabilities(&bogus, &caps(json!({})))
+                .unwrap_err()
+                .code(),
+            -32603
+        );
+    }
+
+    #[test]
+    fn answers_are_read() {
+        let r = params(json!({
+            "e": {"action": "accept", "content": {"name": "Alice"}},
+            "d": {"action": "decline"},
+            "s": {"role": "assistant", "content": {"type": "text", "text": "Paris"}, "model": "m"},
+            "r": {"roots": [{"uri": "file:///a"}, {"uri": "file:///b"}]},
+        }));
+        assert_eq!(elicited(&r, "e").unwrap()["name"], "Alice");
+        assert!(elicited(&r, "d").is_none());
+        assert_eq!(sampled_text(&r, "s"), Some("Paris"));
+        assert_eq!(roots(&r, "r"), Some(vec!["file:///a", "file:///b"]));
+        assert!(roots(&r, "missing").is_none());
+    }
+}

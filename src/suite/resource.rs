@@ -1,0 +1,613 @@
+//! Resources: providers that own a URI prefix, list their resources and
+//! templates, and read URIs (text or blob contents, or an MRTR round).
+//!
+//! Implement [`ResourceProvider`] for a repository of your own, or build one with
+//! [`ResourceSet`] from static contents, async closures and URI templates.
+
+use std::future::Future;
+use std::sync::Arc;
+
+use serde_json::{Map, Value};
+
+use super::content::ResourceContents;
+use super::tool::{BoxFuture, InputRequired};
+use crate::mux::Channel;
+use crate::protocol::{CacheHint, McpError};
+
+/// A resource as listed by `resources/list`.
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub struct Resource {
+    /// The URI.
+    pub uri: String,
+    /// Programmatic name.
+    pub name: String,
+    /// Display title.
+    pub title: Option<String>,
+    /// Description.
+    pub description: Option<String>,
+    /// MIME type.
+    pub mime_type: Option<String>,
+    /// Size in bytes, if known.
+    pub size: Option<u64>,
+    /// Other fields (`annotations`, `icons`, `_meta`...), served as given.
+    pub extra: Map<String, Value>,
+}
+
+impl Resource {
+    /// A resource with a URI and a name.
+    pub fn new(uri: impl Into<String>, name: impl Into<String>) -> Self {
+        Resource {
+            uri: uri.into(),
+            name: name.into(),
+            title: None,
+            description: None,
+            mime_type: None,
+            size: None,
+            extra: Map::new(),
+        }
+    }
+
+    /// Sets the title.
+    pub fn title(mut self, title: impl Into<String>) -> Self {
+        self.title = Some(title.into());
+        self
+    }
+
+    /// Sets the description.
+    pub fn description(mut self, description: impl Into<String>) -> Self {
+        self.description = Some(description.into());
+        self
+    }
+
+    /// Sets the MIME type.
+    pub fn mime_type(mut self, mime_type: impl Into<String>) -> Self {
+        self.mime_type = Some(mime_type.into());
+        self
+    }
+
+    /// Sets the size in bytes.
+    pub fn size(mut self, size: u64) -> Self {
+        self.size = Some(size);
+        self
+    }
+
+    /// Adds another field.
+    pub fn field(mut self, key: impl Into<String>, value: Value) -> Self {
+        self.extra.insert(key.into(), value);
+        self
+    }
+
+    /// The `Resource` object as served.
+    pub fn to_json(&self) -> Value {
+        let mut map = Map::new();
+        map.insert("uri".into(), Value::from(self.uri.clone()));
+        map.insert("name".into(), Value::from(self.name.clone()));
+        if let Some(t) = &self.title {
+            map.insert("title".into(), Value::from(t.clone()));
+        }
+        if let Some(d) = &self.description {
+            map.insert("description".into(), Value::from(d.clone()));
+        }
+        if let Some(m) = &self.mime_type {
+            map.insert("mimeType".into(), Value::from(m.clone()));
+        }
+        if let Some(s) = self.size {
+            map.insert("size".into(), Value::from(s));
+        }
+        for (k, v) in &self.extra {
+            map.insert(k.clone(), v.clone());
+        }
+        Value::Object(map)
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Part {
+    Literal(String),
+    /// `{var}` (no `/`, `?`, `#`) or `{+var}` (reserved: `/` allowed).
+    Var {
+        name: String,
+        reserved: bool,
+    },
+    /// An expression this matcher does not support: the template never matches.
+    Unsupported,
+}
+
+/// A resource template (RFC 6570), listed by `resources/templates/list` and
+/// matched on `resources/read`.
+///
+/// Matching supports level 1 `{var}` (a non-empty value without `/`, `?` or `#`,
+/// percent-decoded) and level 2 `{+var}` (may contain `/`). Templates with other
+/// operators are listed but never match.
+///
+/// ```
+/// use genmcp::suite::ResourceTemplate;
+/// let t = ResourceTemplate::new("test://template/{id}/data", "data");
+/// let vars = t.matches("test://template/12%2033/data").unwrap();
+/// assert_eq!(vars["id"], "12 33");
+/// assert!(t.matches("test://template/1/2/data").is_none());
+/// ```
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub struct ResourceTemplate {
+    /// The RFC 6570 template.
+    pub uri_template: String,
+    /// Programmatic name.
+    pub name: String,
+    /// Display title.
+    pub title: Option<String>,
+    /// Description.
+    pub description: Option<String>,
+    /// MIME type of the resources it expands to.
+    pub mime_type: Option<String>,
+    /// Other fields, served as given.
+    pub extra: Map<String, Value>,
+    parts: Vec<Part>,
+}
+
+fn parse_template(template: &str) -> Vec<Part> {
+    let mut parts = Vec::new();
+    let mut rest = template;
+    while let Some(open) = rest.find('{') {
+        if open > 0 {
+            parts.push(Part::Literal(rest[..open].to_owned()));
+        }
+        let after = &rest[open + 1..];
+        let Some(close) = after.find('}') else {
+            parts.push(Part::Unsupported);
+            return parts;
+        };
+        let expr = &after[..close];
+        let (reserved, name) = match expr.strip_prefix('+') {
+            Some(n) => (true, n),
+            None => (false, expr),
+        };
+        let valid = !name.is_empty()
+            && name
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'.' || b == b'%');
+        parts.push(if valid {
+            Part::Var {
+                name: name.to_owned(),
+                reserved,
+            }
+        } else {
+            Part::Unsupported
+        });
+        rest = &after[close + 1..];
+    }
+    if !rest.is_empty() {
+        parts.push(Part::Literal(rest.to_owned()));
+    }
+    parts
+}
+
+fn percent_decode(s: &str) -> String {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%'
+            && i + 2 < bytes.len()
+            && let (Some(h), Some(l)) = (hex(bytes[i + 1]), hex(bytes[i + 2]))
+        {
+            out.push(h * 16 + l);
+            i += 3;
+            continue;
+        }
+        out.push(bytes[i]);
+        i += 1;
+    }
+    String::from_utf8(out).unwrap_or_else(|_| s.to_owned())
+}
+
+fn hex(b: u8) -> Option<u8> {
+    (b as char).to_digit(16).and_then(|d| u8::try_from(d).ok())
+}
+
+fn match_parts(parts: &[Part], uri: &str, vars: &mut Vec<(String, String)>) -> bool {
+    let Some((first, rest)) = parts.split_first() else {
+        return uri.is_empty();
+    };
+    match first {
+        Part::Literal(lit) => uri
+            .strip_prefix(lit.as_str())
+            .is_some_and(|tail| match_parts(rest, tail, vars)),
+        Part::Unsupported => false,
+        Part::Var { name, reserved } => {
+            let stop = |c: char| c == '?' || c == '#' || (!reserved && c == '/');
+            let max = uri.find(stop).unwrap_or(uri.len());
+            // Try the longest value first, then shorter ones (backtracking).
+            let mut ends: Vec<usize> = uri[..max]
+                .char_indices()
+                .map(|(i, c)| i + c.len_utf8())
+                .collect();
+            ends.reverse();
+            for end in ends {
+                vars.push((name.clone(), percent_decode(&uri[..end])));
+                if match_parts(rest, &uri[end..], vars) {
+                    return true;
+                }
+                vars.pop();
+            }
+            false
+        }
+    }
+}
+
+impl ResourceTemplate {
+    /// A template with a name.
+    pub fn new(uri_template: impl Into<String>, name: impl Into<String>) -> Self {
+        let uri_template = uri_template.into();
+        let parts = parse_template(&uri_template);
+        ResourceTemplate {
+            uri_template,
+            name: name.into(),
+            title: None,
+            description: None,
+            mime_type: None,
+            extra: Map::new(),
+            parts,
+        }
+    }
+
+    /// Sets the title.
+    pub fn title(mut self, title: impl Into<String>) -> Self {
+        self.title = Some(title.into());
+        self
+    }
+
+    /// Sets the description.
+    pub fn description(mut self, description: impl Into<String>) -> Self {
+        self.description = Some(description.into());
+        self
+    }
+
+    /// Sets the MIME type.
+    pub fn mime_type(mut self, mime_type: impl Into<String>) -> Self {
+        self.mime_type = Some(mime_type.into());
+        self
+    }
+
+    /// Adds another field.
+    pub fn field(mut self, key: impl Into<String>, value: Value) -> Self {
+        self.extra.insert(key.into(), value);
+        self
+    }
+
+    /// The variable names, in order.
+    pub fn variables(&self) -> Vec<&str> {
+        self.parts
+            .iter()
+            .filter_map(|p| match p {
+                Part::Var { name, .. } => Some(name.as_str()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// The variables of `uri` if it matches this template.
+    pub fn matches(&self, uri: &str) -> Option<Map<String, Value>> {
+        let mut vars = Vec::new();
+        if !match_parts(&self.parts, uri, &mut vars) {
+            return None;
+        }
+        Some(
+            vars.into_iter()
+                .map(|(k, v)| (k, Value::String(v)))
+                .collect(),
+        )
+    }
+
+    /// The `ResourceTemplate` object as served.
+    pub fn to_json(&self) -> Value {
+        let mut map = Map::new();
+        map.insert("uriTemplate".into(), Value::from(self.uri_template.clone()));
+        map.insert("name".into(), Value::from(self.name.clone()));
+        if let Some(t) = &self.title {
+            map.insert("title".into(), Value::from(t.clone()));
+        }
+        if let Some(d) = &self.description {
+            map.insert("description".into(), Value::from(d.clone()));
+        }
+        if let Some(m) = &self.mime_type {
+            map.insert("mimeType".into(), Value::from(m.clone()));
+        }
+        for (k, v) in &self.extra {
+            map.insert(k.clone(), v.clone());
+        }
+        Value::Object(map)
+    }
+}
+
+/// One `resources/read` as a provider sees it.
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub struct ResourceRead {
+    /// The requested URI.
+    pub uri: String,
+    /// The template variables, when the URI matched a template of a [`ResourceSet`].
+    pub variables: Map<String, Value>,
+    /// The request's channel.
+    pub channel: Channel,
+    /// `inputResponses` of an MRTR retry (empty on a first read).
+    pub input_responses: Map<String, Value>,
+    /// The verified state this provider put in `requestState` last round.
+    pub request_state: Option<Value>,
+}
+
+impl ResourceRead {
+    /// The template variable `name` as a string.
+    pub fn var(&self, name: &str) -> Option<&str> {
+        self.variables.get(name).and_then(Value::as_str)
+    }
+
+    /// The `content` of an accepted elicitation answer to input request `key`.
+    pub fn elicited(&self, key: &str) -> Option<&Map<String, Value>> {
+        super::mrtr::elicited(&self.input_responses, key)
+    }
+}
+
+/// A completed read.
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub struct ReadResult {
+    /// The contents (at least one; an empty list is answered as not found).
+    pub contents: Vec<ResourceContents>,
+    /// Cache hint of this result (default: the provider's, then the suite's).
+    pub cache: Option<CacheHint>,
+}
+
+impl ReadResult {
+    /// A result with these contents.
+    pub fn new(contents: Vec<ResourceContents>) -> Self {
+        ReadResult {
+            contents,
+            cache: None,
+        }
+    }
+
+    /// With a cache hint.
+    pub fn with_cache(mut self, hint: CacheHint) -> Self {
+        self.cache = Some(hint);
+        self
+    }
+}
+
+/// What a provider answers to a read.
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub enum ReadOutcome {
+    /// The contents.
+    Complete(ReadResult),
+    /// Needs input from the client first (MRTR).
+    InputRequired(InputRequired),
+    /// This provider has no such resource (the next provider is tried; if none
+    /// has it: `-32602` "Resource not found" with `data.uri`).
+    NotFound,
+}
+
+impl From<ReadResult> for ReadOutcome {
+    fn from(r: ReadResult) -> Self {
+        ReadOutcome::Complete(r)
+    }
+}
+
+impl From<Vec<ResourceContents>> for ReadOutcome {
+    fn from(c: Vec<ResourceContents>) -> Self {
+        ReadOutcome::Complete(ReadResult::new(c))
+    }
+}
+
+impl From<ResourceContents> for ReadOutcome {
+    fn from(c: ResourceContents) -> Self {
+        ReadOutcome::Complete(ReadResult::new(vec![c]))
+    }
+}
+
+impl From<InputRequired> for ReadOutcome {
+    fn from(r: InputRequired) -> Self {
+        ReadOutcome::InputRequired(r)
+    }
+}
+
+/// A repository of resources under one URI prefix.
+///
+/// The suite asks only providers whose [`prefix`](ResourceProvider::prefix) the
+/// URI starts with, longest prefix first, until one does not answer
+/// [`ReadOutcome::NotFound`].
+pub trait ResourceProvider: Send + Sync + 'static {
+    /// The URI prefix this provider owns (e.g. `"file:///project/"`; `""` owns all).
+    fn prefix(&self) -> &str;
+    /// The resources it lists (the suite paginates).
+    fn list(&self, channel: &Channel) -> BoxFuture<Result<Vec<Resource>, McpError>>;
+    /// The templates it lists.
+    fn templates(&self) -> Vec<ResourceTemplate> {
+        Vec::new()
+    }
+    /// Reads one URI.
+    fn read(&self, read: ResourceRead) -> BoxFuture<Result<ReadOutcome, McpError>>;
+    /// Cache hint of this provider's reads and of the lists it contributes to
+    /// (`None`: the suite's defaults).
+    fn cache(&self) -> Option<CacheHint> {
+        None
+    }
+}
+
+type ReadFn = dyn Fn(ResourceRead) -> BoxFuture<Result<ReadOutcome, McpError>> + Send + Sync;
+
+enum Entry {
+    Static(Resource, Vec<ResourceContents>),
+    Dynamic(Resource, Arc<ReadFn>),
+}
+
+impl Entry {
+    fn resource(&self) -> &Resource {
+        match self {
+            Entry::Static(r, _) | Entry::Dynamic(r, _) => r,
+        }
+    }
+}
+
+/// A [`ResourceProvider`] built from static contents, async closures and
+/// templates.
+///
+/// ```
+/// use genmcp::suite::{ResourceSet, Resource, ResourceContents, ResourceTemplate};
+/// let set = ResourceSet::new("test://")
+///     .text(Resource::new("test://hello", "hello").mime_type("text/plain"), "Hello!")
+///     .template(ResourceTemplate::new("test://item/{id}", "item"), |read| async move {
+///         let id = read.var("id").unwrap_or_default().to_owned();
+///         Ok(ResourceContents::text(read.uri, "text/plain", format!("item {id}")).into())
+///     });
+/// # let _ = set;
+/// ```
+pub struct ResourceSet {
+    prefix: String,
+    entries: Vec<Entry>,
+    templates: Vec<(ResourceTemplate, Arc<ReadFn>)>,
+    cache: Option<CacheHint>,
+}
+
+impl ResourceSet {
+    /// An empty set owning `prefix`.
+    pub fn new(prefix: impl Into<String>) -> Self {
+        ResourceSet {
+            prefix: prefix.into(),
+            entries: Vec::new(),
+            templates: Vec::new(),
+            cache: None,
+        }
+    }
+
+    /// Sets the cache hint of this set's reads and lists.
+    pub fn cache(mut self, hint: CacheHint) -> Self {
+        self.cache = Some(hint);
+        self
+    }
+
+    /// Adds a static resource with fixed contents.
+    pub fn contents(mut self, resource: Resource, contents: Vec<ResourceContents>) -> Self {
+        self.entries.push(Entry::Static(resource, contents));
+        self
+    }
+
+    /// Adds a static text resource (MIME type from the resource, default `text/plain`).
+    pub fn text(self, resource: Resource, text: impl Into<String>) -> Self {
+        let mime = resource
+            .mime_type
+            .clone()
+            .unwrap_or_else(|| "text/plain".into());
+        let contents = ResourceContents::text(resource.uri.clone(), mime, text);
+        self.contents(resource, vec![contents])
+    }
+
+    /// Adds a static blob resource (already base64; MIME type from the resource,
+    /// default `application/octet-stream`).
+    pub fn blob(self, resource: Resource, base64: impl Into<String>) -> Self {
+        let mime = resource
+            .mime_type
+            .clone()
+            .unwrap_or_else(|| "application/octet-stream".into());
+        let contents = ResourceContents::blob(resource.uri.clone(), mime, base64);
+        self.contents(resource, vec![contents])
+    }
+
+    /// Adds a listed resource read by an async closure.
+    pub fn dynamic<F, Fut>(mut self, resource: Resource, read: F) -> Self
+    where
+        F: Fn(ResourceRead) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<ReadOutcome, McpError>> + Send + 'static,
+    {
+        self.entries.push(Entry::Dynamic(
+            resource,
+            Arc::new(move |r| Box::pin(read(r))),
+        ));
+        self
+    }
+
+    /// Adds a template; URIs matching it are read by the closure, with
+    /// [`ResourceRead::variables`] filled in.
+    pub fn template<F, Fut>(mut self, template: ResourceTemplate, read: F) -> Self
+    where
+        F: Fn(ResourceRead) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<ReadOutcome, McpError>> + Send + 'static,
+    {
+        self.templates
+            .push((template, Arc::new(move |r| Box::pin(read(r)))));
+        self
+    }
+}
+
+impl ResourceProvider for ResourceSet {
+    fn prefix(&self) -> &str {
+        &self.prefix
+    }
+
+    fn list(&self, _channel: &Channel) -> BoxFuture<Result<Vec<Resource>, McpError>> {
+        let list: Vec<Resource> = self.entries.iter().map(|e| e.resource().clone()).collect();
+        Box::pin(async move { Ok(list) })
+    }
+
+    fn templates(&self) -> Vec<ResourceTemplate> {
+        self.templates.iter().map(|(t, _)| t.clone()).collect()
+    }
+
+    fn read(&self, mut read: ResourceRead) -> BoxFuture<Result<ReadOutcome, McpError>> {
+        for entry in &self.entries {
+            match entry {
+                Entry::Static(r, contents) if r.uri == read.uri => {
+                    let outcome = ReadOutcome::from(contents.clone());
+                    return Box::pin(async move { Ok(outcome) });
+                }
+                Entry::Dynamic(r, f) if r.uri == read.uri => return f(read),
+                _ => {}
+            }
+        }
+        for (template, f) in &self.templates {
+            if let Some(vars) = template.matches(&read.uri) {
+                read.variables = vars;
+                return f(read);
+            }
+        }
+        Box::pin(async { Ok(ReadOutcome::NotFound) })
+    }
+
+    fn cache(&self) -> Option<CacheHint> {
+        self.cache
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn templates_match_level_one_and_reserved() {
+        let t = ResourceTemplate::new("test://template/{id}/data", "d");
+        assert_eq!(t.variables(), vec!["id"]);
+        assert_eq!(t.matches("test://template/123/data").unwrap()["id"], "123");
+        assert!(t.matches("test://template//data").is_none());
+        assert!(t.matches("test://template/123/data/x").is_none());
+        assert!(t.matches("other://template/123/data").is_none());
+        let two = ResourceTemplate::new("db://{table}/{row}", "r");
+        let v = two.matches("db://users/42").unwrap();
+        assert_eq!(
+            (v["table"].as_str(), v["row"].as_str()),
+            (Some("users"), Some("42"))
+        );
+        let path = ResourceTemplate::new("file:///{+path}", "f");
+        assert_eq!(
+            path.matches("file:///a/b/c.txt").unwrap()["path"],
+            "a/b/c.txt"
+        );
+        let bad = ResourceTemplate::new("x://{?q}", "q");
+        assert!(bad.matches("x://?q=1").is_none());
+        assert_eq!(
+            t.to_json(),
+            serde_json::json!({"uriTemplate": "test://template/{id}/data", "name": "d"})
+        );
+        assert_eq!(percent_decode("a%2Fb%zz%4"), "a/b%zz%4");
+    }
+}

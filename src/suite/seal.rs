@@ -1,0 +1,229 @@
+//! Integrity-protected opaque tokens: pagination cursors and MRTR `requestState`.
+//!
+//! A token is `base64url(payload JSON) "." base64url(HMAC-SHA256(key, purpose || 0 || payload))`.
+//! The MAC covers the exact payload bytes and is checked in constant time over
+//! the whole string, so a token with anything appended, removed or changed is
+//! refused. Tokens are signed, not encrypted: do not put secrets in a tool's state.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use base64::Engine as _;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use hmac::{Hmac, Mac};
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+
+type HmacSha256 = Hmac<Sha256>;
+
+/// Longest token accepted from a client (longer is refused without decoding).
+pub(crate) const MAX_TOKEN_LEN: usize = 256 * 1024;
+
+/// Token purposes (domain separation: a cursor never verifies as a request state).
+pub(crate) mod purpose {
+    /// Pagination cursors.
+    pub const CURSOR: &str = "genmcp/cursor/v1";
+    /// MRTR `requestState`.
+    pub const REQUEST_STATE: &str = "genmcp/request-state/v1";
+}
+
+/// Seals and opens tokens with one secret key. Cheap to clone.
+#[derive(Clone)]
+pub(crate) struct Sealer {
+    key: Arc<[u8; 32]>,
+    seq: Arc<AtomicU64>,
+}
+
+impl std::fmt::Debug for Sealer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Sealer { key: <redacted> }")
+    }
+}
+
+impl Sealer {
+    /// A sealer with this key (share it between replicas that must accept each
+    /// other's cursors and request states).
+    pub(crate) fn new(key: [u8; 32]) -> Self {
+        Sealer {
+            key: Arc::new(key),
+            seq: Arc::new(AtomicU64::new(0)),
+        }
+    }
+
+    /// A sealer with a fresh random key from the operating system. If the OS
+    /// source fails, a key is derived from the time, the process and the stack
+    /// address (logged as a warning).
+    pub(crate) fn random() -> Self {
+        let mut key = [0u8; 32];
+        if let Err(e) = getrandom::fill(&mut key) {
+            tracing::warn!(error = %e, "getrandom failed; deriving the token key from process entropy");
+            let mut h = Sha256::new();
+            let nanos = SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos());
+            h.update(nanos.to_le_bytes());
+            h.update(std::process::id().to_le_bytes());
+            let marker = 0u8;
+            h.update((&marker as *const u8 as usize).to_le_bytes());
+            h.update(format!("{:?}", std::thread::current().id()).as_bytes());
+            key.copy_from_slice(&h.finalize());
+        }
+        Self::new(key)
+    }
+
+    /// A number that differs on every call (so two states sealed for the same
+    /// request in the same millisecond still differ).
+    pub(crate) fn next_seq(&self) -> u64 {
+        self.seq.fetch_add(1, Ordering::Relaxed)
+    }
+
+    fn keyed(&self, purpose: &str, body: &[u8]) -> Option<HmacSha256> {
+        let mut mac = HmacSha256::new_from_slice(self.key.as_slice()).ok()?;
+        mac.update(purpose.as_bytes());
+        mac.update(&[0]);
+        mac.update(body);
+        Some(mac)
+    }
+
+    /// Seals `payload` for `purpose`.
+    pub(crate) fn seal(&self, purpose: &str, payload: &Value) -> String {
+        let body = serde_json::to_vec(payload).unwrap_or_default();
+        let tag = self
+            .keyed(purpose, &body)
+            .map(|m| m.finalize().into_bytes().to_vec())
+            .unwrap_or_default();
+        format!(
+            "{}.{}",
+            URL_SAFE_NO_PAD.encode(&body),
+            URL_SAFE_NO_PAD.encode(tag)
+        )
+    }
+
+    /// Opens a token sealed for `purpose`: `None` unless it is well formed and its
+    /// MAC verifies over the exact payload.
+    pub(crate) fn open(&self, purpose: &str, token: &str) -> Option<Value> {
+        if token.len() > MAX_TOKEN_LEN {
+            return None;
+        }
+        let (body, tag) = token.split_once('.')?;
+        let body = URL_SAFE_NO_PAD.decode(body).ok()?;
+        let tag = URL_SAFE_NO_PAD.decode(tag).ok()?;
+        self.keyed(purpose, &body)?.verify_slice(&tag).ok()?;
+        serde_json::from_slice(&body).ok()
+    }
+}
+
+/// Milliseconds since the Unix epoch (0 if the clock is before it).
+pub(crate) fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+/// The expiry (ms since the epoch) of a token issued now with lifetime `ttl`.
+pub(crate) fn expiry(ttl: Duration) -> u64 {
+    now_ms().saturating_add(u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX))
+}
+
+/// Whether an expiry read from a token has passed.
+pub(crate) fn expired(exp: u64) -> bool {
+    now_ms() >= exp
+}
+
+/// Hex SHA-256 of the canonical JSON of `value` (object keys sorted, compact):
+/// equal JSON values give equal digests whatever their key order.
+pub(crate) fn digest(value: &Value) -> String {
+    let mut text = String::new();
+    canonical(value, &mut text);
+    let hash = Sha256::digest(text.as_bytes());
+    hash.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn canonical(value: &Value, out: &mut String) {
+    match value {
+        Value::Array(items) => {
+            out.push('[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                canonical(item, out);
+            }
+            out.push(']');
+        }
+        Value::Object(map) => {
+            let mut keys: Vec<&String> = map.keys().collect();
+            keys.sort();
+            out.push('{');
+            for (i, key) in keys.into_iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                out.push_str(&Value::String(key.clone()).to_string());
+                out.push(':');
+                if let Some(v) = map.get(key) {
+                    canonical(v, out);
+                }
+            }
+            out.push('}');
+        }
+        other => out.push_str(&other.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn sealed_tokens_open_only_unchanged_and_for_their_purpose() {
+        let s = Sealer::new([7; 32]);
+        let payload = json!({"o": 10, "k": "tools"});
+        let token = s.seal(purpose::CURSOR, &payload);
+        assert_eq!(s.open(purpose::CURSOR, &token), Some(payload));
+        assert_eq!(s.open(purpose::REQUEST_STATE, &token), None);
+        assert_eq!(s.open(purpose::CURSOR, &format!("{token}-TAMPERED")), None);
+        assert_eq!(s.open(purpose::CURSOR, &format!("{token}A")), None);
+        assert_eq!(s.open(purpose::CURSOR, &token[1..]), None);
+        assert_eq!(s.open(purpose::CURSOR, "garbage"), None);
+        assert_eq!(s.open(purpose::CURSOR, ""), None);
+        assert_eq!(s.open(purpose::CURSOR, "."), None);
+        // Another key does not verify.
+        assert_eq!(Sealer::new([8; 32]).open(purpose::CURSOR, &token), None);
+        // A forged payload with the original tag does not verify.
+        let (_, tag) = token.split_once('.').unwrap();
+        let forged = format!(
+            "{}.{tag}",
+            URL_SAFE_NO_PAD.encode(br#"{"o":0,"k":"tools"}"#)
+        );
+        assert_eq!(s.open(purpose::CURSOR, &forged), None);
+    }
+
+    #[test]
+    fn random_keys_differ() {
+        let a = Sealer::random().seal(purpose::CURSOR, &json!(1));
+        let b = Sealer::random().seal(purpose::CURSOR, &json!(1));
+        assert_ne!(a, b);
+    }
+
+    #[test]
+    fn digest_ignores_key_order_but_not_values() {
+        let a = json!({"b": 1, "a": {"y": [1, "x"], "x": null}});
+        let b = json!({"a": {"x": null, "y": [1, "x"]}, "b": 1});
+        assert_eq!(digest(&a), digest(&b));
+        assert_ne!(
+            digest(&a),
+            digest(&json!({"b": 2, "a": {"y": [1, "x"], "x": null}}))
+        );
+        assert_ne!(digest(&json!({"a": "1"})), digest(&json!({"a": 1})));
+        assert_eq!(digest(&json!({})).len(), 64);
+    }
+
+    #[test]
+    fn expiry_is_in_the_future_and_zero_ttl_is_expired() {
+        assert!(!expired(expiry(Duration::from_secs(60))));
+        assert!(expired(expiry(Duration::ZERO)));
+    }
+}
