@@ -275,9 +275,11 @@ fn run_baseline(cfg: &BenchConfig) -> std::io::Result<Sample> {
 fn run_genmcp(cfg: &BenchConfig) -> std::io::Result<Sample> {
     let bus: Bus<()> = Bus::new();
     let b = bus.clone();
-    let mut config = HttpConfig::default();
-    config.port = 0;
-    config.workers = 2;
+    let config = HttpConfig {
+        port: 0,
+        workers: 2,
+        ..Default::default()
+    };
     let server = ServerThread::spawn(
         move || {
             Suite::builder(Implementation::new("bench", env!("CARGO_PKG_VERSION")))

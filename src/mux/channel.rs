@@ -105,7 +105,7 @@ impl Channel {
 
     /// The channel of a `subscriptions/listen` stream. Frames that find the outbox
     /// full wait in a spill queue of at most `spill_limit` frames, drained by
-    /// [`Channel::flush`]; past that the stream overflows.
+    /// the stream actor; past that the stream overflows.
     pub fn for_listen(
         id: RequestId,
         meta: RequestMeta,

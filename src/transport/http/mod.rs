@@ -393,7 +393,8 @@ async fn post<H: SubscriptionHandler>(
         Ok(Validated::Unary(method, params, channel, rx)) => {
             unary(&state, method, params, channel, rx).await
         }
-        Ok(Validated::Listen(meta, assigns, params)) => {
+        Ok(Validated::Listen(parts)) => {
+            let (meta, assigns, params) = *parts;
             if !headers::accepts(req.headers(), "text/event-stream") {
                 return refusal(
                     StatusCode::NOT_ACCEPTABLE,
@@ -408,7 +409,7 @@ async fn post<H: SubscriptionHandler>(
 
 enum Validated {
     Unary(String, Map<String, Value>, Channel, mpsc::Receiver<Frame>),
-    Listen(RequestMeta, Assigns, Map<String, Value>),
+    Listen(Box<(RequestMeta, Assigns, Map<String, Value>)>),
 }
 
 fn validate<H: SubscriptionHandler>(
@@ -476,7 +477,7 @@ fn validate<H: SubscriptionHandler>(
     match suite.route(&request.method, &channel)? {
         Route::Listen => {
             let _ = listen_filter(&params, &meta, server.limits())?;
-            Ok(Validated::Listen(meta, assigns, params))
+            Ok(Validated::Listen(Box::new((meta, assigns, params))))
         }
         _ => {
             for expected in suite.param_headers(&request.method, &params)? {
