@@ -18,7 +18,9 @@ use std::time::Duration;
 use actix_web::dev::ServerHandle;
 use actix_web::http::{StatusCode, header};
 use actix_web::{App, HttpRequest, HttpResponse, HttpServer, web};
-use futures_util::StreamExt as _;
+use std::panic::AssertUnwindSafe;
+
+use futures_util::{FutureExt as _, StreamExt as _};
 use serde_json::{Map, Value};
 use tokio::sync::{mpsc, oneshot};
 
@@ -500,7 +502,14 @@ async fn unary<H: SubscriptionHandler>(
     let outbox = channel.outbox().clone();
     let future = state.suite.call(&method, params, channel.clone());
     let task = actix_rt::spawn(async move {
-        let result = future.await;
+        // A panicking handler answers -32603; the worker and the connection live on.
+        let result = AssertUnwindSafe(future)
+            .catch_unwind()
+            .await
+            .unwrap_or_else(|_| {
+                tracing::error!(method = %method, "request handler panicked");
+                Err(McpError::internal("Internal error: request handler failed"))
+            });
         channel.close();
         let (frame, status) = match result {
             Ok(result) => (Frame::last(encode_result(&id, &result)), 200),
