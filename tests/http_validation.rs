@@ -8,9 +8,7 @@ use genmcp::prelude::*;
 use serde_json::{Value, json};
 
 fn server() -> ServerThread {
-    let mut config = HttpConfig::default();
-    config.port = 0;
-    config.workers = 1;
+    let config = common::config();
     ServerThread::spawn(
         || {
             let (suite, _bus) = genmcp::apps::demo::suite();

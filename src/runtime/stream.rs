@@ -114,27 +114,46 @@ impl<H: SubscriptionHandler> Stream<H> {
         ctx.stop();
     }
 
-    fn flush_then_stop(&mut self, ctx: &mut Context<Self>) {
+    /// Moves spilled frames into the outbox, pausing the stream (no further
+    /// message is handled) until there is room, for at most the stall timeout;
+    /// then runs `then` with `Err(reason)` if the client went away (`Disconnected`)
+    /// or did not make room in time (`Overflow`).
+    fn drain_then(
+        &mut self,
+        ctx: &mut Context<Self>,
+        then: impl FnOnce(&mut Self, &mut Context<Self>, Result<(), CloseReason>) + 'static,
+    ) {
         if !self.channel.has_pending() {
-            ctx.stop();
-            return;
+            return then(self, ctx, Ok(()));
         }
         let channel = self.channel.clone();
         let stall = self.limits.stall_timeout;
         ctx.wait(
             async move { tokio::time::timeout(stall, channel.flush()).await }
                 .into_actor(self)
-                .map(|res, act, ctx| {
-                    if !matches!(res, Ok(Ok(()))) {
-                        act.close = Some(CloseReason::Overflow);
-                    }
-                    ctx.stop();
+                .map(move |res, act, ctx| {
+                    let outcome = match res {
+                        Ok(Ok(())) => Ok(()),
+                        Ok(Err(_)) => Err(CloseReason::Disconnected),
+                        Err(_elapsed) => Err(CloseReason::Overflow),
+                    };
+                    then(act, ctx, outcome)
                 }),
         );
     }
 
+    /// Ends the stream once its last frame is in the outbox.
+    fn flush_then_stop(&mut self, ctx: &mut Context<Self>) {
+        self.drain_then(ctx, |act, ctx, outcome| {
+            if let Err(reason) = outcome {
+                act.close = Some(reason);
+            }
+            ctx.stop();
+        });
+    }
+
     /// After a callback sent frames: notice overflow or a gone client, and wait for
-    /// outbox room (pausing the mailbox) if frames spilled.
+    /// outbox room if frames spilled.
     fn after_send(&mut self, ctx: &mut Context<Self>) {
         if self.channel.is_overflowed() {
             return self.cut(ctx, CloseReason::Overflow);
@@ -142,20 +161,11 @@ impl<H: SubscriptionHandler> Stream<H> {
         if self.channel.is_closed() {
             return self.cut(ctx, CloseReason::Disconnected);
         }
-        if !self.channel.has_pending() {
-            return;
-        }
-        let channel = self.channel.clone();
-        let stall = self.limits.stall_timeout;
-        ctx.wait(
-            async move { tokio::time::timeout(stall, channel.flush()).await }
-                .into_actor(self)
-                .map(|res, act, ctx| match res {
-                    Ok(Ok(())) => {}
-                    Ok(Err(_)) => act.cut(ctx, CloseReason::Disconnected),
-                    Err(_elapsed) => act.cut(ctx, CloseReason::Overflow),
-                }),
-        );
+        self.drain_then(ctx, |act, ctx, outcome| {
+            if let Err(reason) = outcome {
+                act.cut(ctx, reason);
+            }
+        });
     }
 
     fn on_message(&mut self, msg: H::Message, ctx: &mut Context<Self>) {

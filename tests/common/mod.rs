@@ -13,6 +13,14 @@ use serde_json::{Value, json};
 
 pub const VERSION: &str = "2026-07-28";
 
+/// A server config for tests: a free loopback port, one worker.
+pub fn config() -> genmcp::http::HttpConfig {
+    let mut c = genmcp::http::HttpConfig::default();
+    c.port = 0;
+    c.workers = 1;
+    c
+}
+
 /// `_meta` of a valid 2026-07-28 request.
 pub fn meta() -> Value {
     json!({

@@ -159,10 +159,7 @@ pub fn start(mode: Mode, caps: SubscriptionCapabilities, config: HttpConfig) -> 
 }
 
 pub fn config() -> HttpConfig {
-    let mut c = HttpConfig::default();
-    c.port = 0;
-    c.workers = 1;
-    c
+    super::config()
 }
 
 pub fn send(n: Notification) -> Msg {
