@@ -386,7 +386,14 @@ async fn post<H: SubscriptionHandler>(
     let assigns = match &config.assigns {
         Some(hook) => match hook(&req) {
             Ok(a) => a,
-            Err(why) => return refusal(StatusCode::UNAUTHORIZED, format!("Unauthorized: {why}")),
+            Err(why) => {
+                let mut resp = refusal(StatusCode::UNAUTHORIZED, format!("Unauthorized: {why}"));
+                resp.headers_mut().insert(
+                    header::WWW_AUTHENTICATE,
+                    header::HeaderValue::from_static("Bearer"),
+                );
+                return resp;
+            }
         },
         None => Assigns::new(),
     };
