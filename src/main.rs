@@ -11,9 +11,11 @@ genmcp: an MCP (2026-07-28) server runtime
 
 USAGE:
     genmcp serve [--host HOST] [--port PORT] [--keep-alive SECS] [--workers N] [--conformance]
+    genmcp serve --stdio [--conformance]
     genmcp bench [--streams S] [--events K] [--rounds R]
 
     serve          run the notes demo on http://HOST:PORT/mcp (default 127.0.0.1:8080)
+    --stdio        serve on stdin/stdout (newline-delimited JSON-RPC) instead of HTTP
     --conformance  serve the conformance fixture catalog instead of the demo
     --keep-alive   SSE keep-alive interval in seconds (default 15)
     --workers      HTTP worker threads (default: number of CPUs)
@@ -26,11 +28,13 @@ Logging: RUST_LOG (default genmcp=info).";
 struct ServeArgs {
     config: HttpConfig,
     conformance: bool,
+    stdio: bool,
 }
 
 fn parse_serve(args: &[String]) -> Result<ServeArgs, String> {
     let mut config = HttpConfig::default();
     let mut conformance = false;
+    let mut stdio = false;
     let mut it = args.iter();
     while let Some(arg) = it.next() {
         let mut value = |name: &str| {
@@ -62,12 +66,14 @@ fn parse_serve(args: &[String]) -> Result<ServeArgs, String> {
                     .ok_or_else(|| "--workers must be a positive number".to_owned())?
             }
             "--conformance" => conformance = true,
+            "--stdio" => stdio = true,
             other => return Err(format!("unknown argument {other:?}")),
         }
     }
     Ok(ServeArgs {
         config,
         conformance,
+        stdio,
     })
 }
 
@@ -136,19 +142,35 @@ fn main() -> ExitCode {
 
 fn run_serve(serve: ServeArgs) -> ExitCode {
     let system = actix_rt::System::new();
+    let stdio = serve.stdio;
     let result = system.block_on(async move {
-        if serve.conformance {
-            http::serve(genmcp::apps::fixtures::suite(), serve.config).await
-        } else {
-            let (suite, _bus) = genmcp::apps::demo::suite();
-            http::serve(suite, serve.config).await
+        let stdio_config = {
+            let mut c = genmcp::transport::stdio::StdioConfig::default();
+            c.limits = serve.config.limits.clone();
+            c
+        };
+        match (serve.conformance, serve.stdio) {
+            (true, false) => http::serve(genmcp::apps::fixtures::suite(), serve.config).await,
+            (true, true) => {
+                genmcp::transport::stdio::serve(genmcp::apps::fixtures::suite(), stdio_config).await
+            }
+            (false, false) => http::serve(genmcp::apps::demo::suite().0, serve.config).await,
+            (false, true) => {
+                genmcp::transport::stdio::serve(genmcp::apps::demo::suite().0, stdio_config).await
+            }
         }
     });
-    match result {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("error: {e}");
-            ExitCode::FAILURE
-        }
+    if let Err(e) = &result {
+        eprintln!("error: {e}");
+    }
+    if stdio {
+        // tokio reads stdin on a blocking thread that a shutdown cannot interrupt;
+        // everything is flushed, so leave without waiting for it.
+        std::process::exit(if result.is_ok() { 0 } else { 1 });
+    }
+    if result.is_ok() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
     }
 }

@@ -241,15 +241,24 @@ fn shutdown_completes_every_stream_and_runs_handle_close() {
     assert_eq!(metrics.metrics().open_streams, 0);
 }
 
-fn wide_events(srv: &common::probe::ProbeServer, uri: &str, n: usize) -> std::thread::JoinHandle<usize> {
+fn wide_events(
+    srv: &common::probe::ProbeServer,
+    uri: &str,
+    n: usize,
+) -> std::thread::JoinHandle<usize> {
     let bus = srv.bus.clone();
     let uri = uri.to_owned();
     std::thread::spawn(move || {
-        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
         rt.block_on(async {
             let mut taken = 0;
             for _ in 0..n {
-                taken += bus.publish_wait("all", send(Notification::resource_updated(uri.clone()))).await;
+                taken += bus
+                    .publish_wait("all", send(Notification::resource_updated(uri.clone())))
+                    .await;
             }
             taken
         })
@@ -260,16 +269,25 @@ fn wide_events(srv: &common::probe::ProbeServer, uri: &str, n: usize) -> std::th
 fn a_paused_reader_gets_back_pressure_not_overflow() {
     let srv = probe::start(Mode::Accept, caps(), probe::config());
     let uri = format!("res://{}", "y".repeat(1000));
-    let mut s = listen(srv.addr(), json!("paused"), json!({"resourceSubscriptions": [uri.clone()]}));
+    let mut s = listen(
+        srv.addr(),
+        json!("paused"),
+        json!({"resourceSubscriptions": [uri.clone()]}),
+    );
     s.next_message().unwrap();
     srv.wait_subscribers(1);
     // ~20 MiB of frames: more than the socket buffers, the outbox and the spill
     // queue hold, so the stream must pause and the publisher must wait.
     let publisher = wide_events(&srv, &uri, 20_000);
     std::thread::sleep(Duration::from_millis(700));
-    assert!(!publisher.is_finished(), "the publisher should be waiting for the reader");
+    assert!(
+        !publisher.is_finished(),
+        "the publisher should be waiting for the reader"
+    );
     for i in 0..20_000 {
-        let n = s.next_message().unwrap_or_else(|| panic!("stream ended at {i}"));
+        let n = s
+            .next_message()
+            .unwrap_or_else(|| panic!("stream ended at {i}"));
         assert_eq!(n["params"]["uri"], Value::from(uri.as_str()));
     }
     assert_eq!(publisher.join().unwrap(), 20_000);
@@ -283,16 +301,26 @@ fn a_reader_stalled_past_the_stall_timeout_is_cut_as_overflow() {
     config.limits.stall_timeout = Duration::from_millis(300);
     let srv = probe::start(Mode::Accept, caps(), config);
     let uri = format!("res://{}", "z".repeat(1000));
-    let mut s = listen(srv.addr(), json!("stalled"), json!({"resourceSubscriptions": [uri.clone()]}));
+    let mut s = listen(
+        srv.addr(),
+        json!("stalled"),
+        json!({"resourceSubscriptions": [uri.clone()]}),
+    );
     s.next_message().unwrap();
     srv.wait_subscribers(1);
     let publisher = wide_events(&srv, &uri, 20_000);
     assert!(
-        wait_until(Duration::from_secs(20), || srv.metrics().closed(CloseReason::Overflow) == 1),
+        wait_until(Duration::from_secs(20), || srv
+            .metrics()
+            .closed(CloseReason::Overflow)
+            == 1),
         "{:?}",
         srv.metrics()
     );
     let taken = publisher.join().unwrap();
-    assert!(taken < 20_000, "the publisher stops being served once the stream is cut");
+    assert!(
+        taken < 20_000,
+        "the publisher stops being served once the stream is cut"
+    );
     assert!(srv.closed().is_empty());
 }

@@ -6,7 +6,7 @@ mod common;
 
 use std::sync::Arc;
 
-use common::{headers, listen, request, Exchange};
+use common::{Exchange, headers, listen, request};
 use genmcp::prelude::*;
 use serde_json::json;
 
@@ -22,7 +22,11 @@ impl SubscriptionHandler for Downgrade {
     type Message = ();
     type State = ();
 
-    fn subscribe(&self, filter: &SubscriptionFilter, cx: &mut SubscribeCx<'_, ()>) -> Subscribe<()> {
+    fn subscribe(
+        &self,
+        filter: &SubscriptionFilter,
+        cx: &mut SubscribeCx<'_, ()>,
+    ) -> Subscribe<()> {
         match cx.assigns().get::<Role>() {
             Some(Role::Admin) => Subscribe::Accept(()),
             _ => Subscribe::Narrow(
@@ -47,15 +51,26 @@ impl SubscriptionHandler for Downgrade {
 fn server() -> ServerThread {
     let mut config = common::config();
     config.assigns = Some(Arc::new(|req: &actix_web::HttpRequest| {
-        match req.headers().get("authorization").and_then(|v| v.to_str().ok()) {
+        match req
+            .headers()
+            .get("authorization")
+            .and_then(|v| v.to_str().ok())
+        {
             Some("Bearer admin") => Ok(Assigns::new().with(Role::Admin)),
             Some("Bearer user") => Ok(Assigns::new().with(Role::User)),
             Some(_) => Err("unknown token".to_owned()),
             None => Ok(Assigns::new()),
         }
     }));
-    ServerThread::spawn(|| Suite::builder(Implementation::new("auth", "1")).subscriptions(Downgrade).build(), config)
-        .expect("server starts")
+    ServerThread::spawn(
+        || {
+            Suite::builder(Implementation::new("auth", "1"))
+                .subscriptions(Downgrade)
+                .build()
+        },
+        config,
+    )
+    .expect("server starts")
 }
 
 fn ack_for(srv: &ServerThread, token: Option<&str>) -> serde_json::Value {
@@ -63,7 +78,11 @@ fn ack_for(srv: &ServerThread, token: Option<&str>) -> serde_json::Value {
     if let Some(t) = token {
         h.push(("Authorization".into(), format!("Bearer {t}")));
     }
-    let body = request(json!(1), "subscriptions/listen", json!({"notifications": {"toolsListChanged": true, "promptsListChanged": true}}));
+    let body = request(
+        json!(1),
+        "subscriptions/listen",
+        json!({"notifications": {"toolsListChanged": true, "promptsListChanged": true}}),
+    );
     let mut s = Exchange::open(srv.addr, &h, body.to_string().as_bytes());
     assert_eq!(s.status, 200);
     s.next_message().unwrap()["params"]["notifications"].clone()
@@ -72,8 +91,14 @@ fn ack_for(srv: &ServerThread, token: Option<&str>) -> serde_json::Value {
 #[test]
 fn admins_get_what_they_asked_for_and_others_are_narrowed() {
     let srv = server();
-    assert_eq!(ack_for(&srv, Some("admin")), json!({"toolsListChanged": true, "promptsListChanged": true}));
-    assert_eq!(ack_for(&srv, Some("user")), json!({"toolsListChanged": true}));
+    assert_eq!(
+        ack_for(&srv, Some("admin")),
+        json!({"toolsListChanged": true, "promptsListChanged": true})
+    );
+    assert_eq!(
+        ack_for(&srv, Some("user")),
+        json!({"toolsListChanged": true})
+    );
     assert_eq!(ack_for(&srv, None), json!({"toolsListChanged": true}));
 }
 
@@ -82,11 +107,18 @@ fn a_refused_token_is_401() {
     let srv = server();
     let mut h = headers("subscriptions/listen", None);
     h.push(("Authorization".into(), "Bearer forged".into()));
-    let body = request(json!(1), "subscriptions/listen", json!({"notifications": {"toolsListChanged": true}}));
+    let body = request(
+        json!(1),
+        "subscriptions/listen",
+        json!({"notifications": {"toolsListChanged": true}}),
+    );
     let resp = Exchange::open(srv.addr, &h, body.to_string().as_bytes()).into_response();
     assert_eq!(resp.status, 401);
     assert_eq!(resp.header("www-authenticate"), Some("Bearer"));
     // Without the header the same request is served.
     let mut s = listen(srv.addr, json!(2), json!({"toolsListChanged": true}));
-    assert_eq!(s.next_message().unwrap()["method"], "notifications/subscriptions/acknowledged");
+    assert_eq!(
+        s.next_message().unwrap()["method"],
+        "notifications/subscriptions/acknowledged"
+    );
 }

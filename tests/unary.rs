@@ -12,21 +12,35 @@ fn server() -> ServerThread {
     ServerThread::spawn(
         || {
             let catalog = Catalog::new();
-            catalog.add_tool(ToolBuilder::new("explode").description("Panics").handler(|_call| async {
-                if true {
-                    panic!("tool panics on purpose");
-                }
-                Ok(CallToolResult::text("unreachable").into())
-            }));
-            catalog.add_tool(ToolBuilder::new("work").description("Reports progress and logs").handler(|call| async move {
-                for step in [0.0, 50.0, 100.0] {
-                    call.channel.send_progress(step, Some(100.0), Some("working")).unwrap();
-                }
-                call.channel.send_log(LogLevel::Info, Some("work"), json!("done")).unwrap();
-                call.channel.send_log(LogLevel::Debug, None, json!("noise")).unwrap();
-                Ok(CallToolResult::text("finished").into())
-            }));
-            Suite::builder(Implementation::new("unary", "1")).catalog(catalog).build()
+            catalog.add_tool(ToolBuilder::new("explode").description("Panics").handler(
+                |_call| async {
+                    if true {
+                        panic!("tool panics on purpose");
+                    }
+                    Ok(CallToolResult::text("unreachable").into())
+                },
+            ));
+            catalog.add_tool(
+                ToolBuilder::new("work")
+                    .description("Reports progress and logs")
+                    .handler(|call| async move {
+                        for step in [0.0, 50.0, 100.0] {
+                            call.channel
+                                .send_progress(step, Some(100.0), Some("working"))
+                                .unwrap();
+                        }
+                        call.channel
+                            .send_log(LogLevel::Info, Some("work"), json!("done"))
+                            .unwrap();
+                        call.channel
+                            .send_log(LogLevel::Debug, None, json!("noise"))
+                            .unwrap();
+                        Ok(CallToolResult::text("finished").into())
+                    }),
+            );
+            Suite::builder(Implementation::new("unary", "1"))
+                .catalog(catalog)
+                .build()
         },
         config,
     )
@@ -34,11 +48,20 @@ fn server() -> ServerThread {
 }
 
 fn call_with_meta(srv: &ServerThread, id: i64, tool: &str, meta: Value) -> common::Response {
-    let mut body = request(json!(id), "tools/call", json!({"name": tool, "arguments": {}}));
+    let mut body = request(
+        json!(id),
+        "tools/call",
+        json!({"name": tool, "arguments": {}}),
+    );
     for (k, v) in meta.as_object().unwrap() {
         body["params"]["_meta"][k] = v.clone();
     }
-    Exchange::open(srv.addr, &headers("tools/call", Some(tool)), body.to_string().as_bytes()).into_response()
+    Exchange::open(
+        srv.addr,
+        &headers("tools/call", Some(tool)),
+        body.to_string().as_bytes(),
+    )
+    .into_response()
 }
 
 #[test]
@@ -81,13 +104,27 @@ fn progress_and_logs_stream_as_sse_before_the_response() {
     let methods: Vec<&str> = msgs.iter().filter_map(|m| m["method"].as_str()).collect();
     assert_eq!(
         methods,
-        vec!["notifications/progress", "notifications/progress", "notifications/progress", "notifications/message"]
+        vec![
+            "notifications/progress",
+            "notifications/progress",
+            "notifications/progress",
+            "notifications/message"
+        ]
     );
-    assert_eq!(msgs[0]["params"], json!({"progressToken": "p-1", "progress": 0, "total": 100, "message": "working"}));
+    assert_eq!(
+        msgs[0]["params"],
+        json!({"progressToken": "p-1", "progress": 0, "total": 100, "message": "working"})
+    );
     assert_eq!(msgs[2]["params"]["progress"], 100);
-    assert_eq!(msgs[3]["params"], json!({"level": "info", "logger": "work", "data": "done"}));
+    assert_eq!(
+        msgs[3]["params"],
+        json!({"level": "info", "logger": "work", "data": "done"})
+    );
     for m in &msgs[..4] {
-        assert!(m["params"].get("_meta").is_none(), "request-scoped notifications carry no subscription id");
+        assert!(
+            m["params"].get("_meta").is_none(),
+            "request-scoped notifications carry no subscription id"
+        );
     }
     let last = msgs.last().unwrap();
     assert_eq!(last["id"], 2);

@@ -6,6 +6,7 @@ import os
 import signal
 import socket
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -28,6 +29,16 @@ def _binary() -> Path:
             returncode=2,
         )
     return path
+
+
+def _die_with_parent() -> None:
+    """Linux: SIGTERM the server if the pytest process dies (e.g. a hard timeout)."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
 
 
 def _free_port() -> int:
@@ -70,6 +81,7 @@ def _start(binary: Path, log_path: Path) -> GenmcpServer:
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=subprocess.STDOUT,
+            preexec_fn=_die_with_parent if sys.platform == "linux" else None,
             env={**os.environ, "RUST_LOG": os.environ.get("RUST_LOG", "genmcp=info"), "NO_COLOR": "1"},
         )
         log.close()

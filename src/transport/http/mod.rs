@@ -18,19 +18,20 @@ use std::time::Duration;
 use actix_web::dev::ServerHandle;
 use actix_web::http::{StatusCode, header};
 use actix_web::{App, HttpRequest, HttpResponse, HttpServer, web};
-use std::panic::AssertUnwindSafe;
-
-use futures_util::{FutureExt as _, StreamExt as _};
+use futures_util::StreamExt as _;
 use serde_json::{Map, Value};
 use tokio::sync::{mpsc, oneshot};
 
-use crate::mux::{Assigns, Channel, Frame};
+use super::dispatch::{Routed, route, spawn_unary};
+use crate::mux::{Assigns, Channel, Frame, Outbox};
 use crate::protocol::error::status_for_code;
-use crate::protocol::jsonrpc::{encode_error, encode_result};
-use crate::protocol::{Incoming, McpError, Phase, Request, RequestId, RequestMeta, methods};
-use crate::runtime::{Connection, Limits, Server, listen_filter, spawn_listen};
+use crate::protocol::jsonrpc::encode_error;
+use crate::protocol::{
+    Incoming, McpError, Phase, Request, RequestId, RequestMeta, SubscriptionFilter, methods,
+};
+use crate::runtime::{Connection, Limits, Server, spawn_listen};
 use crate::subscription::SubscriptionHandler;
-use crate::suite::{Route, Suite};
+use crate::suite::Suite;
 
 pub use headers::decode_value as decode_header_value;
 use sse::{AbortOnDrop, SseBody};
@@ -184,7 +185,7 @@ pub async fn serve<H: SubscriptionHandler>(suite: Suite<H>, config: HttpConfig) 
     Ok(())
 }
 
-async fn shutdown_signal() {
+pub(crate) async fn shutdown_signal() {
     #[cfg(unix)]
     {
         use tokio::signal::unix::{SignalKind, signal};
@@ -398,27 +399,28 @@ async fn post<H: SubscriptionHandler>(
         None => Assigns::new(),
     };
     let id = request.id.clone();
-    match validate(&state.suite, &req, request, assigns, &state.server) {
-        Ok(Validated::Unary(method, params, channel, rx)) => {
-            unary(&state, method, params, channel, rx).await
-        }
-        Ok(Validated::Listen(parts)) => {
-            let (meta, assigns, params) = *parts;
+    let (tx, rx) = mpsc::channel(state.server.limits().outbox_capacity);
+    match validate(&state.suite, &req, request, assigns, &state.server, tx) {
+        Ok(Routed::Unary {
+            method,
+            params,
+            channel,
+        }) => unary(&state, method, params, channel, rx).await,
+        Ok(Routed::Listen {
+            meta,
+            assigns,
+            filter,
+        }) => {
             if !headers::accepts(req.headers(), "text/event-stream") {
                 return refusal(
                     StatusCode::NOT_ACCEPTABLE,
                     "Not Acceptable: subscriptions/listen answers with text/event-stream".into(),
                 );
             }
-            listen(&state, id, meta, assigns, params).await
+            listen(&state, id, meta, assigns, filter).await
         }
         Err(error) => error_response(Some(&id), &error, Phase::Validation),
     }
-}
-
-enum Validated {
-    Unary(String, Map<String, Value>, Channel, mpsc::Receiver<Frame>),
-    Listen(Box<(RequestMeta, Assigns, Map<String, Value>)>),
 }
 
 fn validate<H: SubscriptionHandler>(
@@ -427,7 +429,8 @@ fn validate<H: SubscriptionHandler>(
     request: Request,
     assigns: Assigns,
     server: &Server,
-) -> Result<Validated, McpError> {
+    outbox: Outbox,
+) -> Result<Routed, McpError> {
     let head = req.headers();
     let header_version = headers::routing_header(head, headers::PROTOCOL_VERSION)?;
     let header_method = headers::routing_header(head, headers::METHOD)?;
@@ -481,20 +484,22 @@ fn validate<H: SubscriptionHandler>(
             )));
         }
     }
-    let (tx, rx) = mpsc::channel(server.limits().outbox_capacity);
-    let channel = Channel::for_request(request.id.clone(), meta.clone(), assigns.clone(), tx);
-    match suite.route(&request.method, &channel)? {
-        Route::Listen => {
-            let _ = listen_filter(&params, &meta, server.limits())?;
-            Ok(Validated::Listen(Box::new((meta, assigns, params))))
-        }
-        _ => {
-            for expected in suite.param_headers(&request.method, &params)? {
-                headers::check_param_header(head, &expected)?;
-            }
-            Ok(Validated::Unary(request.method, params, channel, rx))
+    let routed = route(
+        suite,
+        server,
+        request.id,
+        request.method,
+        params,
+        meta,
+        assigns,
+        outbox,
+    )?;
+    if let Routed::Unary { method, params, .. } = &routed {
+        for expected in suite.param_headers(method, params)? {
+            headers::check_param_header(head, &expected)?;
         }
     }
+    Ok(routed)
 }
 
 async fn unary<H: SubscriptionHandler>(
@@ -504,30 +509,7 @@ async fn unary<H: SubscriptionHandler>(
     channel: Channel,
     mut rx: mpsc::Receiver<Frame>,
 ) -> HttpResponse {
-    let (status_tx, status_rx) = oneshot::channel::<u16>();
-    let id = channel.id().clone();
-    let outbox = channel.outbox().clone();
-    let future = state.suite.call(&method, params, channel.clone());
-    let task = actix_rt::spawn(async move {
-        // A panicking handler answers -32603; the worker and the connection live on.
-        let result = AssertUnwindSafe(future)
-            .catch_unwind()
-            .await
-            .unwrap_or_else(|_| {
-                tracing::error!(method = %method, "request handler panicked");
-                Err(McpError::internal("Internal error: request handler failed"))
-            });
-        channel.close();
-        let (frame, status) = match result {
-            Ok(result) => (Frame::last(encode_result(&id, &result)), 200),
-            Err(error) => (
-                Frame::last(encode_error(Some(&id), &error)),
-                error.http_status(Phase::Dispatch),
-            ),
-        };
-        let _ = status_tx.send(status);
-        let _ = outbox.send(frame).await;
-    });
+    let (task, status_rx) = spawn_unary(&state.suite, method, params, channel);
     let mut task = AbortOnDrop(Some(task));
     let Some(first) = rx.recv().await else {
         task.0.take();
@@ -557,13 +539,9 @@ async fn listen<H: SubscriptionHandler>(
     id: RequestId,
     meta: RequestMeta,
     assigns: Assigns,
-    params: Map<String, Value>,
+    filter: SubscriptionFilter,
 ) -> HttpResponse {
     let server = &state.server;
-    let filter = match listen_filter(&params, &meta, server.limits()) {
-        Ok(f) => f,
-        Err(e) => return error_response(Some(&id), &e, Phase::Validation),
-    };
     let (tx, mut rx) = mpsc::channel(server.limits().outbox_capacity);
     let (done_tx, done_rx) = oneshot::channel();
     let connection = actix::Actor::start(Connection::exchange(server.clone(), tx.clone(), done_tx));

@@ -1,0 +1,382 @@
+//! The stdio transport (2026-07-28): newline-delimited JSON-RPC on stdin and
+//! stdout. One [`Connection`] supervisor carries every listen stream of the pipe,
+//! multiplexed by subscription id; `notifications/cancelled` ends a listen (no
+//! completion result) or aborts an in-flight request (no response); stdin EOF
+//! tears everything down (`handle_close` runs); a graceful shutdown sends every
+//! open stream its completion result first.
+//!
+//! All output goes through one writer task, so lines never interleave; ready
+//! frames are written together and flushed once.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::io;
+use std::rc::Rc;
+use std::time::Duration;
+
+use actix::prelude::*;
+use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
+use tokio::sync::mpsc;
+use tokio::task::AbortHandle;
+
+use super::dispatch::{Routed, route, spawn_unary};
+use crate::mux::{Assigns, Frame, Outbox};
+use crate::protocol::jsonrpc::encode_error;
+use crate::protocol::{Incoming, McpError, Request, RequestId, RequestMeta, methods};
+use crate::runtime::{CancelStream, CloseTransport, Connection, Limits, Server, spawn_listen};
+use crate::subscription::SubscriptionHandler;
+use crate::suite::Suite;
+
+/// Configuration of the stdio transport.
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub struct StdioConfig {
+    /// Runtime limits (the outbox bound is the stdout queue).
+    pub limits: Limits,
+    /// Longest accepted input line (default 4 MiB); a longer line is answered
+    /// with `-32600` and skipped.
+    pub max_line: usize,
+    /// Unary requests in flight at once (default 1,024); past it `-32603`.
+    pub max_in_flight: usize,
+    /// How long teardown waits for streams and output to finish (default 5 s).
+    pub drain_timeout: Duration,
+}
+
+impl Default for StdioConfig {
+    fn default() -> Self {
+        StdioConfig {
+            limits: Limits::default(),
+            max_line: 4 * 1024 * 1024,
+            max_in_flight: 1_024,
+            drain_timeout: Duration::from_secs(5),
+        }
+    }
+}
+
+/// Serves `suite` on stdin/stdout until stdin closes or SIGINT/SIGTERM (then
+/// open streams get their completion result first).
+pub async fn serve<H: SubscriptionHandler>(suite: Suite<H>, config: StdioConfig) -> io::Result<()> {
+    let server = Server::new(config.limits.clone());
+    let signals = server.clone();
+    actix_rt::spawn(async move {
+        super::http::shutdown_signal().await;
+        tracing::info!("shutting down: completing open streams");
+        signals.shutdown();
+    });
+    serve_io(
+        suite,
+        server,
+        &config,
+        tokio::io::stdin(),
+        tokio::io::stdout(),
+    )
+    .await
+}
+
+enum Line {
+    Text(Vec<u8>),
+    TooLong,
+}
+
+/// Reads newline-terminated lines of at most `max` bytes.
+struct Lines<R> {
+    reader: BufReader<R>,
+    max: usize,
+}
+
+impl<R: AsyncRead + Unpin> Lines<R> {
+    async fn next(&mut self) -> io::Result<Option<Line>> {
+        let mut line = Vec::new();
+        let mut too_long = false;
+        loop {
+            let buf = self.reader.fill_buf().await?;
+            if buf.is_empty() {
+                // EOF: an unterminated last line still counts.
+                return Ok(match (too_long, line.is_empty()) {
+                    (true, _) => Some(Line::TooLong),
+                    (false, true) => None,
+                    (false, false) => Some(Line::Text(line)),
+                });
+            }
+            let (chunk, done) = match buf.iter().position(|b| *b == b'\n') {
+                Some(i) => (&buf[..i], Some(i + 1)),
+                None => (buf, None),
+            };
+            if !too_long {
+                if line.len() + chunk.len() > self.max {
+                    too_long = true;
+                    line = Vec::new();
+                } else {
+                    line.extend_from_slice(chunk);
+                }
+            }
+            let used = done.unwrap_or(buf.len());
+            self.reader.consume(used);
+            if done.is_some() {
+                return Ok(Some(if too_long {
+                    Line::TooLong
+                } else {
+                    Line::Text(line)
+                }));
+            }
+        }
+    }
+}
+
+/// Writes frames as lines, coalescing ready frames into one write and flush.
+async fn write_frames<W: AsyncWrite + Unpin>(
+    mut rx: mpsc::Receiver<Frame>,
+    mut out: W,
+    server: Server,
+) -> io::Result<()> {
+    let mut buf = Vec::with_capacity(64 * 1024);
+    while let Some(frame) = rx.recv().await {
+        buf.clear();
+        buf.extend_from_slice(&frame.bytes);
+        buf.push(b'\n');
+        let mut frames = 1;
+        while frames < 64 {
+            match rx.try_recv() {
+                Ok(frame) => {
+                    buf.extend_from_slice(&frame.bytes);
+                    buf.push(b'\n');
+                    frames += 1;
+                }
+                Err(_) => break,
+            }
+        }
+        out.write_all(&buf).await?;
+        out.flush().await?;
+        server.count_frames(frames);
+    }
+    Ok(())
+}
+
+/// Unary requests in flight, by id, so a cancel can abort them.
+#[derive(Clone, Default)]
+struct InFlight {
+    map: Rc<RefCell<HashMap<RequestId, (u64, AbortHandle)>>>,
+    next: Rc<RefCell<u64>>,
+}
+
+impl InFlight {
+    fn len(&self) -> usize {
+        self.map.borrow().len()
+    }
+
+    fn contains(&self, id: &RequestId) -> bool {
+        self.map.borrow().contains_key(id)
+    }
+
+    fn insert(&self, id: RequestId, task: tokio::task::JoinHandle<()>) {
+        let generation = {
+            let mut next = self.next.borrow_mut();
+            *next += 1;
+            *next
+        };
+        self.map
+            .borrow_mut()
+            .insert(id.clone(), (generation, task.abort_handle()));
+        let map = self.map.clone();
+        actix_rt::spawn(async move {
+            let _ = task.await;
+            let mut map = map.borrow_mut();
+            if map.get(&id).is_some_and(|(g, _)| *g == generation) {
+                map.remove(&id);
+            }
+        });
+    }
+
+    fn cancel(&self, id: &RequestId) {
+        if let Some((_, task)) = self.map.borrow_mut().remove(id) {
+            task.abort();
+        }
+    }
+
+    fn cancel_all(&self) {
+        for (_, (_, task)) in self.map.borrow_mut().drain() {
+            task.abort();
+        }
+    }
+}
+
+/// Serves `suite` on any byte pipe: `reader` carries requests, `writer` gets every
+/// response and notification. Returns when the reader ends, the writer fails, or
+/// `server` shuts down, after tearing down (or completing) every stream.
+pub async fn serve_io<H, R, W>(
+    suite: Suite<H>,
+    server: Server,
+    config: &StdioConfig,
+    reader: R,
+    writer: W,
+) -> io::Result<()>
+where
+    H: SubscriptionHandler,
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin + 'static,
+{
+    let (tx, rx) = mpsc::channel(server.limits().outbox_capacity.max(1));
+    let writer = actix_rt::spawn(write_frames(rx, writer, server.clone()));
+    let connection = Connection::pipe(server.clone(), tx.clone()).start();
+    let in_flight = InFlight::default();
+    let mut lines = Lines {
+        reader: BufReader::new(reader),
+        max: config.max_line,
+    };
+    let shutdown = server.shutdown_signal();
+    tokio::pin!(shutdown);
+    loop {
+        let line = tokio::select! {
+            line = lines.next() => line,
+            () = &mut shutdown => break,
+        };
+        match line {
+            Ok(Some(Line::Text(bytes))) => {
+                let text = bytes.strip_suffix(b"\r").unwrap_or(&bytes);
+                if text.iter().all(u8::is_ascii_whitespace) {
+                    continue;
+                }
+                handle_line(&suite, &server, config, &connection, &tx, &in_flight, text).await;
+            }
+            Ok(Some(Line::TooLong)) => {
+                let error =
+                    McpError::InvalidRequest(format!("line longer than {} bytes", config.max_line));
+                let _ = tx.send(Frame::last(encode_error(None, &error))).await;
+            }
+            Ok(None) => break,
+            Err(e) => {
+                tracing::warn!(error = %e, "stdin read failed");
+                break;
+            }
+        }
+    }
+    // Teardown: on shutdown the connection completes its streams by itself; on
+    // EOF every stream is disconnected (handle_close runs).
+    in_flight.cancel_all();
+    if !server.is_shutting_down() {
+        connection.do_send(CloseTransport);
+    }
+    let deadline = tokio::time::Instant::now() + config.drain_timeout;
+    while connection.connected() && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    drop(connection);
+    drop(tx);
+    match tokio::time::timeout(config.drain_timeout, writer).await {
+        Ok(Ok(result)) => result,
+        Ok(Err(_)) => Err(io::Error::other("stdout writer failed")),
+        Err(_) => Ok(()),
+    }
+}
+
+async fn handle_line<H: SubscriptionHandler>(
+    suite: &Suite<H>,
+    server: &Server,
+    config: &StdioConfig,
+    connection: &Addr<Connection>,
+    outbox: &Outbox,
+    in_flight: &InFlight,
+    text: &[u8],
+) {
+    let request = match Incoming::parse(text) {
+        Ok(Incoming::Request(r)) => r,
+        Ok(Incoming::Notification(n)) => {
+            if n.method == methods::CANCELLED
+                && let Some(id) = n.params.get("requestId").and_then(RequestId::from_value)
+            {
+                // A listen ends without a completion result; a request without a
+                // response. Unknown ids are ignored.
+                connection.do_send(CancelStream { id: id.clone() });
+                in_flight.cancel(&id);
+            }
+            return;
+        }
+        Err(e) => {
+            let _ = outbox
+                .send(Frame::last(encode_error(e.id.as_ref(), &e.error)))
+                .await;
+            return;
+        }
+    };
+    let id = request.id.clone();
+    if let Err(error) = dispatch(
+        suite, server, config, connection, outbox, in_flight, request,
+    ) {
+        let _ = outbox
+            .send(Frame::last(encode_error(Some(&id), &error)))
+            .await;
+    }
+}
+
+fn dispatch<H: SubscriptionHandler>(
+    suite: &Suite<H>,
+    server: &Server,
+    config: &StdioConfig,
+    connection: &Addr<Connection>,
+    outbox: &Outbox,
+    in_flight: &InFlight,
+    request: Request,
+) -> Result<(), McpError> {
+    let Request { id, method, params } = request;
+    let meta = RequestMeta::from_params(params.as_ref())?;
+    meta.check_version()?;
+    if in_flight.contains(&id) {
+        return Err(McpError::InvalidRequest(format!(
+            "a request with id {id} is already in flight"
+        )));
+    }
+    let params = params.unwrap_or_default();
+    match route(
+        suite,
+        server,
+        id.clone(),
+        method,
+        params,
+        meta,
+        Assigns::new(),
+        outbox.clone(),
+    )? {
+        Routed::Unary {
+            method,
+            params,
+            channel,
+        } => {
+            if in_flight.len() >= config.max_in_flight {
+                return Err(McpError::internal("Too many requests in flight"));
+            }
+            let (task, _status) = spawn_unary(suite, method, params, channel);
+            in_flight.insert(id, task);
+        }
+        Routed::Listen {
+            meta,
+            assigns,
+            filter,
+        } => {
+            let (suite, server, connection, outbox) = (
+                suite.clone(),
+                server.clone(),
+                connection.clone(),
+                outbox.clone(),
+            );
+            actix_rt::spawn(async move {
+                let opened = spawn_listen(
+                    &suite,
+                    &server,
+                    &connection,
+                    outbox.clone(),
+                    id.clone(),
+                    meta,
+                    assigns,
+                    filter,
+                )
+                .await;
+                if let Err(error) = opened {
+                    let _ = outbox
+                        .send(Frame::last(encode_error(Some(&id), &error)))
+                        .await;
+                }
+            });
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,328 @@
+//! The stdio transport: the real binary over real pipes, and the runtime's
+//! teardown semantics over an in-process pipe.
+
+mod common;
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use common::probe::{Mode, Msg, Probe, Record, send};
+use genmcp::prelude::*;
+use genmcp::runtime::Server;
+use genmcp::transport::stdio::{StdioConfig, serve_io};
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
+
+struct Peer {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    lines: mpsc::Receiver<Value>,
+}
+
+impl Peer {
+    fn start() -> Peer {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_genmcp"))
+            .args(["serve", "--stdio"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("genmcp starts");
+        let stdout = child.stdout.take().unwrap();
+        let (tx, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                let value = serde_json::from_str(&line)
+                    .unwrap_or_else(|e| panic!("stdout line is not JSON ({e}): {line}"));
+                if tx.send(value).is_err() {
+                    break;
+                }
+            }
+        });
+        let stdin = child.stdin.take();
+        Peer {
+            child,
+            stdin,
+            lines,
+        }
+    }
+
+    fn send(&mut self, v: &Value) {
+        let stdin = self.stdin.as_mut().expect("stdin open");
+        writeln!(stdin, "{v}").unwrap();
+        stdin.flush().unwrap();
+    }
+
+    fn request(&mut self, id: Value, method: &str, params: Value) {
+        self.send(&common::request(id, method, params));
+    }
+
+    fn next(&self) -> Value {
+        self.lines
+            .recv_timeout(Duration::from_secs(10))
+            .expect("a line on stdout")
+    }
+
+    fn silent_for(&self, d: Duration) -> bool {
+        self.lines.recv_timeout(d).is_err()
+    }
+
+    /// Reads lines until one satisfies `f`, returning it and the ones skipped.
+    fn until(&self, f: impl Fn(&Value) -> bool) -> (Value, Vec<Value>) {
+        let mut skipped = Vec::new();
+        loop {
+            let v = self.next();
+            if f(&v) {
+                return (v, skipped);
+            }
+            skipped.push(v);
+        }
+    }
+}
+
+impl Drop for Peer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn sub_id(v: &Value) -> &Value {
+    &v["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"]
+}
+
+#[test]
+fn requests_and_listen_streams_are_multiplexed_on_one_pipe() {
+    let mut p = Peer::start();
+    p.request(json!(1), "server/discover", json!({}));
+    let d = p.next();
+    assert_eq!(d["id"], 1);
+    assert_eq!(d["result"]["supportedVersions"], json!(["2026-07-28"]));
+
+    p.request(
+        json!(7),
+        "subscriptions/listen",
+        json!({"notifications": {"toolsListChanged": true}}),
+    );
+    p.request(
+        json!("s"),
+        "subscriptions/listen",
+        json!({"notifications": {"toolsListChanged": true}}),
+    );
+    let mut acked = Vec::new();
+    for _ in 0..2 {
+        let ack = p.next();
+        assert_eq!(ack["method"], "notifications/subscriptions/acknowledged");
+        acked.push(sub_id(&ack).clone());
+    }
+    assert!(
+        acked.contains(&json!(7)) && acked.contains(&json!("s")),
+        "{acked:?}"
+    );
+
+    p.request(
+        json!(8),
+        "tools/call",
+        json!({"name": "toggle_extra_tool", "arguments": {}}),
+    );
+    let mut ids = Vec::new();
+    let mut got_result = false;
+    for _ in 0..3 {
+        let v = p.next();
+        if v["id"] == 8 {
+            got_result = true;
+        } else {
+            assert_eq!(v["method"], "notifications/tools/list_changed");
+            ids.push(sub_id(&v).clone());
+        }
+    }
+    assert!(got_result);
+    ids.sort_by_key(|v| v.to_string());
+    assert_eq!(ids, vec![json!("s"), json!(7)]);
+
+    // Cancel one listen: nothing more for it, not even a completion result.
+    p.send(
+        &json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 7}}),
+    );
+    std::thread::sleep(Duration::from_millis(200));
+    p.request(
+        json!(9),
+        "tools/call",
+        json!({"name": "toggle_extra_tool", "arguments": {}}),
+    );
+    let mut rest = Vec::new();
+    for _ in 0..2 {
+        rest.push(p.next());
+    }
+    assert!(rest.iter().any(|v| v["id"] == 9));
+    let n = rest
+        .iter()
+        .find(|v| v.get("method").is_some())
+        .expect("a notification");
+    assert_eq!(sub_id(n), &json!("s"));
+    assert!(
+        p.silent_for(Duration::from_millis(300)),
+        "nothing more for the cancelled id"
+    );
+}
+
+#[test]
+fn errors_echo_ids_and_bad_lines_do_not_stop_the_server() {
+    let mut p = Peer::start();
+    p.stdin
+        .as_mut()
+        .unwrap()
+        .write_all(b"{not json\n\n")
+        .unwrap();
+    let e = p.next();
+    assert_eq!(
+        (e["id"].clone(), e["error"]["code"].clone()),
+        (Value::Null, json!(-32700))
+    );
+    p.send(&json!({"jsonrpc": "2.0", "id": 3, "method": "server/discover"}));
+    assert_eq!(p.next()["error"]["code"], -32602);
+    p.request(json!("u"), "ping", json!({}));
+    let e = p.next();
+    assert_eq!(
+        (e["id"].clone(), e["error"]["code"].clone()),
+        (json!("u"), json!(-32601))
+    );
+    let mut body = common::request(json!(4), "server/discover", json!({}));
+    body["params"]["_meta"]["io.modelcontextprotocol/protocolVersion"] = json!("v999.0.0");
+    p.send(&body);
+    let e = p.next();
+    assert_eq!(e["error"]["code"], -32022);
+    assert_eq!(e["error"]["data"]["requested"], "v999.0.0");
+    p.request(json!(5), "server/discover", json!({}));
+    assert_eq!(p.next()["id"], 5);
+}
+
+#[test]
+fn stdin_eof_makes_the_server_exit_promptly() {
+    let mut p = Peer::start();
+    p.request(
+        json!(1),
+        "subscriptions/listen",
+        json!({"notifications": {"toolsListChanged": true}}),
+    );
+    p.next();
+    drop(p.stdin.take());
+    let mut status = None;
+    for _ in 0..100 {
+        if let Some(s) = p.child.try_wait().unwrap() {
+            status = Some(s);
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(
+        status.is_some_and(|s| s.success()),
+        "exit status {status:?}"
+    );
+}
+
+#[test]
+fn sigterm_sends_completion_results_before_exiting() {
+    let mut p = Peer::start();
+    p.request(
+        json!("a"),
+        "subscriptions/listen",
+        json!({"notifications": {"toolsListChanged": true}}),
+    );
+    p.next();
+    let pid = p.child.id().to_string();
+    assert!(
+        Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let (done, _) = p.until(|v| v.get("result").is_some());
+    assert_eq!(done["id"], "a");
+    assert_eq!(
+        done["result"]["_meta"]["io.modelcontextprotocol/subscriptionId"],
+        "a"
+    );
+    let mut exited = false;
+    for _ in 0..100 {
+        if p.child.try_wait().unwrap().is_some_and(|s| s.success()) {
+            exited = true;
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(exited);
+}
+
+/// The runtime side, in process: cancel and EOF run handle_close exactly once.
+#[actix_rt::test]
+async fn cancel_and_eof_run_handle_close_once_each() {
+    let bus: Bus<Msg> = Bus::new();
+    let record = std::sync::Arc::new(Record::default());
+    let suite = Suite::builder(Implementation::new("pipe", "1"))
+        .subscriptions(Probe {
+            bus: bus.clone(),
+            mode: Mode::Accept,
+            caps: SubscriptionCapabilities::none().with_tools_list_changed(true),
+            record: record.clone(),
+        })
+        .build();
+    let (client, server_end) = tokio::io::duplex(64 * 1024);
+    let (server_read, server_write) = tokio::io::split(server_end);
+    let server = Server::default();
+    let config = StdioConfig::default();
+    let task = actix_rt::spawn({
+        let server = server.clone();
+        async move { serve_io(suite, server, &config, server_read, server_write).await }
+    });
+    let (client_read, mut client_write) = tokio::io::split(client);
+    let mut lines = tokio::io::BufReader::new(client_read).lines();
+    for id in [1, 2] {
+        let req = common::request(
+            json!(id),
+            "subscriptions/listen",
+            json!({"notifications": {"toolsListChanged": true}}),
+        );
+        client_write
+            .write_all(format!("{req}\n").as_bytes())
+            .await
+            .unwrap();
+        let line = tokio::time::timeout(Duration::from_secs(5), lines.next_line())
+            .await
+            .expect("ack in time");
+        let ack: Value = serde_json::from_str(&line.unwrap().unwrap()).unwrap();
+        assert_eq!(sub_id(&ack), &json!(id));
+    }
+    let cancel =
+        json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 1}});
+    client_write
+        .write_all(format!("{cancel}\n").as_bytes())
+        .await
+        .unwrap();
+    for _ in 0..200 {
+        if !record.closed.lock().unwrap().is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(*record.closed.lock().unwrap(), vec![RequestId::Number(1)]);
+    bus.publish("all", send(Notification::tools_list_changed()));
+    let n: Value = serde_json::from_str(&lines.next_line().await.unwrap().unwrap()).unwrap();
+    assert_eq!(sub_id(&n), &json!(2), "only the stream still open gets it");
+    client_write.shutdown().await.unwrap(); // EOF for the server's reader
+    tokio::time::timeout(Duration::from_secs(10), task)
+        .await
+        .expect("serve_io ends")
+        .unwrap()
+        .unwrap();
+    let mut closed = record.closed.lock().unwrap().clone();
+    closed.sort_by_key(|id| id.to_string());
+    assert_eq!(closed, vec![RequestId::Number(1), RequestId::Number(2)]);
+    assert_eq!(server.metrics().closed(CloseReason::Cancelled), 1);
+    assert_eq!(server.metrics().closed(CloseReason::Disconnected), 1);
+    assert_eq!(server.metrics().open_streams, 0);
+}
