@@ -37,8 +37,10 @@ pub mod prelude {
         Flow, NoSubscriptions, StopReason, Subscribe, SubscribeCx, SubscriptionHandler,
     };
     pub use crate::suite::{
-        CallToolResult, Catalog, CatalogEvent, CatalogSubscriptions, Content, InputRequired,
-        ResourceContents, Suite, Tool, ToolBuilder, ToolCall, ToolOutcome,
+        CallToolResult, Catalog, CatalogEvent, CatalogSubscriptions, Completions, Content,
+        GetPromptResult, InputRequired, PromptBuilder, PromptMessage, ReadOutcome, Resource,
+        ResourceContents, ResourceSet, ResourceTemplate, Suite, Tool, ToolBuilder, ToolCall,
+        ToolError, ToolOutcome, WeakCatalog,
     };
 }
 

@@ -152,6 +152,15 @@ fn notes_tools_publish_list_and_update_notifications() {
     );
     let missing = tool(&srv, 6, "delete_note", json!({"uri": "note://1"}));
     assert_eq!(missing["isError"], true);
+    let gone = call(
+        srv.addr,
+        json!(42),
+        "resources/read",
+        json!({"uri": "note://1"}),
+    )
+    .json();
+    assert_eq!(gone["error"]["code"], -32602);
+    assert_eq!(gone["error"]["data"]["uri"], "note://1");
 }
 
 #[test]

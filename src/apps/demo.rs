@@ -9,10 +9,14 @@ use std::sync::{Arc, Mutex};
 use serde_json::{Value, json};
 
 use crate::mux::Channel;
+use crate::protocol::McpError;
 use crate::protocol::{Implementation, Notification, SubscriptionCapabilities, SubscriptionFilter};
 use crate::pubsub::{Bus, BusSubscription};
 use crate::subscription::{Flow, Subscribe, SubscribeCx, SubscriptionHandler};
-use crate::suite::{CallToolResult, Catalog, Suite, ToolBuilder};
+use crate::suite::{
+    BoxFuture, CallToolResult, Catalog, ReadOutcome, Resource, ResourceContents, ResourceProvider,
+    ResourceRead, Suite, ToolBuilder,
+};
 
 /// What happens in the notes app.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -160,6 +164,35 @@ impl Notes {
     }
 }
 
+/// The notes, served as resources (`resources/list`, `resources/read`).
+impl ResourceProvider for Notes {
+    fn prefix(&self) -> &str {
+        "note://"
+    }
+
+    fn list(&self, _channel: &Channel) -> BoxFuture<Result<Vec<Resource>, McpError>> {
+        let resources = self
+            .all()
+            .into_iter()
+            .map(|(uri, _)| {
+                let name = uri.trim_start_matches("note://").to_owned();
+                Resource::new(uri, format!("note {name}")).mime_type("text/plain")
+            })
+            .collect();
+        Box::pin(async move { Ok(resources) })
+    }
+
+    fn read(&self, read: ResourceRead) -> BoxFuture<Result<ReadOutcome, McpError>> {
+        let text = self.lock().get(&read.uri).cloned();
+        Box::pin(async move {
+            Ok(match text {
+                Some(text) => ResourceContents::text(read.uri, "text/plain", text).into(),
+                None => ReadOutcome::NotFound,
+            })
+        })
+    }
+}
+
 /// Largest `count` the `burst` tool accepts.
 pub const MAX_BURST: u64 = 1_000_000;
 
@@ -172,6 +205,7 @@ pub fn suite() -> (Suite<NotesSubscriptions>, Bus<NoteEvent>) {
     let bus: Bus<NoteEvent> = Bus::new();
     let notes = Notes::default();
     let catalog = Catalog::new();
+    catalog.add_resources(notes.clone());
 
     let (n, b) = (notes.clone(), bus.clone());
     catalog.add_tool(

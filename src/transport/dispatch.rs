@@ -23,11 +23,14 @@ pub(crate) enum Routed {
         channel: Channel,
     },
     /// Open a stream with [`crate::runtime::spawn_listen`].
-    Listen {
-        meta: RequestMeta,
-        assigns: Assigns,
-        filter: SubscriptionFilter,
-    },
+    Listen(Box<ListenRequest>),
+}
+
+/// A validated `subscriptions/listen`.
+pub(crate) struct ListenRequest {
+    pub(crate) meta: RequestMeta,
+    pub(crate) assigns: Assigns,
+    pub(crate) filter: SubscriptionFilter,
 }
 
 /// Routes a request whose `_meta` is valid: `-32601` for unknown or unadvertised
@@ -48,11 +51,11 @@ pub(crate) fn route<H: SubscriptionHandler>(
     match suite.route(&method, &channel)? {
         Route::Listen => {
             let filter = listen_filter(&params, channel.meta(), server.limits())?;
-            Ok(Routed::Listen {
+            Ok(Routed::Listen(Box::new(ListenRequest {
                 meta: channel.meta().clone(),
                 assigns: channel.assigns().clone(),
                 filter,
-            })
+            })))
         }
         _ => Ok(Routed::Unary {
             method,

@@ -19,7 +19,7 @@ use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader
 use tokio::sync::mpsc;
 use tokio::task::AbortHandle;
 
-use super::dispatch::{Routed, route, spawn_unary};
+use super::dispatch::{ListenRequest, Routed, route, spawn_unary};
 use crate::mux::{Assigns, Frame, Outbox};
 use crate::protocol::jsonrpc::encode_error;
 use crate::protocol::{Incoming, McpError, Request, RequestId, RequestMeta, methods};
@@ -347,11 +347,12 @@ fn dispatch<H: SubscriptionHandler>(
             let (task, _status) = spawn_unary(suite, method, params, channel);
             in_flight.insert(id, task);
         }
-        Routed::Listen {
-            meta,
-            assigns,
-            filter,
-        } => {
+        Routed::Listen(listen_request) => {
+            let ListenRequest {
+                meta,
+                assigns,
+                filter,
+            } = *listen_request;
             let (suite, server, connection, outbox) = (
                 suite.clone(),
                 server.clone(),

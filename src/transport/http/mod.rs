@@ -22,7 +22,7 @@ use futures_util::StreamExt as _;
 use serde_json::{Map, Value};
 use tokio::sync::{mpsc, oneshot};
 
-use super::dispatch::{Routed, route, spawn_unary};
+use super::dispatch::{ListenRequest, Routed, route, spawn_unary};
 use crate::mux::{Assigns, Channel, Frame, Outbox};
 use crate::protocol::error::status_for_code;
 use crate::protocol::jsonrpc::encode_error;
@@ -406,11 +406,12 @@ async fn post<H: SubscriptionHandler>(
             params,
             channel,
         }) => unary(&state, method, params, channel, rx).await,
-        Ok(Routed::Listen {
-            meta,
-            assigns,
-            filter,
-        }) => {
+        Ok(Routed::Listen(listen_request)) => {
+            let ListenRequest {
+                meta,
+                assigns,
+                filter,
+            } = *listen_request;
             if !headers::accepts(req.headers(), "text/event-stream") {
                 return refusal(
                     StatusCode::NOT_ACCEPTABLE,
