@@ -152,6 +152,11 @@ async fn write_frames<W: AsyncWrite + Unpin>(
     Ok(())
 }
 
+/// Writes an error response (the outbox is bounded: this waits for room).
+async fn send_error(outbox: &Outbox, id: Option<&RequestId>, error: &McpError) {
+    let _ = outbox.send(Frame::last(encode_error(id, error))).await;
+}
+
 /// Unary requests in flight, by id, so a cancel can abort them.
 #[derive(Clone, Default)]
 struct InFlight {
@@ -241,7 +246,7 @@ where
             Ok(Some(Line::TooLong)) => {
                 let error =
                     McpError::InvalidRequest(format!("line longer than {} bytes", config.max_line));
-                let _ = tx.send(Frame::last(encode_error(None, &error))).await;
+                send_error(&tx, None, &error).await;
             }
             Ok(None) => break,
             Err(e) => {
@@ -292,9 +297,7 @@ async fn handle_line<H: SubscriptionHandler>(
             return;
         }
         Err(e) => {
-            let _ = outbox
-                .send(Frame::last(encode_error(e.id.as_ref(), &e.error)))
-                .await;
+            send_error(outbox, e.id.as_ref(), &e.error).await;
             return;
         }
     };
@@ -302,9 +305,7 @@ async fn handle_line<H: SubscriptionHandler>(
     if let Err(error) = dispatch(
         suite, server, config, connection, outbox, in_flight, request,
     ) {
-        let _ = outbox
-            .send(Frame::last(encode_error(Some(&id), &error)))
-            .await;
+        send_error(outbox, Some(&id), &error).await;
     }
 }
 
@@ -372,9 +373,7 @@ fn dispatch<H: SubscriptionHandler>(
                 )
                 .await;
                 if let Err(error) = opened {
-                    let _ = outbox
-                        .send(Frame::last(encode_error(Some(&id), &error)))
-                        .await;
+                    send_error(&outbox, Some(&id), &error).await;
                 }
             });
         }
