@@ -1,5 +1,5 @@
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 use serde_json::{Map, Value};
@@ -58,9 +58,10 @@ pub enum ChannelError {
 
 struct Listen {
     honoured: OnceLock<SubscriptionFilter>,
-    /// Frames waiting for outbox room, in order. Bounded by `spill_limit`.
-    pending: Mutex<VecDeque<Frame>>,
     spill_limit: usize,
+    /// Shared with every frame of the stream: set on cancel, so frames already
+    /// queued are skipped by the writer.
+    revoked: Arc<AtomicBool>,
 }
 
 struct Inner {
@@ -69,7 +70,12 @@ struct Inner {
     assigns: Assigns,
     outbox: Outbox,
     listen: Option<Listen>,
+    /// Read without the lock for quick checks; changed only under `pending`'s
+    /// lock, so a send and a close (or the final frame) never interleave.
     state: AtomicU8,
+    /// Frames of a listen stream waiting for outbox room, in order (bounded by
+    /// `spill_limit`); always empty for a request channel.
+    pending: Mutex<VecDeque<Frame>>,
     last_progress: Mutex<Option<f64>>,
 }
 
@@ -115,8 +121,8 @@ impl Channel {
     ) -> Self {
         let listen = Listen {
             honoured: OnceLock::new(),
-            pending: Mutex::new(VecDeque::new()),
             spill_limit,
+            revoked: Arc::new(AtomicBool::new(false)),
         };
         Self::new(id, meta, assigns, outbox, Some(listen))
     }
@@ -136,6 +142,7 @@ impl Channel {
                 outbox,
                 listen,
                 state: AtomicU8::new(OPEN),
+                pending: Mutex::new(VecDeque::new()),
                 last_progress: Mutex::new(None),
             }),
         }
@@ -207,13 +214,19 @@ impl Channel {
                     });
                 }
                 self.stamp(&mut params);
-                self.push(Frame::message(encode_notification(&method, &params)))
+                self.push(
+                    self.frame(encode_notification(&method, &params), false),
+                    false,
+                )
             }
             None => {
                 if methods::is_subscription(&method) {
                     return Err(ChannelError::NotAListenStream(method));
                 }
-                self.push(Frame::message(encode_notification(&method, &params)))
+                self.push(
+                    self.frame(encode_notification(&method, &params), false),
+                    false,
+                )
             }
         }
     }
@@ -254,10 +267,10 @@ impl Channel {
         if let Some(message) = message {
             params.insert("message".into(), Value::from(message));
         }
-        self.push(Frame::message(encode_notification(
-            methods::PROGRESS,
-            &params,
-        )))
+        self.push(
+            self.frame(encode_notification(methods::PROGRESS, &params), false),
+            false,
+        )
     }
 
     /// Sends `notifications/message` for this request. Does nothing unless the
@@ -284,10 +297,10 @@ impl Channel {
             params.insert("logger".into(), Value::from(logger));
         }
         params.insert("data".into(), data);
-        self.push(Frame::message(encode_notification(
-            methods::LOG_MESSAGE,
-            &params,
-        )))
+        self.push(
+            self.frame(encode_notification(methods::LOG_MESSAGE, &params), false),
+            false,
+        )
     }
 
     /// Writes the acknowledgement for `honoured` and opens the stream for
@@ -304,44 +317,76 @@ impl Channel {
             "notifications".into(),
             serde_json::to_value(&honoured).unwrap_or_default(),
         );
+        // The ack is queued before the stream opens for other notifications.
+        self.push(
+            self.frame(encode_notification(methods::ACKNOWLEDGED, &params), false),
+            false,
+        )?;
         let _ = listen.honoured.set(honoured);
-        self.push(Frame::message(encode_notification(
-            methods::ACKNOWLEDGED,
-            &params,
-        )))
+        Ok(())
     }
 
-    /// Queues the response that ends a listen stream (completion result or error),
-    /// after every frame already queued, and closes the channel. Runtime only.
+    /// Queues the response that ends a listen stream (completion result or error)
+    /// after every frame already queued, and closes the channel in the same step.
+    /// The final frame may use one spill slot past the limit. Runtime only.
     pub(crate) fn finish(&self, bytes: Vec<u8>) -> Result<(), ChannelError> {
-        let result = self.push(Frame::last(bytes));
-        self.close();
-        result
+        self.push(self.frame(bytes, true), true)
+    }
+
+    /// Sends the response of a unary request after every notification it sent,
+    /// waiting for outbox room, and closes the channel in the same step: a clone
+    /// used elsewhere cannot slip a frame in after it. Runtime only.
+    pub(crate) async fn respond(&self, bytes: Vec<u8>) -> Result<(), ChannelError> {
+        let permit = self
+            .inner
+            .outbox
+            .reserve()
+            .await
+            .map_err(|_| ChannelError::Closed)?;
+        let _gate = lock(&self.inner.pending);
+        self.inner.state.store(CLOSED, Ordering::Release);
+        permit.send(Frame::last(bytes));
+        Ok(())
     }
 
     /// Closes the channel: later sends fail with [`ChannelError::Closed`].
     pub(crate) fn close(&self) {
+        let _gate = lock(&self.inner.pending);
         let _ =
             self.inner
                 .state
                 .compare_exchange(OPEN, CLOSED, Ordering::AcqRel, Ordering::Acquire);
     }
 
-    /// Whether frames wait in the spill queue for outbox room.
-    pub(crate) fn has_pending(&self) -> bool {
+    /// Cancels a listen stream: closes the channel, drops its spill queue and
+    /// revokes its frames still in the outbox, so nothing more goes out for it.
+    pub(crate) fn revoke(&self) {
+        let mut pending = lock(&self.inner.pending);
+        self.inner.state.store(CLOSED, Ordering::Release);
+        pending.clear();
+        if let Some(listen) = &self.inner.listen {
+            listen.revoked.store(true, Ordering::Release);
+        }
+    }
+
+    /// Whether the stream was cancelled ([`Channel::revoke`]).
+    pub(crate) fn is_revoked(&self) -> bool {
         self.inner
             .listen
             .as_ref()
-            .is_some_and(|l| !lock(&l.pending).is_empty())
+            .is_some_and(|l| l.revoked.load(Ordering::Acquire))
     }
 
-    /// Moves spilled frames into the outbox, waiting for room, in order.
+    /// Whether frames wait in the spill queue for outbox room.
+    pub(crate) fn has_pending(&self) -> bool {
+        !lock(&self.inner.pending).is_empty()
+    }
+
+    /// Moves spilled frames into the outbox, waiting for room, in order. Stops
+    /// (with [`ChannelError::Closed`]) if the client goes or the stream is revoked.
     pub(crate) async fn flush(&self) -> Result<(), ChannelError> {
-        let Some(listen) = &self.inner.listen else {
-            return Ok(());
-        };
         loop {
-            if lock(&listen.pending).is_empty() {
+            if lock(&self.inner.pending).is_empty() {
                 return Ok(());
             }
             let permit = match self.inner.outbox.reserve().await {
@@ -352,7 +397,11 @@ impl Channel {
                 }
             };
             // Pop and send under the lock, so a concurrent sender cannot overtake.
-            let mut pending = lock(&listen.pending);
+            let mut pending = lock(&self.inner.pending);
+            if self.is_revoked() {
+                pending.clear();
+                return Err(ChannelError::Closed);
+            }
             match pending.pop_front() {
                 Some(frame) => permit.send(frame),
                 None => return Ok(()),
@@ -360,52 +409,76 @@ impl Channel {
         }
     }
 
+    /// A frame of this channel (tagged with the stream's revocation flag).
+    fn frame(&self, bytes: Vec<u8>, last: bool) -> Frame {
+        let mut frame = if last {
+            Frame::last(bytes)
+        } else {
+            Frame::message(bytes)
+        };
+        frame.revoked = self.inner.listen.as_ref().map(|l| l.revoked.clone());
+        frame
+    }
+
     fn stamp(&self, params: &mut Map<String, Value>) {
         let meta = params
             .entry("_meta")
             .or_insert_with(|| Value::Object(Map::new()));
+        if !meta.is_object() {
+            // `_meta` must be an object; anything else cannot carry the id.
+            *meta = Value::Object(Map::new());
+        }
         if let Value::Object(meta) = meta {
             meta.entry(keys::SUBSCRIPTION_ID)
                 .or_insert_with(|| self.inner.id.to_value());
         }
     }
 
-    fn push(&self, frame: Frame) -> Result<(), ChannelError> {
+    /// Queues a frame. Checks and state changes happen under one lock, so a
+    /// frame never lands after the final one. `last` closes the channel.
+    fn push(&self, frame: Frame, last: bool) -> Result<(), ChannelError> {
+        let mut pending = lock(&self.inner.pending);
         match self.inner.state.load(Ordering::Acquire) {
             CLOSED => return Err(ChannelError::Closed),
             OVERFLOW => return Err(ChannelError::Overflow),
             _ => {}
         }
-        let Some(listen) = &self.inner.listen else {
-            return match self.inner.outbox.try_send(frame) {
+        let result = match &self.inner.listen {
+            None => match self.inner.outbox.try_send(frame) {
                 Ok(()) => Ok(()),
                 Err(TrySendError::Full(_)) => Err(ChannelError::Full),
                 Err(TrySendError::Closed(_)) => {
                     self.inner.state.store(CLOSED, Ordering::Release);
                     Err(ChannelError::Closed)
                 }
-            };
-        };
-        let mut pending = lock(&listen.pending);
-        if pending.is_empty() {
-            match self.inner.outbox.try_send(frame) {
-                Ok(()) => Ok(()),
-                Err(TrySendError::Full(frame)) => {
+            },
+            Some(listen) => {
+                let limit = listen.spill_limit + usize::from(last);
+                if pending.is_empty() {
+                    match self.inner.outbox.try_send(frame) {
+                        Ok(()) => Ok(()),
+                        Err(TrySendError::Full(frame)) => {
+                            pending.push_back(frame);
+                            Ok(())
+                        }
+                        Err(TrySendError::Closed(_)) => {
+                            self.inner.state.store(CLOSED, Ordering::Release);
+                            Err(ChannelError::Closed)
+                        }
+                    }
+                } else if pending.len() < limit {
                     pending.push_back(frame);
                     Ok(())
-                }
-                Err(TrySendError::Closed(_)) => {
-                    self.inner.state.store(CLOSED, Ordering::Release);
-                    Err(ChannelError::Closed)
+                } else {
+                    self.inner.state.store(OVERFLOW, Ordering::Release);
+                    Err(ChannelError::Overflow)
                 }
             }
-        } else if pending.len() < listen.spill_limit {
-            pending.push_back(frame);
-            Ok(())
-        } else {
-            self.inner.state.store(OVERFLOW, Ordering::Release);
-            Err(ChannelError::Overflow)
+        };
+        if last && result.is_ok() {
+            self.inner.state.store(CLOSED, Ordering::Release);
         }
+        result
     }
 }
 

@@ -5,13 +5,24 @@ use tokio::sync::oneshot;
 
 use super::stream::StopStream;
 use super::{CloseReason, Server, StreamPermit};
-use crate::mux::Outbox;
+use crate::mux::{Channel, Outbox};
 use crate::protocol::{McpError, RequestId};
 
-/// Spawns one stream actor under a connection: given the connection's address and
-/// the stream's permit, starts the actor and returns its control recipient.
-pub type SpawnStream =
-    Box<dyn FnOnce(Addr<Connection>, StreamPermit) -> Recipient<StopStream> + Send>;
+/// What a stream gets from the connection that spawns it.
+pub struct StreamSlot {
+    /// The supervising connection.
+    pub connection: Addr<Connection>,
+    /// The stream's place in the global limit, released when the stream is dropped.
+    pub permit: StreamPermit,
+    /// Tells this stream's [`StreamEnded`] from a later stream with the same id.
+    pub generation: u64,
+    /// Whether the connection is a pipe shared by many streams (stdio), where a
+    /// stream cut for overflow must say so with a final error frame.
+    pub pipe: bool,
+}
+
+/// Spawns one stream actor under a connection and returns its control recipient.
+pub type SpawnStream = Box<dyn FnOnce(StreamSlot) -> Recipient<StopStream> + Send>;
 
 /// Asks a connection to open a stream for listen request `id`.
 #[derive(Message)]
@@ -19,6 +30,8 @@ pub type SpawnStream =
 pub struct OpenStream {
     /// The listen request id.
     pub id: RequestId,
+    /// The stream's channel (the connection revokes it on cancel).
+    pub channel: Channel,
     /// Starts the stream actor.
     pub spawn: SpawnStream,
 }
@@ -29,6 +42,14 @@ pub struct OpenStream {
 pub struct StreamEnded {
     /// The listen request id.
     pub id: RequestId,
+    /// The stream's [`StreamSlot::generation`].
+    pub generation: u64,
+}
+
+struct Entry {
+    generation: u64,
+    stop: Recipient<StopStream>,
+    channel: Channel,
 }
 
 /// Cancels the stream of listen request `id` (stdio `notifications/cancelled`).
@@ -56,7 +77,8 @@ pub struct CloseTransport;
 pub struct Connection {
     server: Server,
     outbox: Outbox,
-    streams: HashMap<RequestId, Recipient<StopStream>>,
+    streams: HashMap<RequestId, Entry>,
+    next_generation: u64,
     ends_with_last_stream: bool,
     teardown: Option<CloseReason>,
     /// Dropped when the connection stops: tells the transport nothing more comes.
@@ -71,6 +93,7 @@ impl Connection {
             server,
             outbox,
             streams: HashMap::new(),
+            next_generation: 0,
             ends_with_last_stream: true,
             teardown: None,
             _done: Some(done),
@@ -83,6 +106,7 @@ impl Connection {
             server,
             outbox,
             streams: HashMap::new(),
+            next_generation: 0,
             ends_with_last_stream: false,
             teardown: None,
             _done: None,
@@ -98,9 +122,9 @@ impl Connection {
                 "connection teardown"
             );
         }
-        for stop in self.streams.values() {
+        for entry in self.streams.values() {
             // One control message per stream; bounded.
-            stop.do_send(StopStream(reason));
+            entry.stop.do_send(StopStream(reason));
         }
         if self.streams.is_empty() {
             ctx.stop();
@@ -144,8 +168,22 @@ impl Handler<OpenStream> for Connection {
             return Err(McpError::internal("Subscription limit reached"));
         }
         let permit = self.server.try_open_stream()?;
-        let stop = (msg.spawn)(ctx.address(), permit);
-        self.streams.insert(msg.id, stop);
+        self.next_generation += 1;
+        let generation = self.next_generation;
+        let stop = (msg.spawn)(StreamSlot {
+            connection: ctx.address(),
+            permit,
+            generation,
+            pipe: !self.ends_with_last_stream,
+        });
+        self.streams.insert(
+            msg.id,
+            Entry {
+                generation,
+                stop,
+                channel: msg.channel,
+            },
+        );
         Ok(())
     }
 }
@@ -154,7 +192,13 @@ impl Handler<StreamEnded> for Connection {
     type Result = ();
 
     fn handle(&mut self, msg: StreamEnded, ctx: &mut Self::Context) {
-        self.streams.remove(&msg.id);
+        if self
+            .streams
+            .get(&msg.id)
+            .is_some_and(|e| e.generation == msg.generation)
+        {
+            self.streams.remove(&msg.id);
+        }
         if self.streams.is_empty() && (self.ends_with_last_stream || self.teardown.is_some()) {
             ctx.stop();
         }
@@ -164,9 +208,16 @@ impl Handler<StreamEnded> for Connection {
 impl Handler<CancelStream> for Connection {
     type Result = ();
 
-    fn handle(&mut self, msg: CancelStream, _ctx: &mut Self::Context) {
-        if let Some(stop) = self.streams.get(&msg.id) {
-            stop.do_send(StopStream(CloseReason::Cancelled));
+    fn handle(&mut self, msg: CancelStream, ctx: &mut Self::Context) {
+        // Revoke first (outside the stream's mailbox, which may be paused waiting
+        // for outbox room): nothing more goes out for this id from now on, and the
+        // id is free for a new listen at once.
+        if let Some(entry) = self.streams.remove(&msg.id) {
+            entry.channel.revoke();
+            entry.stop.do_send(StopStream(CloseReason::Cancelled));
+        }
+        if self.streams.is_empty() && self.teardown.is_some() {
+            ctx.stop();
         }
     }
 }

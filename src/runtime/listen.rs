@@ -3,7 +3,7 @@
 use actix::prelude::*;
 use serde_json::{Map, Value};
 
-use super::connection::{Connection, OpenStream};
+use super::connection::{Connection, OpenStream, StreamSlot};
 use super::stream::{StopStream, Stream, StreamSetup};
 use super::{Limits, Server};
 use crate::mux::{Assigns, Channel, Outbox};
@@ -69,7 +69,7 @@ pub async fn spawn_listen<H: SubscriptionHandler>(
         server.limits().spill_limit,
     );
     let handler = suite.handler();
-    let advertised = handler.subscription_capabilities(&channel);
+    let advertised = suite.subscription_capabilities(&channel);
     let mut completion = Map::new();
     completion.insert("resultType".into(), Value::from("complete"));
     suite.stamp_result(&mut completion);
@@ -77,21 +77,17 @@ pub async fn spawn_listen<H: SubscriptionHandler>(
         meta.insert(keys::SUBSCRIPTION_ID.into(), id.to_value());
     }
     let setup = StreamSetup {
-        channel,
+        channel: channel.clone(),
         requested: filter,
         advertised,
         completion,
         server: server.clone(),
     };
-    let spawn = Box::new(
-        move |conn: Addr<Connection>, permit| -> Recipient<StopStream> {
-            Stream::new(handler, setup, conn, permit)
-                .start()
-                .recipient()
-        },
-    );
+    let spawn = Box::new(move |slot: StreamSlot| -> Recipient<StopStream> {
+        Stream::new(handler, setup, slot).start().recipient()
+    });
     connection
-        .send(OpenStream { id, spawn })
+        .send(OpenStream { id, channel, spawn })
         .await
         .map_err(|_| McpError::internal("connection closed"))?
 }

@@ -16,7 +16,9 @@ mod stream;
 
 use std::time::Duration;
 
-pub use connection::{CancelStream, CloseTransport, Connection, OpenStream, StreamEnded};
+pub use connection::{
+    CancelStream, CloseTransport, Connection, OpenStream, SpawnStream, StreamEnded, StreamSlot,
+};
 pub use listen::{listen_filter, spawn_listen};
 pub use server::{Metrics, Server, StreamPermit};
 pub use stream::{Deliver, StopStream, Stream};

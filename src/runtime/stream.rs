@@ -5,10 +5,13 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use actix::prelude::*;
 use serde_json::{Map, Value};
 
-use super::connection::{Connection, StreamEnded};
+use super::connection::{Connection, StreamEnded, StreamSlot};
 use super::inbox::{ChannelInbox, InboxStream};
 use super::{CloseReason, Limits, Server, StreamPermit};
 use crate::mux::Channel;
+use tokio::sync::mpsc::error::TrySendError;
+
+use crate::mux::Frame;
 use crate::protocol::jsonrpc::{encode_error, encode_result};
 use crate::protocol::{McpError, SubscriptionCapabilities, SubscriptionFilter};
 use crate::pubsub::Inbox;
@@ -45,6 +48,8 @@ pub struct Stream<H: SubscriptionHandler> {
     close: Option<CloseReason>,
     overflowed: Arc<AtomicBool>,
     connection: Addr<Connection>,
+    generation: u64,
+    pipe: bool,
     server: Server,
     limits: Limits,
     _permit: StreamPermit,
@@ -62,12 +67,7 @@ pub(crate) struct StreamSetup {
 }
 
 impl<H: SubscriptionHandler> Stream<H> {
-    pub(crate) fn new(
-        handler: Arc<H>,
-        setup: StreamSetup,
-        connection: Addr<Connection>,
-        permit: StreamPermit,
-    ) -> Self {
+    pub(crate) fn new(handler: Arc<H>, setup: StreamSetup, slot: StreamSlot) -> Self {
         let limits = setup.server.limits().clone();
         Stream {
             handler,
@@ -79,10 +79,12 @@ impl<H: SubscriptionHandler> Stream<H> {
             open: false,
             close: None,
             overflowed: Arc::new(AtomicBool::new(false)),
-            connection,
+            connection: slot.connection,
+            generation: slot.generation,
+            pipe: slot.pipe,
             server: setup.server,
             limits,
-            _permit: permit,
+            _permit: slot.permit,
         }
     }
 
@@ -106,12 +108,38 @@ impl<H: SubscriptionHandler> Stream<H> {
         self.flush_then_stop(ctx);
     }
 
-    /// Ends the stream without a final frame.
+    /// Ends the stream without a completion result. On HTTP the response body
+    /// just ends (the client re-listens). On a pipe shared by many streams the
+    /// client could not tell, so an overflow is announced with a final `-32603`
+    /// error for the listen id, after the stream's queued frames are dropped.
     fn cut(&mut self, ctx: &mut Context<Self>, reason: CloseReason) {
         self.open = false;
-        self.close.get_or_insert(reason);
-        self.channel.close();
+        let reason = *self.close.get_or_insert(reason);
+        if reason == CloseReason::Overflow && self.pipe {
+            self.channel.revoke();
+            let error = McpError::internal(
+                "Subscription ended: the client did not keep up (overflow); listen again",
+            );
+            let frame = Frame::last(encode_error(Some(self.channel.id()), &error));
+            if let Err(TrySendError::Full(frame)) = self.channel.outbox().try_send(frame) {
+                let (outbox, stall) = (self.channel.outbox().clone(), self.limits.stall_timeout);
+                actix_rt::spawn(async move {
+                    let _ = tokio::time::timeout(stall, outbox.send(frame)).await;
+                });
+            }
+        } else {
+            self.channel.close();
+        }
         ctx.stop();
+    }
+
+    /// Why the client side is gone: cancelled, or disconnected.
+    fn gone(&self) -> CloseReason {
+        if self.channel.is_revoked() {
+            CloseReason::Cancelled
+        } else {
+            CloseReason::Disconnected
+        }
     }
 
     /// Moves spilled frames into the outbox, pausing the stream (no further
@@ -134,7 +162,7 @@ impl<H: SubscriptionHandler> Stream<H> {
                 .map(move |res, act, ctx| {
                     let outcome = match res {
                         Ok(Ok(())) => Ok(()),
-                        Ok(Err(_)) => Err(CloseReason::Disconnected),
+                        Ok(Err(_)) => Err(act.gone()),
                         Err(_elapsed) => Err(CloseReason::Overflow),
                     };
                     then(act, ctx, outcome)
@@ -159,7 +187,7 @@ impl<H: SubscriptionHandler> Stream<H> {
             return self.cut(ctx, CloseReason::Overflow);
         }
         if self.channel.is_closed() {
-            return self.cut(ctx, CloseReason::Disconnected);
+            return self.cut(ctx, self.gone());
         }
         self.drain_then(ctx, |act, ctx, outcome| {
             if let Err(reason) = outcome {
@@ -261,6 +289,9 @@ impl<H: SubscriptionHandler> Actor for Stream<H> {
         for events in streams {
             ctx.add_stream(events);
         }
+        // On a shared pipe the ack itself may have spilled: move it out now rather
+        // than at the first event.
+        self.after_send(ctx);
     }
 
     fn stopping(&mut self, _ctx: &mut Self::Context) -> Running {
@@ -293,6 +324,7 @@ impl<H: SubscriptionHandler> Actor for Stream<H> {
         self.server.record_close(reason);
         self.connection.do_send(StreamEnded {
             id: self.channel.id().clone(),
+            generation: self.generation,
         });
     }
 }

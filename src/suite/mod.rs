@@ -364,6 +364,22 @@ impl<H: SubscriptionHandler> Suite<H> {
         }
     }
 
+    /// The handler's subscription capabilities for the request on `channel`. A
+    /// panicking handler advertises nothing (and the panic is logged), so one bad
+    /// callback cannot take down a transport.
+    pub fn subscription_capabilities(
+        &self,
+        channel: &Channel,
+    ) -> crate::protocol::SubscriptionCapabilities {
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            self.handler.subscription_capabilities(channel)
+        }))
+        .unwrap_or_else(|_| {
+            tracing::error!("subscription_capabilities panicked; advertising nothing");
+            crate::protocol::SubscriptionCapabilities::none()
+        })
+    }
+
     /// The capabilities advertised to the request on `channel`: a block for each
     /// kind the catalog serves, folded with the handler's subscription capabilities.
     pub fn capabilities(&self, channel: &Channel) -> ServerCapabilities {
@@ -381,7 +397,7 @@ impl<H: SubscriptionHandler> Suite<H> {
         if catalog.has_completions() {
             caps.completions = Some(Map::new());
         }
-        caps.fold_subscriptions(&self.handler.subscription_capabilities(channel));
+        caps.fold_subscriptions(&self.subscription_capabilities(channel));
         caps
     }
 
@@ -404,7 +420,7 @@ impl<H: SubscriptionHandler> Suite<H> {
     /// unknown, removed, or gated by a capability this server does not advertise.
     pub fn route(&self, method: &str, channel: &Channel) -> Result<Route, McpError> {
         if method == methods::LISTEN {
-            return if self.handler.subscription_capabilities(channel).any() {
+            return if self.subscription_capabilities(channel).any() {
                 Ok(Route::Listen)
             } else {
                 Err(McpError::MethodNotFound(method.to_owned()))

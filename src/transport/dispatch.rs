@@ -7,7 +7,7 @@ use futures_util::FutureExt as _;
 use serde_json::{Map, Value};
 use tokio::sync::oneshot;
 
-use crate::mux::{Assigns, Channel, Frame, Outbox};
+use crate::mux::{Assigns, Channel, Outbox};
 use crate::protocol::jsonrpc::{encode_error, encode_result};
 use crate::protocol::{McpError, Phase, RequestId, RequestMeta, SubscriptionFilter};
 use crate::runtime::{Server, listen_filter};
@@ -31,6 +31,26 @@ pub(crate) struct ListenRequest {
     pub(crate) meta: RequestMeta,
     pub(crate) assigns: Assigns,
     pub(crate) filter: SubscriptionFilter,
+}
+
+/// Validates a request's `_meta` and protocol version (`-32602`, `-32022`). A
+/// legacy `initialize` without a modern `_meta` version (a 2025-era client) gets
+/// `-32022` naming the served versions, so the client can tell it reached a
+/// modern-only server instead of reading a bare "missing _meta".
+pub(crate) fn validate_meta(
+    method: &str,
+    params: Option<&Map<String, Value>>,
+) -> Result<RequestMeta, McpError> {
+    if method == "initialize" && RequestMeta::raw_version(params).is_none() {
+        let requested = params
+            .and_then(|p| p.get("protocolVersion"))
+            .and_then(Value::as_str)
+            .unwrap_or("unknown");
+        return Err(McpError::unsupported_version(requested));
+    }
+    let meta = RequestMeta::from_params(params)?;
+    meta.check_version()?;
+    Ok(meta)
 }
 
 /// Routes a request whose `_meta` is valid: `-32601` for unknown or unadvertised
@@ -84,17 +104,16 @@ pub(crate) fn spawn_unary<H: SubscriptionHandler>(
                 tracing::error!(method = %method, "request handler panicked");
                 Err(McpError::internal("Internal error: request handler failed"))
             });
-        channel.close();
         let id = channel.id();
-        let (frame, status) = match result {
-            Ok(result) => (Frame::last(encode_result(id, &result)), 200),
+        let (bytes, status) = match result {
+            Ok(result) => (encode_result(id, &result), 200),
             Err(error) => (
-                Frame::last(encode_error(Some(id), &error)),
+                encode_error(Some(id), &error),
                 error.http_status(Phase::Dispatch),
             ),
         };
         let _ = status_tx.send(status);
-        let _ = channel.outbox().send(frame).await;
+        let _ = channel.respond(bytes).await;
     });
     (task, status_rx)
 }

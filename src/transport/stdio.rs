@@ -19,10 +19,10 @@ use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader
 use tokio::sync::mpsc;
 use tokio::task::AbortHandle;
 
-use super::dispatch::{ListenRequest, Routed, route, spawn_unary};
+use super::dispatch::{ListenRequest, Routed, route, spawn_unary, validate_meta};
 use crate::mux::{Assigns, Frame, Outbox};
 use crate::protocol::jsonrpc::encode_error;
-use crate::protocol::{Incoming, McpError, Request, RequestId, RequestMeta, methods};
+use crate::protocol::{Incoming, McpError, Request, RequestId, methods};
 use crate::runtime::{CancelStream, CloseTransport, Connection, Limits, Server, spawn_listen};
 use crate::subscription::SubscriptionHandler;
 use crate::suite::Suite;
@@ -132,18 +132,21 @@ async fn write_frames<W: AsyncWrite + Unpin>(
     let mut buf = Vec::with_capacity(64 * 1024);
     while let Some(frame) = rx.recv().await {
         buf.clear();
-        buf.extend_from_slice(&frame.bytes);
-        buf.push(b'\n');
-        let mut frames = 1;
-        while frames < 64 {
-            match rx.try_recv() {
-                Ok(frame) => {
-                    buf.extend_from_slice(&frame.bytes);
-                    buf.push(b'\n');
-                    frames += 1;
-                }
-                Err(_) => break,
+        let mut frames = 0;
+        let mut next = Some(frame);
+        while let Some(frame) = next.take() {
+            // Frames of a cancelled stream still in the queue are dropped here.
+            if !frame.is_revoked() {
+                buf.extend_from_slice(&frame.bytes);
+                buf.push(b'\n');
+                frames += 1;
             }
+            if frames < 64 {
+                next = rx.try_recv().ok();
+            }
+        }
+        if frames == 0 {
+            continue;
         }
         out.write_all(&buf).await?;
         out.flush().await?;
@@ -221,7 +224,7 @@ where
     W: AsyncWrite + Unpin + 'static,
 {
     let (tx, rx) = mpsc::channel(server.limits().outbox_capacity.max(1));
-    let writer = actix_rt::spawn(write_frames(rx, writer, server.clone()));
+    let mut writer = actix_rt::spawn(write_frames(rx, writer, server.clone()));
     let connection = Connection::pipe(server.clone(), tx.clone()).start();
     let in_flight = InFlight::default();
     let mut lines = Lines {
@@ -230,10 +233,16 @@ where
     };
     let shutdown = server.shutdown_signal();
     tokio::pin!(shutdown);
+    let mut writer_result = None;
     loop {
         let line = tokio::select! {
             line = lines.next() => line,
             () = &mut shutdown => break,
+            // stdout failed (the client closed it): nothing can be answered any more.
+            result = &mut writer => {
+                writer_result = Some(result);
+                break;
+            }
         };
         match line {
             Ok(Some(Line::Text(bytes))) => {
@@ -267,11 +276,14 @@ where
     }
     drop(connection);
     drop(tx);
-    match tokio::time::timeout(config.drain_timeout, writer).await {
-        Ok(Ok(result)) => result,
-        Ok(Err(_)) => Err(io::Error::other("stdout writer failed")),
-        Err(_) => Ok(()),
-    }
+    let result = match writer_result {
+        Some(done) => done,
+        None => match tokio::time::timeout(config.drain_timeout, writer).await {
+            Ok(done) => done,
+            Err(_) => return Ok(()),
+        },
+    };
+    result.unwrap_or_else(|_| Err(io::Error::other("stdout writer failed")))
 }
 
 async fn handle_line<H: SubscriptionHandler>(
@@ -304,12 +316,14 @@ async fn handle_line<H: SubscriptionHandler>(
     let id = request.id.clone();
     if let Err(error) = dispatch(
         suite, server, config, connection, outbox, in_flight, request,
-    ) {
+    )
+    .await
+    {
         send_error(outbox, Some(&id), &error).await;
     }
 }
 
-fn dispatch<H: SubscriptionHandler>(
+async fn dispatch<H: SubscriptionHandler>(
     suite: &Suite<H>,
     server: &Server,
     config: &StdioConfig,
@@ -319,8 +333,7 @@ fn dispatch<H: SubscriptionHandler>(
     request: Request,
 ) -> Result<(), McpError> {
     let Request { id, method, params } = request;
-    let meta = RequestMeta::from_params(params.as_ref())?;
-    meta.check_version()?;
+    let meta = validate_meta(&method, params.as_ref())?;
     if in_flight.contains(&id) {
         return Err(McpError::InvalidRequest(format!(
             "a request with id {id} is already in flight"
@@ -354,28 +367,20 @@ fn dispatch<H: SubscriptionHandler>(
                 assigns,
                 filter,
             } = *listen_request;
-            let (suite, server, connection, outbox) = (
-                suite.clone(),
-                server.clone(),
-                connection.clone(),
+            // Awaited in line order (the connection answers at once; `subscribe`
+            // runs later in the stream actor), so a cancel on the next line always
+            // finds the stream registered.
+            spawn_listen(
+                suite,
+                server,
+                connection,
                 outbox.clone(),
-            );
-            actix_rt::spawn(async move {
-                let opened = spawn_listen(
-                    &suite,
-                    &server,
-                    &connection,
-                    outbox.clone(),
-                    id.clone(),
-                    meta,
-                    assigns,
-                    filter,
-                )
-                .await;
-                if let Err(error) = opened {
-                    send_error(&outbox, Some(&id), &error).await;
-                }
-            });
+                id,
+                meta,
+                assigns,
+                filter,
+            )
+            .await?;
         }
     }
     Ok(())

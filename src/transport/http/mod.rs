@@ -22,7 +22,7 @@ use futures_util::StreamExt as _;
 use serde_json::{Map, Value};
 use tokio::sync::{mpsc, oneshot};
 
-use super::dispatch::{ListenRequest, Routed, route, spawn_unary};
+use super::dispatch::{ListenRequest, Routed, route, spawn_unary, validate_meta};
 use crate::mux::{Assigns, Channel, Frame, Outbox};
 use crate::protocol::error::status_for_code;
 use crate::protocol::jsonrpc::encode_error;
@@ -399,7 +399,7 @@ async fn post<H: SubscriptionHandler>(
         None => Assigns::new(),
     };
     let id = request.id.clone();
-    let (tx, rx) = mpsc::channel(state.server.limits().outbox_capacity);
+    let (tx, rx) = mpsc::channel(state.server.limits().outbox_capacity.max(1));
     match validate(&state.suite, &req, request, assigns, &state.server, tx) {
         Ok(Routed::Unary {
             method,
@@ -452,8 +452,7 @@ fn validate<H: SubscriptionHandler>(
             request.method
         )));
     }
-    let meta = RequestMeta::from_params(params.as_ref())?;
-    meta.check_version()?;
+    let meta = validate_meta(&request.method, params.as_ref())?;
     if header_version.is_none() {
         return Err(McpError::HeaderMismatch(
             "Header mismatch: required MCP-Protocol-Version header is missing".into(),
@@ -543,7 +542,7 @@ async fn listen<H: SubscriptionHandler>(
     filter: SubscriptionFilter,
 ) -> HttpResponse {
     let server = &state.server;
-    let (tx, mut rx) = mpsc::channel(server.limits().outbox_capacity);
+    let (tx, mut rx) = mpsc::channel(server.limits().outbox_capacity.max(1));
     let (done_tx, done_rx) = oneshot::channel();
     let connection = actix::Actor::start(Connection::exchange(server.clone(), tx.clone(), done_tx));
     if let Err(error) = spawn_listen(

@@ -75,6 +75,9 @@ impl SseBody {
     }
 
     fn push(&mut self, buf: &mut BytesMut, frame: Frame) {
+        if frame.is_revoked() {
+            return;
+        }
         encode_event(buf, &frame);
         if frame.last {
             self.finished = true;
