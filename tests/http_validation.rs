@@ -330,6 +330,24 @@ fn unknown_and_removed_methods_are_404_with_a_json_rpc_body() {
 }
 
 #[test]
+fn a_legacy_initialize_learns_the_supported_versions() {
+    let srv = server();
+    // A 2025-era client: no modern _meta, no MCP-Protocol-Version, no Mcp-Method.
+    let body = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "old", "version": "1"}}});
+    let h = without(
+        without(headers("initialize", None), "MCP-Protocol-Version"),
+        "Mcp-Method",
+    );
+    let resp = post(srv.addr, &h, &body);
+    expect(&resp, 400, json!(0), -32022);
+    assert_eq!(
+        resp.json()["error"]["data"],
+        json!({"supported": ["2026-07-28"], "requested": "2025-11-25"})
+    );
+}
+
+#[test]
 fn unknown_tool_is_an_in_band_invalid_params() {
     let srv = server();
     let resp = common::call(

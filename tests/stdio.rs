@@ -328,3 +328,181 @@ async fn cancel_and_eof_run_handle_close_once_each() {
     assert_eq!(server.metrics().closed(CloseReason::Disconnected), 1);
     assert_eq!(server.metrics().open_streams, 0);
 }
+
+/// Runs `serve_io` in process over a duplex pipe with a probe handler.
+struct PipeServer {
+    bus: Bus<Msg>,
+    record: std::sync::Arc<Record>,
+    server: Server,
+    task: tokio::task::JoinHandle<std::io::Result<()>>,
+    lines: tokio::io::Lines<tokio::io::BufReader<tokio::io::ReadHalf<tokio::io::DuplexStream>>>,
+    write: tokio::io::WriteHalf<tokio::io::DuplexStream>,
+}
+
+impl PipeServer {
+    fn start(config: StdioConfig, pipe_bytes: usize) -> PipeServer {
+        let bus: Bus<Msg> = Bus::new();
+        let record = std::sync::Arc::new(Record::default());
+        let suite = Suite::builder(Implementation::new("pipe", "1"))
+            .subscriptions(Probe {
+                bus: bus.clone(),
+                mode: Mode::Accept,
+                caps: SubscriptionCapabilities::none()
+                    .with_tools_list_changed(true)
+                    .with_resources_updated(true),
+                record: record.clone(),
+            })
+            .build();
+        let (client, server_end) = tokio::io::duplex(pipe_bytes);
+        let (server_read, server_write) = tokio::io::split(server_end);
+        let server = Server::new(config.limits.clone());
+        let task = actix_rt::spawn({
+            let server = server.clone();
+            async move { serve_io(suite, server, &config, server_read, server_write).await }
+        });
+        let (read, write) = tokio::io::split(client);
+        PipeServer {
+            bus,
+            record,
+            server,
+            task,
+            lines: tokio::io::BufReader::new(read).lines(),
+            write,
+        }
+    }
+
+    async fn write(&mut self, text: String) {
+        self.write.write_all(text.as_bytes()).await.unwrap();
+    }
+
+    async fn next(&mut self) -> Value {
+        let line = tokio::time::timeout(Duration::from_secs(10), self.lines.next_line())
+            .await
+            .expect("a line in time")
+            .unwrap()
+            .expect("the pipe is open");
+        serde_json::from_str(&line).unwrap()
+    }
+
+    async fn silent(&mut self, d: Duration) -> bool {
+        tokio::time::timeout(d, self.lines.next_line())
+            .await
+            .is_err()
+    }
+}
+
+fn listen_line(id: Value, notifications: Value) -> String {
+    format!(
+        "{}\n",
+        common::request(
+            id,
+            "subscriptions/listen",
+            json!({"notifications": notifications})
+        )
+    )
+}
+
+fn cancel_line(id: Value) -> String {
+    format!(
+        "{}\n",
+        json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": id}})
+    )
+}
+
+#[actix_rt::test]
+async fn a_cancel_right_behind_its_listen_is_honoured_and_the_id_can_listen_again() {
+    let mut p = PipeServer::start(StdioConfig::default(), 64 * 1024);
+    // Both lines in one write: the cancel must still find the stream.
+    p.write(listen_line(json!(1), json!({"toolsListChanged": true})) + &cancel_line(json!(1)))
+        .await;
+    let ack = p.next().await;
+    assert_eq!(sub_id(&ack), &json!(1));
+    for _ in 0..100 {
+        if !p.record.closed.lock().unwrap().is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(*p.record.closed.lock().unwrap(), vec![RequestId::Number(1)]);
+    p.bus
+        .publish("all", send(Notification::tools_list_changed()));
+    assert!(
+        p.silent(Duration::from_millis(300)).await,
+        "nothing more for a cancelled id"
+    );
+    // The id is free again at once.
+    p.write(listen_line(json!(1), json!({"toolsListChanged": true})))
+        .await;
+    let ack = p.next().await;
+    assert_eq!(ack["method"], "notifications/subscriptions/acknowledged");
+    assert_eq!(sub_id(&ack), &json!(1));
+    for _ in 0..100 {
+        if p.bus.subscribers("all").len() == 1 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    p.bus
+        .publish("all", send(Notification::tools_list_changed()));
+    assert_eq!(p.next().await["method"], "notifications/tools/list_changed");
+    assert_eq!(p.server.metrics().closed(CloseReason::Cancelled), 1);
+}
+
+#[actix_rt::test]
+async fn an_overflowing_stream_on_a_pipe_ends_with_an_error_for_its_id() {
+    let mut config = StdioConfig::default();
+    config.limits.stall_timeout = Duration::from_millis(200);
+    config.limits.outbox_capacity = 4;
+    config.limits.spill_limit = 4;
+    // A tiny pipe that the test does not read: stdout backs up at once.
+    let mut p = PipeServer::start(config, 1024);
+    let uri = format!("res://{}", "w".repeat(500));
+    p.write(listen_line(
+        json!("slow"),
+        json!({"resourceSubscriptions": [uri.clone()]}),
+    ))
+    .await;
+    for _ in 0..200 {
+        if p.bus.subscribers("all").len() == 1 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    for _ in 0..200 {
+        if p.bus
+            .publish("all", send(Notification::resource_updated(uri.clone())))
+            == 0
+        {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    for _ in 0..500 {
+        if p.server.metrics().closed(CloseReason::Overflow) == 1 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(p.server.metrics().closed(CloseReason::Overflow), 1);
+    // Now read: whatever was written before the cut, then the error for the id.
+    let mut last = p.next().await;
+    while last.get("error").is_none() {
+        assert_eq!(
+            last["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"],
+            "slow"
+        );
+        last = p.next().await;
+    }
+    assert_eq!(last["id"], "slow");
+    assert_eq!(last["error"]["code"], -32603);
+    assert!(
+        p.record.closed.lock().unwrap().is_empty(),
+        "overflow is not an external teardown"
+    );
+    p.write.shutdown().await.unwrap();
+    tokio::time::timeout(Duration::from_secs(10), p.task)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+}

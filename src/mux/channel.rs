@@ -628,6 +628,43 @@ mod tests {
     }
 
     #[test]
+    fn the_final_frame_has_a_spare_slot_and_nothing_follows_it() {
+        let (ch, mut rx) = listen(RequestId::Number(1), 1, 1);
+        ch.acknowledge(SubscriptionFilter::tools()).unwrap(); // fills the outbox
+        ch.send_notification(Notification::tools_list_changed())
+            .unwrap(); // fills the spill
+        ch.finish(b"{}".to_vec()).unwrap(); // still queued
+        assert!(ch.is_closed());
+        assert_eq!(
+            ch.send_notification(Notification::tools_list_changed()),
+            Err(ChannelError::Closed)
+        );
+        let _ = rx.try_recv();
+        assert!(
+            rx.try_recv().is_err(),
+            "the rest waits in the spill, in order"
+        );
+    }
+
+    #[test]
+    fn revoked_frames_are_marked_and_the_spill_is_dropped() {
+        let (ch, mut rx) = listen(RequestId::Number(1), 2, 8);
+        ch.acknowledge(SubscriptionFilter::tools()).unwrap();
+        ch.send_notification(Notification::tools_list_changed())
+            .unwrap();
+        ch.send_notification(Notification::tools_list_changed())
+            .unwrap(); // spilled
+        ch.revoke();
+        assert!(!ch.has_pending());
+        assert!(rx.try_recv().unwrap().is_revoked());
+        assert!(rx.try_recv().unwrap().is_revoked());
+        assert_eq!(
+            ch.send_notification(Notification::tools_list_changed()),
+            Err(ChannelError::Closed)
+        );
+    }
+
+    #[test]
     fn spill_is_bounded_and_then_overflows() {
         let (ch, mut rx) = listen(RequestId::Number(1), 1, 2);
         ch.acknowledge(SubscriptionFilter::tools()).unwrap(); // fills the outbox
