@@ -51,23 +51,17 @@ impl Sealer {
         }
     }
 
-    /// A sealer with a fresh random key from the operating system. If the OS
-    /// source fails, a key is derived from the time, the process and the stack
-    /// address (logged as a warning).
+    /// A sealer with a fresh random key from the operating system.
+    ///
+    /// # Panics
+    ///
+    /// If the operating system's random source fails: a guessable key would let
+    /// clients forge cursors and request states. Set a key with
+    /// `SuiteBuilder::secret` to avoid the random source altogether.
     pub(crate) fn random() -> Self {
         let mut key = [0u8; 32];
         if let Err(e) = getrandom::fill(&mut key) {
-            tracing::warn!(error = %e, "getrandom failed; deriving the token key from process entropy");
-            let mut h = Sha256::new();
-            let nanos = SystemTime::now()
-                .duration_since(UNIX_EPOCH)
-                .map_or(0, |d| d.as_nanos());
-            h.update(nanos.to_le_bytes());
-            h.update(std::process::id().to_le_bytes());
-            let marker = 0u8;
-            h.update((&marker as *const u8 as usize).to_le_bytes());
-            h.update(format!("{:?}", std::thread::current().id()).as_bytes());
-            key.copy_from_slice(&h.finalize());
+            panic!("the operating system's random source failed ({e}); set a key with SuiteBuilder::secret");
         }
         Self::new(key)
     }
