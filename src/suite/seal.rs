@@ -61,7 +61,9 @@ impl Sealer {
     pub(crate) fn random() -> Self {
         let mut key = [0u8; 32];
         if let Err(e) = getrandom::fill(&mut key) {
-            panic!("the operating system's random source failed ({e}); set a key with SuiteBuilder::secret");
+            panic!(
+                "the operating system's random source failed ({e}); set a key with SuiteBuilder::secret"
+            );
         }
         Self::new(key)
     }
