@@ -19,7 +19,7 @@ fn main() {
     cfg.streams = env("BENCH_STREAMS", if quick { 4 } else { cfg.streams });
     cfg.events = env("BENCH_EVENTS", if quick { 50 } else { cfg.events });
     cfg.rounds = env("BENCH_ROUNDS", if quick { 1 } else { cfg.rounds });
-    match run(&cfg) {
+    match run(std::path::Path::new(env!("CARGO_BIN_EXE_genmcp")), &cfg) {
         Ok(rounds) => print!("{}", report(&cfg, &rounds)),
         Err(e) => {
             eprintln!("benchmark failed: {e}");

@@ -77,10 +77,28 @@ fn parse_serve(args: &[String]) -> Result<ServeArgs, String> {
     })
 }
 
-fn parse_bench(args: &[String]) -> Result<genmcp::apps::bench::BenchConfig, String> {
+/// `--streams S --events K --rounds R [--side baseline|genmcp]`.
+fn parse_bench(
+    args: &[String],
+) -> Result<
+    (
+        genmcp::apps::bench::BenchConfig,
+        Option<genmcp::apps::bench::Side>,
+    ),
+    String,
+> {
     let mut cfg = genmcp::apps::bench::BenchConfig::default();
+    let mut side = None;
     let mut it = args.iter();
     while let Some(arg) = it.next() {
+        if arg == "--side" {
+            side = Some(
+                it.next()
+                    .and_then(|v| genmcp::apps::bench::Side::parse(v))
+                    .ok_or("--side must be baseline or genmcp")?,
+            );
+            continue;
+        }
         let slot = match arg.as_str() {
             "--streams" => &mut cfg.streams,
             "--events" => &mut cfg.events,
@@ -93,7 +111,7 @@ fn parse_bench(args: &[String]) -> Result<genmcp::apps::bench::BenchConfig, Stri
             .filter(|n: &usize| *n > 0)
             .ok_or_else(|| format!("{arg} needs a positive number"))?;
     }
-    Ok(cfg)
+    Ok((cfg, side))
 }
 
 fn main() -> ExitCode {
@@ -114,16 +132,38 @@ fn main() -> ExitCode {
             }
         },
         Some("bench") => match parse_bench(&args[1..]) {
-            Ok(cfg) => match genmcp::apps::bench::run(&cfg) {
-                Ok(rounds) => {
-                    print!("{}", genmcp::apps::bench::report(&cfg, &rounds));
+            Ok((cfg, _)) => {
+                match std::env::current_exe().and_then(|exe| genmcp::apps::bench::run(&exe, &cfg)) {
+                    Ok(rounds) => {
+                        print!("{}", genmcp::apps::bench::report(&cfg, &rounds));
+                        ExitCode::SUCCESS
+                    }
+                    Err(e) => {
+                        eprintln!("benchmark failed: {e}");
+                        ExitCode::FAILURE
+                    }
+                }
+            }
+            Err(e) => {
+                eprintln!("error: {e}\n\n{USAGE}");
+                ExitCode::from(2)
+            }
+        },
+        Some("bench-one") => match parse_bench(&args[1..]) {
+            Ok((cfg, Some(side))) => match genmcp::apps::bench::run_one(side, &cfg) {
+                Ok(sample) => {
+                    println!("{}", genmcp::apps::bench::sample_json(&sample));
                     ExitCode::SUCCESS
                 }
                 Err(e) => {
-                    eprintln!("benchmark failed: {e}");
+                    eprintln!("measurement failed: {e}");
                     ExitCode::FAILURE
                 }
             },
+            Ok((_, None)) => {
+                eprintln!("error: bench-one needs --side baseline|genmcp");
+                ExitCode::from(2)
+            }
             Err(e) => {
                 eprintln!("error: {e}\n\n{USAGE}");
                 ExitCode::from(2)

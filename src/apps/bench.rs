@@ -62,6 +62,10 @@ pub struct Sample {
     pub frames_per_sec: f64,
     /// Wall time from the first publish to the last frame read.
     pub elapsed: Duration,
+    /// Resident memory the (fresh) process grew by while the S streams were
+    /// opened, server and client sockets together, per stream, in KiB (0 where
+    /// `/proc/self/status` is not available).
+    pub kib_per_stream: f64,
 }
 
 /// One round: baseline and genmcp, measured back to back.
@@ -124,7 +128,7 @@ fn connect(addr: SocketAddr, body: &str, headers: &str) -> std::io::Result<TcpSt
 fn count_frames(mut s: TcpStream, want: usize) -> std::io::Result<()> {
     const PAT: &[u8] = b"data: {";
     let mut seen = 0usize;
-    let mut buf = vec![0u8; 64 * 1024];
+    let mut buf = vec![0u8; 16 * 1024];
     let mut carry: Vec<u8> = Vec::new();
     while seen < want {
         let n = s.read(&mut buf)?;
@@ -151,6 +155,7 @@ fn measure(
     ready: impl Fn() -> bool,
     publish: impl FnOnce() + Send + 'static,
 ) -> std::io::Result<Sample> {
+    let rss_before = rss_kib();
     let sockets: Vec<TcpStream> = (0..streams).map(&open).collect::<Result<_, _>>()?;
     let deadline = Instant::now() + Duration::from_secs(30);
     while !ready() {
@@ -159,6 +164,7 @@ fn measure(
         }
         std::thread::sleep(Duration::from_millis(5));
     }
+    let kib_per_stream = rss_kib().saturating_sub(rss_before) as f64 / streams as f64;
     let start = Instant::now();
     let readers: Vec<_> = sockets
         .into_iter()
@@ -176,7 +182,21 @@ fn measure(
     Ok(Sample {
         frames_per_sec: (streams * events) as f64 / elapsed.as_secs_f64(),
         elapsed,
+        kib_per_stream,
     })
+}
+
+/// The process's resident memory in KiB (Linux), or 0.
+fn rss_kib() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmRSS:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|n| n.parse().ok())
+        })
+        .unwrap_or(0)
 }
 
 fn frame_bytes(id: usize) -> Bytes {
@@ -328,13 +348,98 @@ fn run_genmcp(cfg: &BenchConfig) -> std::io::Result<Sample> {
     sample
 }
 
-/// Runs the benchmark: `rounds` × (baseline, genmcp).
-pub fn run(cfg: &BenchConfig) -> std::io::Result<Vec<Round>> {
+/// Which server a measurement runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Side {
+    /// Raw SSE on actix-web.
+    Baseline,
+    /// The genmcp stream path.
+    Genmcp,
+}
+
+impl Side {
+    /// The name used on the command line (`baseline`, `genmcp`).
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Side::Baseline => "baseline",
+            Side::Genmcp => "genmcp",
+        }
+    }
+
+    /// Parses [`Side::as_str`].
+    pub fn parse(s: &str) -> Option<Side> {
+        match s {
+            "baseline" => Some(Side::Baseline),
+            "genmcp" => Some(Side::Genmcp),
+            _ => None,
+        }
+    }
+}
+
+/// Measures one side once, in this process.
+pub fn run_one(side: Side, cfg: &BenchConfig) -> std::io::Result<Sample> {
+    match side {
+        Side::Baseline => run_baseline(cfg),
+        Side::Genmcp => run_genmcp(cfg),
+    }
+}
+
+/// The line `genmcp bench-one` prints: one sample as JSON.
+pub fn sample_json(sample: &Sample) -> String {
+    json!({
+        "frames_per_sec": sample.frames_per_sec,
+        "elapsed_ms": sample.elapsed.as_secs_f64() * 1000.0,
+        "kib_per_stream": sample.kib_per_stream,
+    })
+    .to_string()
+}
+
+fn parse_sample(line: &str) -> Option<Sample> {
+    let v: serde_json::Value = serde_json::from_str(line).ok()?;
+    Some(Sample {
+        frames_per_sec: v["frames_per_sec"].as_f64()?,
+        elapsed: Duration::from_secs_f64(v["elapsed_ms"].as_f64()? / 1000.0),
+        kib_per_stream: v["kib_per_stream"].as_f64()?,
+    })
+}
+
+/// Runs the benchmark: `rounds` × (baseline, genmcp), each measurement in a fresh
+/// process (`exe bench-one --side ...`, where `exe` is the genmcp binary), so
+/// that neither side inherits the other's heap and the memory per stream is
+/// that side's own.
+pub fn run(exe: &std::path::Path, cfg: &BenchConfig) -> std::io::Result<Vec<Round>> {
+    let one = |side: Side| -> std::io::Result<Sample> {
+        let out = std::process::Command::new(exe)
+            .args([
+                "bench-one",
+                "--side",
+                side.as_str(),
+                "--streams",
+                &cfg.streams.to_string(),
+                "--events",
+                &cfg.events.to_string(),
+            ])
+            .stderr(std::process::Stdio::inherit())
+            .output()?;
+        let text = String::from_utf8_lossy(&out.stdout);
+        match (
+            out.status.success(),
+            text.lines().last().and_then(parse_sample),
+        ) {
+            (true, Some(sample)) => Ok(sample),
+            _ => Err(std::io::Error::other(format!(
+                "{} measurement failed ({}): {text}",
+                side.as_str(),
+                out.status
+            ))),
+        }
+    };
     (0..cfg.rounds)
         .map(|_| {
             Ok(Round {
-                baseline: run_baseline(cfg)?,
-                genmcp: run_genmcp(cfg)?,
+                baseline: one(Side::Baseline)?,
+                genmcp: one(Side::Genmcp)?,
             })
         })
         .collect()
@@ -343,17 +448,20 @@ pub fn run(cfg: &BenchConfig) -> std::io::Result<Vec<Round>> {
 /// Prints the rounds as a table and the median ratio.
 pub fn report(cfg: &BenchConfig, rounds: &[Round]) -> String {
     let mut out = format!(
-        "stream throughput: {} streams x {} events, {} rounds (frames/s, all streams)\n\
-         round  baseline(raw SSE)  genmcp      ratio\n",
+        "stream throughput: {} streams x {} events, {} rounds (frames/s, all streams; \
+         KiB of resident memory per open stream)\n\
+         round  baseline(raw SSE)  genmcp      ratio  baseline KiB/stream  genmcp KiB/stream\n",
         cfg.streams, cfg.events, cfg.rounds
     );
     for (i, r) in rounds.iter().enumerate() {
         out.push_str(&format!(
-            "{:>5}  {:>17.0}  {:>10.0}  {:>5.2}\n",
+            "{:>5}  {:>17.0}  {:>10.0}  {:>5.2}  {:>19.1}  {:>17.1}\n",
             i + 1,
             r.baseline.frames_per_sec,
             r.genmcp.frames_per_sec,
-            r.ratio()
+            r.ratio(),
+            r.baseline.kib_per_stream,
+            r.genmcp.kib_per_stream
         ));
     }
     let mut ratios: Vec<f64> = rounds.iter().map(Round::ratio).collect();
