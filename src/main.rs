@@ -20,7 +20,8 @@ USAGE:
     --keep-alive   SSE keep-alive interval in seconds (default 15)
     --workers      HTTP worker threads (default: number of CPUs)
 
-    bench          stream throughput of genmcp against a raw-SSE baseline, in one run
+    bench          stream throughput and memory per stream of genmcp against a raw-SSE
+                   baseline, in one run, each measurement in a fresh process
                    (defaults: 100 streams, 2000 events per stream, 3 rounds)
 
 Logging: RUST_LOG (default genmcp=info).";
