@@ -15,18 +15,6 @@ fn caps() -> SubscriptionCapabilities {
     SubscriptionCapabilities::none().with_resources_updated(true)
 }
 
-fn rss_kib() -> u64 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("VmRSS:"))
-                .and_then(|l| l.split_whitespace().nth(1))
-                .and_then(|n| n.parse().ok())
-        })
-        .unwrap_or(0)
-}
-
 #[test]
 fn a_reader_that_never_reads_overflows_and_memory_stays_bounded() {
     let srv = probe::start(Mode::Accept, caps(), probe::config());
@@ -38,7 +26,7 @@ fn a_reader_that_never_reads_overflows_and_memory_stays_bounded() {
     );
     s.next_message().unwrap();
     srv.wait_subscribers(1);
-    let before = rss_kib();
+    let before = genmcp::apps::bench::resident_kib();
     // 100k events of ~1 KiB: ~100 MiB if anything buffered them without bound.
     let mut delivered = 0u64;
     for _ in 0..100_000 {
@@ -58,7 +46,7 @@ fn a_reader_that_never_reads_overflows_and_memory_stays_bounded() {
         "the stream was not ended as overflow: {:?}",
         srv.metrics()
     );
-    let grown = rss_kib().saturating_sub(before);
+    let grown = genmcp::apps::bench::resident_kib().saturating_sub(before);
     assert!(grown < 48 * 1024, "server memory grew by {grown} KiB");
     assert!(
         delivered < 100_000,

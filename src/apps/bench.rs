@@ -155,7 +155,7 @@ fn measure(
     ready: impl Fn() -> bool,
     publish: impl FnOnce() + Send + 'static,
 ) -> std::io::Result<Sample> {
-    let rss_before = rss_kib();
+    let rss_before = resident_kib();
     let sockets: Vec<TcpStream> = (0..streams).map(&open).collect::<Result<_, _>>()?;
     let deadline = Instant::now() + Duration::from_secs(30);
     while !ready() {
@@ -164,7 +164,7 @@ fn measure(
         }
         std::thread::sleep(Duration::from_millis(5));
     }
-    let kib_per_stream = rss_kib().saturating_sub(rss_before) as f64 / streams as f64;
+    let kib_per_stream = resident_kib().saturating_sub(rss_before) as f64 / streams as f64;
     let start = Instant::now();
     let readers: Vec<_> = sockets
         .into_iter()
@@ -186,8 +186,8 @@ fn measure(
     })
 }
 
-/// The process's resident memory in KiB (Linux), or 0.
-fn rss_kib() -> u64 {
+/// The process's resident memory in KiB (Linux, from `/proc/self/status`), or 0.
+pub fn resident_kib() -> u64 {
     std::fs::read_to_string("/proc/self/status")
         .ok()
         .and_then(|s| {
