@@ -280,6 +280,13 @@ fn discover_folds_handler_capabilities_and_stamps_server_info() {
         r["_meta"]["io.modelcontextprotocol/serverInfo"],
         json!({"name": "probe", "version": "1.2.3"})
     );
+    // What is advertised is served: the tools block comes from the handler alone,
+    // and tools/list answers (with no tools) rather than -32601.
+    let tools = common::call(srv.addr(), json!("t"), "tools/list", json!({}));
+    assert_eq!(tools.status, 200);
+    assert_eq!(tools.json()["result"]["tools"], json!([]));
+    let prompts = common::call(srv.addr(), json!("p"), "prompts/list", json!({}));
+    assert_eq!(prompts.status, 404, "prompts are not advertised");
     // No keep-alive or extra frames leak into a JSON reply.
     assert!(resp.header("content-type") == Some("application/json"));
     let _ = Event::Comment(String::new());

@@ -262,13 +262,18 @@ pub fn suite() -> (Suite<NotesSubscriptions>, Bus<NoteEvent>) {
             }),
     );
 
-    let (c, b) = (catalog.clone(), bus.clone());
+    // A weak handle: the tool lives in the catalog it changes, and a strong one
+    // would keep the catalog alive forever.
+    let (c, b) = (catalog.downgrade(), bus.clone());
     catalog.add_tool(
         ToolBuilder::new("toggle_extra_tool")
             .description("Adds or removes the tool `extra_tool`, changing the tool list")
             .handler(move |_call| {
-                let (catalog, bus) = (c.clone(), b.clone());
+                let (catalog, bus) = (c.upgrade(), b.clone());
                 async move {
+                    let Some(catalog) = catalog else {
+                        return Ok(CallToolResult::error("the server is shutting down").into());
+                    };
                     let added = if catalog.remove_tool("extra_tool") {
                         false
                     } else {

@@ -755,6 +755,8 @@ pub fn suite() -> Suite<CatalogSubscriptions> {
         env!("CARGO_PKG_VERSION"),
     ))
     .instructions("Conformance fixtures for the official MCP conformance suite.")
+    // test_logging_tool sends notifications/message (when asked with a logLevel).
+    .logging()
     .catalog(catalog.clone())
     .subscriptions(CatalogSubscriptions::new(&catalog))
     .build()

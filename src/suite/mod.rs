@@ -68,6 +68,7 @@ struct Inner {
     cursor_ttl: Duration,
     request_state_ttl: Duration,
     sealer: Sealer,
+    logging: bool,
     catalog: Catalog,
 }
 
@@ -116,6 +117,7 @@ pub struct SuiteBuilder<H> {
     cursor_ttl: Duration,
     request_state_ttl: Duration,
     secret: Option<[u8; 32]>,
+    logging: bool,
     catalog: Catalog,
     handler: H,
 }
@@ -136,6 +138,7 @@ impl Suite<NoSubscriptions> {
             cursor_ttl: DEFAULT_CURSOR_TTL,
             request_state_ttl: DEFAULT_REQUEST_STATE_TTL,
             secret: None,
+            logging: false,
             catalog: Catalog::new(),
             handler: NoSubscriptions,
         }
@@ -208,6 +211,14 @@ impl<H: SubscriptionHandler> SuiteBuilder<H> {
         self
     }
 
+    /// Advertises `logging` (deprecated in 2026-07-28, still specified): say so
+    /// when tools send `notifications/message` with `Channel::send_log` (which
+    /// only ever sends when a request set `io.modelcontextprotocol/logLevel`).
+    pub fn logging(mut self) -> Self {
+        self.logging = true;
+        self
+    }
+
     /// The key that signs cursors and request states (default: 32 random bytes
     /// per suite). Give every replica of a multi-node deployment the same key.
     pub fn secret(mut self, key: [u8; 32]) -> Self {
@@ -267,6 +278,7 @@ impl<H: SubscriptionHandler> SuiteBuilder<H> {
             cursor_ttl: self.cursor_ttl,
             request_state_ttl: self.request_state_ttl,
             secret: self.secret,
+            logging: self.logging,
             catalog: self.catalog,
             handler,
         }
@@ -292,6 +304,7 @@ impl<H: SubscriptionHandler> SuiteBuilder<H> {
                 cursor_ttl: self.cursor_ttl,
                 request_state_ttl: self.request_state_ttl,
                 sealer,
+                logging: self.logging,
                 catalog: self.catalog,
             }),
             handler: Arc::new(self.handler),
@@ -397,21 +410,29 @@ impl<H: SubscriptionHandler> Suite<H> {
         if catalog.has_completions() {
             caps.completions = Some(Map::new());
         }
+        if self.inner.logging {
+            caps.logging = Some(Map::new());
+        }
         caps.fold_subscriptions(&self.subscription_capabilities(channel));
         caps
     }
 
-    /// Whether the catalog serves the unary `method`.
-    fn serves(&self, method: &str) -> bool {
-        let catalog = &self.inner.catalog;
+    /// Whether the unary `method` is served to the request on `channel`: exactly
+    /// the kinds [`Suite::capabilities`] advertises to it (a kind the handler
+    /// advertises list changes for is served even while the catalog holds none of
+    /// it, with empty lists), so discover and routing never disagree.
+    fn serves(&self, method: &str, channel: &Channel) -> bool {
+        if method == methods::DISCOVER {
+            return true;
+        }
+        let caps = self.capabilities(channel);
         match method {
-            methods::DISCOVER => true,
-            methods::TOOLS_LIST | methods::TOOLS_CALL => catalog.has_tools(),
-            methods::PROMPTS_LIST | methods::PROMPTS_GET => catalog.has_prompts(),
+            methods::TOOLS_LIST | methods::TOOLS_CALL => caps.tools.is_some(),
+            methods::PROMPTS_LIST | methods::PROMPTS_GET => caps.prompts.is_some(),
             methods::RESOURCES_LIST
             | methods::RESOURCES_TEMPLATES_LIST
-            | methods::RESOURCES_READ => catalog.has_resources(),
-            methods::COMPLETE => catalog.has_completions(),
+            | methods::RESOURCES_READ => caps.resources.is_some(),
+            methods::COMPLETE => caps.completions.is_some(),
             _ => false,
         }
     }
@@ -426,7 +447,7 @@ impl<H: SubscriptionHandler> Suite<H> {
                 Err(McpError::MethodNotFound(method.to_owned()))
             };
         }
-        if self.serves(method) {
+        if self.serves(method, channel) {
             Ok(Route::Unary)
         } else {
             Err(McpError::MethodNotFound(method.to_owned()))
@@ -482,7 +503,7 @@ impl<H: SubscriptionHandler> Suite<H> {
         let suite = self.clone();
         let method = method.to_owned();
         Box::pin(async move {
-            if !suite.serves(&method) {
+            if !suite.serves(&method, &channel) {
                 return Err(McpError::MethodNotFound(method));
             }
             let mut result = match method.as_str() {

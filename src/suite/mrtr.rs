@@ -143,6 +143,12 @@ fn required_capability(
             if url_mode && !sub("elicitation", "url") {
                 return Ok(Some(("elicitation".into(), json!({"url": {}}))));
             }
+            // `elicitation: {}` means form only; a client that lists modes must
+            // list `form` to get form-mode requests.
+            let lists_modes = sub("elicitation", "form") || sub("elicitation", "url");
+            if !url_mode && lists_modes && !sub("elicitation", "form") {
+                return Ok(Some(("elicitation".into(), json!({"form": {}}))));
+            }
             Ok(None)
         }
         "sampling/createMessage" => {
@@ -235,10 +241,16 @@ pub(crate) fn input_required_result(
             "q": sealer.next_seq(),
             "s": state,
         });
-        result.insert(
-            "requestState".into(),
-            Value::from(sealer.seal(purpose::REQUEST_STATE, &payload)),
-        );
+        let token = sealer.seal(purpose::REQUEST_STATE, &payload);
+        if token.len() > seal::MAX_TOKEN_LEN {
+            // The retry would be refused: say so now, naming the limit.
+            return Err(McpError::internal(format!(
+                "Internal error: the request state is {} bytes sealed; at most {} are accepted back",
+                token.len(),
+                seal::MAX_TOKEN_LEN
+            )));
+        }
+        result.insert("requestState".into(), Value::from(token));
     }
     Ok(result)
 }
@@ -427,6 +439,19 @@ mod tests {
             err.to_error_object().data,
             Some(json!({"requiredCapabilities": {"elicitation": {"url": {}}}}))
         );
+        // A client that declared URL mode only gets no form-mode request.
+        let form = InputRequired::new().elicit("f", "Name?", json!({"type": "object"}));
+        let err =
+            check_capabilities(&form, &caps(json!({"elicitation": {"url": {}}}))).unwrap_err();
+        assert_eq!(
+            err.to_error_object().data,
+            Some(json!({"requiredCapabilities": {"elicitation": {"form": {}}}}))
+        );
+        check_capabilities(
+            &form,
+            &caps(json!({"elicitation": {"form": {}, "url": {}}})),
+        )
+        .unwrap();
         let bogus = InputRequired::new().request("x", "tools/call", json!({}));
         assert_eq!(
             check_capabilities(&bogus, &caps(json!({})))

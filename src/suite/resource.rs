@@ -206,34 +206,62 @@ fn hex(b: u8) -> Option<u8> {
     (b as char).to_digit(16).and_then(|d| u8::try_from(d).ok())
 }
 
-fn match_parts(parts: &[Part], uri: &str, vars: &mut Vec<(String, String)>) -> bool {
-    let Some((first, rest)) = parts.split_first() else {
-        return uri.is_empty();
-    };
-    match first {
-        Part::Literal(lit) => uri
-            .strip_prefix(lit.as_str())
-            .is_some_and(|tail| match_parts(rest, tail, vars)),
-        Part::Unsupported => false,
-        Part::Var { name, reserved } => {
-            let stop = |c: char| c == '?' || c == '#' || (!reserved && c == '/');
-            let max = uri.find(stop).unwrap_or(uri.len());
-            // Try the longest value first, then shorter ones (backtracking).
-            let mut ends: Vec<usize> = uri[..max]
-                .char_indices()
-                .map(|(i, c)| i + c.len_utf8())
-                .collect();
-            ends.reverse();
-            for end in ends {
-                vars.push((name.clone(), percent_decode(&uri[..end])));
-                if match_parts(rest, &uri[end..], vars) {
-                    return true;
+/// Longest URI matched against templates; longer URIs match no template.
+pub const MAX_TEMPLATE_URI_LEN: usize = 8 * 1024;
+
+/// Matches `uri` against the template parts in one pass, without backtracking: a
+/// (non-empty) variable ends where the next literal starts (its first occurrence for `{var}`,
+/// its last for `{+var}`), and never past `?` or `#` (nor `/` for `{var}`).
+/// Values are percent-decoded after the whole URI matched; a `{var}` value that
+/// decodes to something containing `/` does not match.
+fn match_parts(parts: &[Part], mut uri: &str, vars: &mut Vec<(String, String)>) -> bool {
+    let mut raw: Vec<(&str, &str, bool)> = Vec::new();
+    let mut i = 0;
+    while i < parts.len() {
+        match &parts[i] {
+            Part::Literal(lit) => match uri.strip_prefix(lit.as_str()) {
+                Some(tail) => uri = tail,
+                None => return false,
+            },
+            Part::Unsupported => return false,
+            Part::Var { name, reserved } => {
+                let stop = |c: char| c == '?' || c == '#' || (!reserved && c == '/');
+                let max = uri.find(stop).unwrap_or(uri.len());
+                let end = match parts.get(i + 1) {
+                    Some(Part::Literal(lit)) => {
+                        let found = if *reserved {
+                            uri[..(max + lit.len()).min(uri.len())].rfind(lit.as_str())
+                        } else {
+                            uri.find(lit.as_str())
+                        };
+                        match found {
+                            Some(pos) if pos <= max => pos,
+                            _ => return false,
+                        }
+                    }
+                    // Last part, or another variable right after: take all it may.
+                    _ => max,
+                };
+                if end == 0 {
+                    return false; // a variable matches a non-empty value
                 }
-                vars.pop();
+                raw.push((name.as_str(), &uri[..end], *reserved));
+                uri = &uri[end..];
             }
-            false
         }
+        i += 1;
     }
+    if !uri.is_empty() {
+        return false;
+    }
+    for (name, value, reserved) in raw {
+        let decoded = percent_decode(value);
+        if !reserved && decoded.contains('/') {
+            return false;
+        }
+        vars.push((name.to_owned(), decoded));
+    }
+    true
 }
 
 impl ResourceTemplate {
@@ -289,6 +317,9 @@ impl ResourceTemplate {
 
     /// The variables of `uri` if it matches this template.
     pub fn matches(&self, uri: &str) -> Option<Map<String, Value>> {
+        if uri.len() > MAX_TEMPLATE_URI_LEN {
+            return None;
+        }
         let mut vars = Vec::new();
         if !match_parts(&self.parts, uri, &mut vars) {
             return None;
@@ -609,5 +640,29 @@ mod tests {
             serde_json::json!({"uriTemplate": "test://template/{id}/data", "name": "d"})
         );
         assert_eq!(percent_decode("a%2Fb%zz%4"), "a/b%zz%4");
+    }
+
+    #[test]
+    fn a_simple_variable_never_decodes_to_a_path() {
+        let t = ResourceTemplate::new("file:///{name}", "f");
+        assert!(t.matches("file:///..%2F..%2Fetc%2Fpasswd").is_none());
+        assert_eq!(t.matches("file:///a%20b").unwrap()["name"], "a b");
+        let suffix = ResourceTemplate::new("file:///{+dir}/{name}.txt", "t");
+        let v = suffix.matches("file:///a/b.c/d.e.txt").unwrap();
+        assert_eq!(
+            (v["dir"].as_str(), v["name"].as_str()),
+            (Some("a/b.c"), Some("d.e"))
+        );
+    }
+
+    #[test]
+    fn matching_is_single_pass_on_long_adversarial_uris() {
+        // With backtracking this is cubic in the URI length; single-pass it is not.
+        let t = ResourceTemplate::new("file:///{+a}/{+b}.txt", "t");
+        let uri = format!("file:///{}", "a".repeat(MAX_TEMPLATE_URI_LEN - 20));
+        assert!(t.matches(&uri).is_none());
+        assert!(t.matches(&format!("{uri}x")).is_none());
+        let too_long = format!("file:///{}/b.txt", "a".repeat(MAX_TEMPLATE_URI_LEN));
+        assert!(t.matches(&too_long).is_none());
     }
 }

@@ -103,7 +103,9 @@ impl CompiledSchema {
             .iter_errors(&instance)
             .take(MAX_REPORTED_ERRORS)
         {
-            let message = error.to_string();
+            // Messages may quote the offending value: keep them short, so a huge
+            // or secret argument is not echoed back whole.
+            let message = truncate(error.to_string(), MAX_MESSAGE_LEN);
             if first.is_none() {
                 first = Some(message.clone());
             }
@@ -256,6 +258,21 @@ pub(crate) fn lookup<'a>(arguments: &'a Map<String, Value>, path: &[String]) -> 
         value = value.as_object()?.get(key)?;
     }
     Some(value)
+}
+
+/// Longest validation message reported per error.
+const MAX_MESSAGE_LEN: usize = 300;
+
+fn truncate(mut message: String, max: usize) -> String {
+    if message.len() > max {
+        let mut cut = max;
+        while !message.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        message.truncate(cut);
+        message.push('…');
+    }
+    message
 }
 
 #[cfg(test)]

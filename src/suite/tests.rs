@@ -586,3 +586,13 @@ async fn prompts_and_completion_check_their_references() {
         );
     }
 }
+
+#[test]
+fn logging_is_advertised_only_when_enabled() {
+    let quiet = Suite::builder(Implementation::new("q", "1")).build();
+    assert!(quiet.capabilities(&channel()).logging.is_none());
+    let loud = Suite::builder(Implementation::new("l", "1"))
+        .logging()
+        .build();
+    assert_eq!(loud.capabilities(&channel()).logging, Some(Map::new()));
+}

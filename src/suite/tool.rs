@@ -87,6 +87,17 @@ pub struct ToolCall {
 }
 
 impl ToolCall {
+    /// A first-round call (no input responses, no request state): what a tool sees
+    /// for `arguments` on `channel`. Useful to unit-test a [`Tool`].
+    pub fn new(arguments: Map<String, Value>, channel: Channel) -> Self {
+        ToolCall {
+            arguments,
+            channel,
+            input_responses: Map::new(),
+            request_state: None,
+        }
+    }
+
     /// The raw answer to input request `key` of the previous round, if sent.
     pub fn input(&self, key: &str) -> Option<&Value> {
         self.input_responses.get(key)
