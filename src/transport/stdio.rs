@@ -231,6 +231,14 @@ where
         reader: BufReader::new(reader),
         max: config.max_line,
     };
+    let pipe = Pipe {
+        suite: &suite,
+        server: &server,
+        config,
+        connection: &connection,
+        outbox: &tx,
+        in_flight: &in_flight,
+    };
     let shutdown = server.shutdown_signal();
     tokio::pin!(shutdown);
     let mut writer_result = None;
@@ -250,7 +258,7 @@ where
                 if text.iter().all(u8::is_ascii_whitespace) {
                     continue;
                 }
-                handle_line(&suite, &server, config, &connection, &tx, &in_flight, text).await;
+                handle_line(&pipe, text).await;
             }
             Ok(Some(Line::TooLong)) => {
                 let error =
@@ -286,15 +294,23 @@ where
     result.unwrap_or_else(|_| Err(io::Error::other("stdout writer failed")))
 }
 
-async fn handle_line<H: SubscriptionHandler>(
-    suite: &Suite<H>,
-    server: &Server,
-    config: &StdioConfig,
-    connection: &Addr<Connection>,
-    outbox: &Outbox,
-    in_flight: &InFlight,
-    text: &[u8],
-) {
+/// What one pipe's request handling needs.
+struct Pipe<'a, H: SubscriptionHandler> {
+    suite: &'a Suite<H>,
+    server: &'a Server,
+    config: &'a StdioConfig,
+    connection: &'a Addr<Connection>,
+    outbox: &'a Outbox,
+    in_flight: &'a InFlight,
+}
+
+async fn handle_line<H: SubscriptionHandler>(pipe: &Pipe<'_, H>, text: &[u8]) {
+    let Pipe {
+        connection,
+        outbox,
+        in_flight,
+        ..
+    } = pipe;
     let request = match Incoming::parse(text) {
         Ok(Incoming::Request(r)) => r,
         Ok(Incoming::Notification(n)) => {
@@ -314,24 +330,23 @@ async fn handle_line<H: SubscriptionHandler>(
         }
     };
     let id = request.id.clone();
-    if let Err(error) = dispatch(
-        suite, server, config, connection, outbox, in_flight, request,
-    )
-    .await
-    {
+    if let Err(error) = dispatch(pipe, request).await {
         send_error(outbox, Some(&id), &error).await;
     }
 }
 
 async fn dispatch<H: SubscriptionHandler>(
-    suite: &Suite<H>,
-    server: &Server,
-    config: &StdioConfig,
-    connection: &Addr<Connection>,
-    outbox: &Outbox,
-    in_flight: &InFlight,
+    pipe: &Pipe<'_, H>,
     request: Request,
 ) -> Result<(), McpError> {
+    let Pipe {
+        suite,
+        server,
+        config,
+        connection,
+        outbox,
+        in_flight,
+    } = *pipe;
     let Request { id, method, params } = request;
     let meta = validate_meta(&method, params.as_ref())?;
     if in_flight.contains(&id) {
