@@ -16,8 +16,12 @@
 use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
+
+use futures_util::task::AtomicWaker;
+use tokio::sync::mpsc;
+use tokio::sync::mpsc::error::TrySendError;
 
 /// Why a delivery into an [`Inbox`] failed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
@@ -34,8 +38,8 @@ pub enum InboxError {
 /// A boxed, `Send` future returned by [`InboxSink::deliver`].
 pub type DeliverFuture = Pin<Box<dyn Future<Output = Result<(), InboxError>> + Send>>;
 
-/// The receiving end behind an [`Inbox`]. The runtime implements it for stream
-/// actors; implement it yourself to test an event source without a runtime.
+/// A receiving end of your own behind an [`Inbox`], for testing an event source
+/// without a runtime. Stream actors use a built-in bounded channel instead.
 pub trait InboxSink<M>: Send + Sync {
     /// Delivers without waiting. On a full mailbox the implementation must end the
     /// receiver as overflowed and return [`InboxError::Full`].
@@ -46,24 +50,65 @@ pub trait InboxSink<M>: Send + Sync {
     fn is_closed(&self) -> bool;
 }
 
+/// What the receiving stream watches besides its messages: set when a
+/// [`Inbox::try_send`] found the mailbox full, with the waker to call then.
+#[derive(Debug, Default)]
+pub(crate) struct OverflowSignal {
+    overflowed: AtomicBool,
+    waker: AtomicWaker,
+}
+
+impl OverflowSignal {
+    /// Whether a sender found the mailbox full.
+    pub(crate) fn is_set(&self) -> bool {
+        self.overflowed.load(Ordering::Acquire)
+    }
+
+    /// Registers the task to wake when the flag is set.
+    pub(crate) fn register(&self, waker: &std::task::Waker) {
+        self.waker.register(waker);
+    }
+
+    fn set(&self) {
+        if !self.overflowed.swap(true, Ordering::AcqRel) {
+            self.waker.wake();
+        }
+    }
+}
+
+enum Target<M> {
+    /// A stream actor's bounded mailbox.
+    Channel {
+        tx: mpsc::Sender<M>,
+        signal: Arc<OverflowSignal>,
+    },
+    Sink(Arc<dyn InboxSink<M>>),
+}
+
 /// A cheap, cloneable, `Send` handle that delivers typed messages to one
 /// subscription stream (its `handle_message`).
 pub struct Inbox<M> {
-    sink: Arc<dyn InboxSink<M>>,
+    target: Target<M>,
 }
 
 impl<M> Clone for Inbox<M> {
     fn clone(&self) -> Self {
         Inbox {
-            sink: self.sink.clone(),
+            target: match &self.target {
+                Target::Channel { tx, signal } => Target::Channel {
+                    tx: tx.clone(),
+                    signal: signal.clone(),
+                },
+                Target::Sink(sink) => Target::Sink(sink.clone()),
+            },
         }
     }
 }
 
-impl<M> std::fmt::Debug for Inbox<M> {
+impl<M: Send + 'static> std::fmt::Debug for Inbox<M> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Inbox")
-            .field("closed", &self.sink.is_closed())
+            .field("closed", &self.is_closed())
             .finish()
     }
 }
@@ -71,22 +116,66 @@ impl<M> std::fmt::Debug for Inbox<M> {
 impl<M: Send + 'static> Inbox<M> {
     /// An inbox backed by `sink`.
     pub fn from_sink(sink: Arc<dyn InboxSink<M>>) -> Self {
-        Inbox { sink }
+        Inbox {
+            target: Target::Sink(sink),
+        }
+    }
+
+    /// A bounded mailbox of `capacity` messages and its receiving side; the
+    /// runtime attaches the receiver to a stream actor.
+    pub(crate) fn channel(capacity: usize) -> (Self, mpsc::Receiver<M>, Arc<OverflowSignal>) {
+        let (tx, rx) = mpsc::channel(capacity.max(1));
+        let signal = Arc::new(OverflowSignal::default());
+        let inbox = Inbox {
+            target: Target::Channel {
+                tx,
+                signal: signal.clone(),
+            },
+        };
+        (inbox, rx, signal)
     }
 
     /// Delivers without waiting; a full mailbox ends the stream as `Overflow`.
     pub fn try_send(&self, msg: M) -> Result<(), InboxError> {
-        self.sink.try_deliver(msg)
+        match &self.target {
+            Target::Channel { tx, signal } => {
+                if signal.is_set() {
+                    return Err(InboxError::Closed);
+                }
+                match tx.try_send(msg) {
+                    Ok(()) => Ok(()),
+                    Err(TrySendError::Full(_)) => {
+                        signal.set();
+                        Err(InboxError::Full)
+                    }
+                    Err(TrySendError::Closed(_)) => Err(InboxError::Closed),
+                }
+            }
+            Target::Sink(sink) => sink.try_deliver(msg),
+        }
     }
 
-    /// Delivers, waiting until the stream has taken the message (back-pressure).
-    pub fn send(&self, msg: M) -> DeliverFuture {
-        self.sink.deliver(msg)
+    /// Delivers, waiting for room in the stream's bounded mailbox (back-pressure
+    /// instead of overflow). Fails with [`InboxError::Closed`] once the stream
+    /// has ended.
+    pub async fn send(&self, msg: M) -> Result<(), InboxError> {
+        match &self.target {
+            Target::Channel { tx, signal } => {
+                if signal.is_set() {
+                    return Err(InboxError::Closed);
+                }
+                tx.send(msg).await.map_err(|_| InboxError::Closed)
+            }
+            Target::Sink(sink) => sink.deliver(msg).await,
+        }
     }
 
     /// Whether the stream has ended.
     pub fn is_closed(&self) -> bool {
-        self.sink.is_closed()
+        match &self.target {
+            Target::Channel { tx, signal } => signal.is_set() || tx.is_closed(),
+            Target::Sink(sink) => sink.is_closed(),
+        }
     }
 }
 
@@ -185,22 +274,26 @@ impl<M: Clone + Send + 'static> Bus<M> {
 
     /// Publishes without waiting: each subscriber gets `msg` or, if its mailbox is
     /// full, is ended as `Overflow` and dropped from the topic. Returns how many
-    /// subscribers took the message.
+    /// subscribers took the message. Nothing is allocated per subscriber: with
+    /// a cheap-to-clone message (an `Arc`, a
+    /// [`crate::mux::SharedNotification`]) a publish costs one clone and one
+    /// bounded `try_send` per subscriber.
     pub fn publish(&self, topic: &str, msg: M) -> usize {
-        let subs: Subscribers<M> = match lock(&self.inner.topics).get(topic) {
-            Some(subs) => subs.clone(),
-            None => return 0,
+        let mut topics = lock(&self.inner.topics);
+        let Some(subs) = topics.get_mut(topic) else {
+            return 0;
         };
         let mut delivered = 0;
-        let mut dead = Vec::new();
-        for (id, inbox) in &subs {
-            match inbox.try_send(msg.clone()) {
-                Ok(()) => delivered += 1,
-                Err(_) => dead.push(*id),
+        // `try_send` never blocks, so holding the lock here is short.
+        subs.retain(|(_, inbox)| match inbox.try_send(msg.clone()) {
+            Ok(()) => {
+                delivered += 1;
+                true
             }
-        }
-        if !dead.is_empty() {
-            self.remove(topic, &dead);
+            Err(_) => false,
+        });
+        if subs.is_empty() {
+            topics.remove(topic);
         }
         delivered
     }
@@ -212,16 +305,6 @@ impl<M: Clone + Send + 'static> Bus<M> {
         let results =
             futures_util::future::join_all(subs.iter().map(|inbox| inbox.send(msg.clone()))).await;
         results.iter().filter(|r| r.is_ok()).count()
-    }
-
-    fn remove(&self, topic: &str, ids: &[u64]) {
-        let mut topics = lock(&self.inner.topics);
-        if let Some(subs) = topics.get_mut(topic) {
-            subs.retain(|(id, _)| !ids.contains(id));
-            if subs.is_empty() {
-                topics.remove(topic);
-            }
-        }
     }
 }
 

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 
 use serde_json::{Value, json};
 
-use crate::mux::Channel;
+use crate::mux::{Channel, SharedNotification};
 use crate::protocol::McpError;
 use crate::protocol::{Implementation, Notification, SubscriptionCapabilities, SubscriptionFilter};
 use crate::pubsub::{Bus, BusSubscription};
@@ -18,54 +18,53 @@ use crate::suite::{
     ResourceRead, Suite, ToolBuilder,
 };
 
-/// What happens in the notes app.
-#[derive(Clone, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum NoteEvent {
-    /// The tool list changed.
-    ToolsChanged,
-    /// The prompt list changed.
-    PromptsChanged,
-    /// A note was added or deleted: the resource list changed.
-    NotesChanged,
-    /// The note at this URI changed.
-    NoteUpdated(String),
+/// Bus topics of the notes app. Each carries notifications encoded once
+/// ([`SharedNotification`]), so a publish fans out without per-stream encoding.
+pub mod topics {
+    /// `notifications/tools/list_changed`.
+    pub const TOOLS: &str = "tools";
+    /// `notifications/prompts/list_changed`.
+    pub const PROMPTS: &str = "prompts";
+    /// `notifications/resources/list_changed` (a note was added or deleted).
+    pub const NOTES: &str = "notes";
+    /// `notifications/resources/updated` for one note.
+    pub const NOTE_UPDATES: &str = "note-updates";
 }
 
-/// Bus topics of the notes app.
-pub mod topics {
-    /// [`super::NoteEvent::ToolsChanged`].
-    pub const TOOLS: &str = "tools";
-    /// [`super::NoteEvent::PromptsChanged`].
-    pub const PROMPTS: &str = "prompts";
-    /// [`super::NoteEvent::NotesChanged`].
-    pub const NOTES: &str = "notes";
-    /// [`super::NoteEvent::NoteUpdated`].
-    pub const NOTE_UPDATES: &str = "note-updates";
+fn tools_changed() -> SharedNotification {
+    Notification::tools_list_changed().into()
+}
+
+fn notes_changed() -> SharedNotification {
+    Notification::resources_list_changed().into()
+}
+
+fn note_updated(uri: &str) -> SharedNotification {
+    Notification::resource_updated(uri).into()
 }
 
 /// The subscription handler of the notes app: joins the bus topics the client
 /// asked for and forwards each event as the matching notification.
 #[derive(Clone)]
 pub struct NotesSubscriptions {
-    bus: Bus<NoteEvent>,
+    bus: Bus<SharedNotification>,
 }
 
 impl NotesSubscriptions {
     /// A handler fed by `bus`.
-    pub fn new(bus: Bus<NoteEvent>) -> Self {
+    pub fn new(bus: Bus<SharedNotification>) -> Self {
         NotesSubscriptions { bus }
     }
 }
 
 impl SubscriptionHandler for NotesSubscriptions {
-    type Message = NoteEvent;
-    type State = Vec<BusSubscription<NoteEvent>>;
+    type Message = SharedNotification;
+    type State = Vec<BusSubscription<SharedNotification>>;
 
     fn subscribe(
         &self,
         filter: &SubscriptionFilter,
-        cx: &mut SubscribeCx<'_, NoteEvent>,
+        cx: &mut SubscribeCx<'_, SharedNotification>,
     ) -> Subscribe<Self::State> {
         let mut subs = Vec::new();
         let wanted = [
@@ -87,27 +86,15 @@ impl SubscriptionHandler for NotesSubscriptions {
 
     fn handle_message(
         &self,
-        event: NoteEvent,
+        event: SharedNotification,
         channel: &Channel,
         _state: &mut Self::State,
     ) -> Flow {
-        let notification = match event {
-            NoteEvent::ToolsChanged => Notification::tools_list_changed(),
-            NoteEvent::PromptsChanged => Notification::prompts_list_changed(),
-            NoteEvent::NotesChanged => Notification::resources_list_changed(),
-            NoteEvent::NoteUpdated(uri) => {
-                // Updates for notes this stream did not subscribe to are skipped.
-                if !channel
-                    .honoured()
-                    .is_some_and(|h| h.resource_subscriptions.contains(&uri))
-                {
-                    return Flow::Continue;
-                }
-                Notification::resource_updated(uri)
-            }
-        };
-        // A refused send (client gone, overflow) is noticed by the runtime.
-        let _ = channel.send_notification(notification);
+        // Updates for notes this stream did not subscribe to are skipped; a
+        // refused send (client gone, overflow) is noticed by the runtime.
+        if channel.honours(&event) {
+            let _ = channel.send_shared(&event);
+        }
         Flow::Continue
     }
 
@@ -201,8 +188,8 @@ fn text_arg(args: &serde_json::Map<String, Value>, key: &str) -> Option<String> 
 }
 
 /// The demo suite and the bus its tools publish on.
-pub fn suite() -> (Suite<NotesSubscriptions>, Bus<NoteEvent>) {
-    let bus: Bus<NoteEvent> = Bus::new();
+pub fn suite() -> (Suite<NotesSubscriptions>, Bus<SharedNotification>) {
+    let bus: Bus<SharedNotification> = Bus::new();
     let notes = Notes::default();
     let catalog = Catalog::new();
     catalog.add_resources(notes.clone());
@@ -224,14 +211,14 @@ pub fn suite() -> (Suite<NotesSubscriptions>, Bus<NoteEvent>) {
                     let text = text_arg(&call.arguments, "text").unwrap_or_default();
                     match text_arg(&call.arguments, "uri") {
                         Some(uri) if notes.update(&uri, &text) => {
-                            bus.publish(topics::NOTE_UPDATES, NoteEvent::NoteUpdated(uri.clone()));
+                            bus.publish(topics::NOTE_UPDATES, note_updated(&uri));
                             Ok(CallToolResult::text(uri).into())
                         }
                         Some(uri) => Ok(CallToolResult::error(format!("no note {uri}")).into()),
                         None => {
                             let uri = notes.add(&text);
-                            bus.publish(topics::NOTES, NoteEvent::NotesChanged);
-                            bus.publish(topics::NOTE_UPDATES, NoteEvent::NoteUpdated(uri.clone()));
+                            bus.publish(topics::NOTES, notes_changed());
+                            bus.publish(topics::NOTE_UPDATES, note_updated(&uri));
                             Ok(CallToolResult::text(uri).into())
                         }
                     }
@@ -255,8 +242,8 @@ pub fn suite() -> (Suite<NotesSubscriptions>, Bus<NoteEvent>) {
                     if !notes.delete(&uri) {
                         return Ok(CallToolResult::error(format!("no note {uri}")).into());
                     }
-                    bus.publish(topics::NOTES, NoteEvent::NotesChanged);
-                    bus.publish(topics::NOTE_UPDATES, NoteEvent::NoteUpdated(uri.clone()));
+                    bus.publish(topics::NOTES, notes_changed());
+                    bus.publish(topics::NOTE_UPDATES, note_updated(&uri));
                     Ok(CallToolResult::text(format!("deleted {uri}")).into())
                 }
             }),
@@ -286,7 +273,7 @@ pub fn suite() -> (Suite<NotesSubscriptions>, Bus<NoteEvent>) {
                         );
                         true
                     };
-                    bus.publish(topics::TOOLS, NoteEvent::ToolsChanged);
+                    bus.publish(topics::TOOLS, tools_changed());
                     Ok(CallToolResult::text(if added {
                         "extra_tool added"
                     } else {
@@ -330,14 +317,14 @@ pub fn suite() -> (Suite<NotesSubscriptions>, Bus<NoteEvent>) {
                     }
                     let (topic, event) = match text_arg(&call.arguments, "kind").as_deref() {
                         Some("resources") => match text_arg(&call.arguments, "uri") {
-                            Some(uri) => (topics::NOTE_UPDATES, NoteEvent::NoteUpdated(uri)),
+                            Some(uri) => (topics::NOTE_UPDATES, note_updated(&uri)),
                             None => {
                                 return Ok(
                                     CallToolResult::error("kind \"resources\" needs a uri").into()
                                 );
                             }
                         },
-                        _ => (topics::TOOLS, NoteEvent::ToolsChanged),
+                        _ => (topics::TOOLS, tools_changed()),
                     };
                     let inboxes = bus.subscribers(topic);
                     let streams = inboxes.len();

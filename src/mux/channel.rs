@@ -2,10 +2,13 @@ use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
+use bytes::Bytes;
+use futures_util::task::AtomicWaker;
 use serde_json::{Map, Value};
 use tokio::sync::mpsc::error::TrySendError;
 
-use super::{Assigns, Frame, Outbox};
+use super::shared::Kind;
+use super::{Assigns, Frame, Outbox, SharedNotification};
 use crate::protocol::jsonrpc::encode_notification;
 use crate::protocol::{
     LogLevel, Notification, ProgressToken, RequestId, RequestMeta, SubscriptionFilter, keys,
@@ -57,11 +60,21 @@ pub enum ChannelError {
 }
 
 struct Listen {
+    /// The honoured filter; its URIs sorted, for a binary search per event.
     honoured: OnceLock<SubscriptionFilter>,
+    /// The subscription id as JSON text, spliced into every notification.
+    id_json: Bytes,
     spill_limit: usize,
-    /// Shared with every frame of the stream: set on cancel, so frames already
-    /// queued are skipped by the writer.
+    /// Shared with every frame of the stream: set on cancel (and on an overflow
+    /// cut), so frames already queued are skipped by the writer.
     revoked: Arc<AtomicBool>,
+    /// Set by a cancel: nothing more goes out, not even a final frame.
+    cancelled: AtomicBool,
+    /// Whether the spill queue holds frames (read without the lock).
+    spilled: AtomicBool,
+    /// The stream actor's task, woken when a frame spills (from any thread) so
+    /// that the actor drains the spill at once, not at its next event.
+    attention: AtomicWaker,
 }
 
 struct Inner {
@@ -119,10 +132,15 @@ impl Channel {
         outbox: Outbox,
         spill_limit: usize,
     ) -> Self {
+        let id_json = serde_json::to_vec(&id).unwrap_or_default().into();
         let listen = Listen {
             honoured: OnceLock::new(),
+            id_json,
             spill_limit,
             revoked: Arc::new(AtomicBool::new(false)),
+            cancelled: AtomicBool::new(false),
+            spilled: AtomicBool::new(false),
+            attention: AtomicWaker::new(),
         };
         Self::new(id, meta, assigns, outbox, Some(listen))
     }
@@ -164,11 +182,6 @@ impl Channel {
         &self.inner.assigns
     }
 
-    /// The outbox this channel writes into.
-    pub(crate) fn outbox(&self) -> &Outbox {
-        &self.inner.outbox
-    }
-
     /// Whether this channel belongs to a `subscriptions/listen` stream.
     pub fn is_listen(&self) -> bool {
         self.inner.listen.is_some()
@@ -193,42 +206,80 @@ impl Channel {
     ///
     /// On a listen stream only the subscription notifications are accepted, each
     /// inside the honoured filter, and each is stamped with
-    /// `_meta["io.modelcontextprotocol/subscriptionId"]` (an existing value is
-    /// kept). On a request channel the subscription notifications are refused.
+    /// `_meta["io.modelcontextprotocol/subscriptionId"]`: the runtime owns that
+    /// key, a value the caller put there is replaced. On a request channel the
+    /// subscription notifications are refused. To send the same notification on
+    /// many streams, encode it once with [`SharedNotification`] and use
+    /// [`Channel::send_shared`].
     pub fn send_notification(&self, notification: Notification) -> Result<(), ChannelError> {
-        let Notification { method, mut params } = notification;
-        if method == methods::ACKNOWLEDGED {
+        if notification.method == methods::ACKNOWLEDGED {
             return Err(ChannelError::Reserved);
         }
-        match &self.inner.listen {
-            Some(listen) => {
-                if !methods::is_subscription(&method) {
-                    return Err(ChannelError::NotRequestScoped(method));
-                }
-                let honoured = listen.honoured.get().ok_or(ChannelError::NotAcknowledged)?;
-                let uri = params.get("uri").and_then(Value::as_str);
-                if !honoured.allows(&method, uri) {
-                    return Err(ChannelError::OutsideFilter {
-                        uri: uri.map(str::to_owned),
-                        method,
-                    });
-                }
-                self.stamp(&mut params);
-                self.push(
-                    self.frame(encode_notification(&method, &params), false),
-                    false,
-                )
+        if self.inner.listen.is_some() {
+            if !methods::is_subscription(&notification.method) {
+                return Err(ChannelError::NotRequestScoped(notification.method));
             }
-            None => {
-                if methods::is_subscription(&method) {
-                    return Err(ChannelError::NotAListenStream(method));
-                }
-                self.push(
-                    self.frame(encode_notification(&method, &params), false),
-                    false,
-                )
-            }
+            return self.send_shared(&SharedNotification::new(notification));
         }
+        let Notification { method, params } = notification;
+        if methods::is_subscription(&method) {
+            return Err(ChannelError::NotAListenStream(method));
+        }
+        self.push(
+            self.frame(encode_notification(&method, &params), false),
+            false,
+        )
+    }
+
+    /// Sends a notification encoded once for many streams: the fan-out form of
+    /// [`Channel::send_notification`] for listen streams. Only the filter check
+    /// (a binary search for `resources/updated`) and the queueing happen per
+    /// stream; the frame shares its bytes with every other stream's.
+    ///
+    /// ```
+    /// use genmcp::mux::{Channel, SharedNotification};
+    /// use genmcp::protocol::Notification;
+    /// // Built once by the publisher, cloned cheaply into every stream's inbox:
+    /// let changed = SharedNotification::new(Notification::tools_list_changed());
+    /// fn forward(channel: &Channel, event: &SharedNotification) {
+    ///     // Refused sends (outside the filter, client gone) write nothing.
+    ///     let _ = channel.send_shared(event);
+    /// }
+    /// # let _ = (changed, forward);
+    /// ```
+    pub fn send_shared(&self, notification: &SharedNotification) -> Result<(), ChannelError> {
+        let Some(listen) = &self.inner.listen else {
+            return Err(ChannelError::NotAListenStream(
+                notification.method().to_owned(),
+            ));
+        };
+        let honoured = listen.honoured.get().ok_or(ChannelError::NotAcknowledged)?;
+        if !allows(honoured, notification.kind()) {
+            if notification.method() == methods::ACKNOWLEDGED {
+                return Err(ChannelError::Reserved);
+            }
+            if !methods::is_subscription(notification.method()) {
+                return Err(ChannelError::NotRequestScoped(
+                    notification.method().to_owned(),
+                ));
+            }
+            return Err(ChannelError::OutsideFilter {
+                method: notification.method().to_owned(),
+                uri: notification.uri().map(str::to_owned),
+            });
+        }
+        let (head, tail) = notification.parts();
+        let mut frame = Frame::spliced(head.clone(), listen.id_json.clone(), tail.clone());
+        frame.revoked = Some(listen.revoked.clone());
+        self.push(frame, false)
+    }
+
+    /// Whether this listen stream's honoured filter lets `notification` through
+    /// (false before the acknowledgement and on request channels): a cheap check
+    /// for handlers that want to skip work for events the client did not ask for.
+    pub fn honours(&self, notification: &SharedNotification) -> bool {
+        self.honoured()
+            .is_some_and(|honoured| allows(honoured, notification.kind()))
     }
 
     /// Sends `notifications/progress` for this request. Does nothing when the
@@ -322,6 +373,9 @@ impl Channel {
             self.frame(encode_notification(methods::ACKNOWLEDGED, &params), false),
             false,
         )?;
+        let mut honoured = honoured;
+        honoured.resource_subscriptions.sort_unstable();
+        honoured.resource_subscriptions.dedup();
         let _ = listen.honoured.set(honoured);
         Ok(())
     }
@@ -365,7 +419,39 @@ impl Channel {
         self.inner.state.store(CLOSED, Ordering::Release);
         pending.clear();
         if let Some(listen) = &self.inner.listen {
+            listen.cancelled.store(true, Ordering::Release);
             listen.revoked.store(true, Ordering::Release);
+            listen.spilled.store(false, Ordering::Release);
+        }
+    }
+
+    /// Ends a listen stream that overflowed on a shared pipe: its frames still
+    /// queued are dropped (revoked) and `bytes` (an error for the listen id)
+    /// becomes its one final frame, in the outbox or, when that is full, alone
+    /// in the spill queue for [`Channel::flush`]. Runtime only.
+    pub(crate) fn end_overflowed(&self, bytes: Vec<u8>) -> Result<(), ChannelError> {
+        let Some(listen) = &self.inner.listen else {
+            return Err(ChannelError::NotAListenStream(methods::ACKNOWLEDGED.into()));
+        };
+        let mut pending = lock(&self.inner.pending);
+        if listen.cancelled.load(Ordering::Acquire) {
+            return Err(ChannelError::Closed);
+        }
+        self.inner.state.store(CLOSED, Ordering::Release);
+        listen.revoked.store(true, Ordering::Release);
+        pending.clear();
+        // Not tagged with the revocation flag: this one must go out.
+        match self.inner.outbox.try_send(Frame::last(bytes)) {
+            Ok(()) => {
+                listen.spilled.store(false, Ordering::Release);
+                Ok(())
+            }
+            Err(TrySendError::Full(frame)) => {
+                pending.push_back(frame);
+                listen.spilled.store(true, Ordering::Release);
+                Ok(())
+            }
+            Err(TrySendError::Closed(_)) => Err(ChannelError::Closed),
         }
     }
 
@@ -374,19 +460,40 @@ impl Channel {
         self.inner
             .listen
             .as_ref()
-            .is_some_and(|l| l.revoked.load(Ordering::Acquire))
+            .is_some_and(|l| l.cancelled.load(Ordering::Acquire))
     }
 
     /// Whether frames wait in the spill queue for outbox room.
     pub(crate) fn has_pending(&self) -> bool {
-        !lock(&self.inner.pending).is_empty()
+        self.inner
+            .listen
+            .as_ref()
+            .is_some_and(|l| l.spilled.load(Ordering::Acquire))
+    }
+
+    /// Registers the stream actor's task, woken when a frame spills.
+    pub(crate) fn register_attention(&self, waker: &std::task::Waker) {
+        if let Some(listen) = &self.inner.listen {
+            listen.attention.register(waker);
+        }
+    }
+
+    /// Wakes the stream actor's task (it then looks at the spill and its mailbox).
+    pub(crate) fn wake_attention(&self) {
+        if let Some(listen) = &self.inner.listen {
+            listen.attention.wake();
+        }
     }
 
     /// Moves spilled frames into the outbox, waiting for room, in order. Stops
-    /// (with [`ChannelError::Closed`]) if the client goes or the stream is revoked.
+    /// (with [`ChannelError::Closed`]) if the client goes or the stream is
+    /// cancelled.
     pub(crate) async fn flush(&self) -> Result<(), ChannelError> {
+        let Some(listen) = &self.inner.listen else {
+            return Ok(());
+        };
         loop {
-            if lock(&self.inner.pending).is_empty() {
+            if !listen.spilled.load(Ordering::Acquire) {
                 return Ok(());
             }
             let permit = match self.inner.outbox.reserve().await {
@@ -398,13 +505,16 @@ impl Channel {
             };
             // Pop and send under the lock, so a concurrent sender cannot overtake.
             let mut pending = lock(&self.inner.pending);
-            if self.is_revoked() {
+            if listen.cancelled.load(Ordering::Acquire) {
                 pending.clear();
                 return Err(ChannelError::Closed);
             }
-            match pending.pop_front() {
-                Some(frame) => permit.send(frame),
-                None => return Ok(()),
+            if let Some(frame) = pending.pop_front() {
+                permit.send(frame);
+            }
+            if pending.is_empty() {
+                listen.spilled.store(false, Ordering::Release);
+                return Ok(());
             }
         }
     }
@@ -429,8 +539,7 @@ impl Channel {
             *meta = Value::Object(Map::new());
         }
         if let Value::Object(meta) = meta {
-            meta.entry(keys::SUBSCRIPTION_ID)
-                .or_insert_with(|| self.inner.id.to_value());
+            meta.insert(keys::SUBSCRIPTION_ID.into(), self.inner.id.to_value());
         }
     }
 
@@ -459,6 +568,10 @@ impl Channel {
                         Ok(()) => Ok(()),
                         Err(TrySendError::Full(frame)) => {
                             pending.push_back(frame);
+                            listen.spilled.store(true, Ordering::Release);
+                            // A background sender has no actor behind it:
+                            // wake the stream so it drains the spill now.
+                            listen.attention.wake();
                             Ok(())
                         }
                         Err(TrySendError::Closed(_)) => {
@@ -471,6 +584,7 @@ impl Channel {
                     Ok(())
                 } else {
                     self.inner.state.store(OVERFLOW, Ordering::Release);
+                    listen.attention.wake();
                     Err(ChannelError::Overflow)
                 }
             }
@@ -479,6 +593,20 @@ impl Channel {
             self.inner.state.store(CLOSED, Ordering::Release);
         }
         result
+    }
+}
+
+/// Whether `honoured` (URIs sorted) lets a notification of `kind` through.
+fn allows(honoured: &SubscriptionFilter, kind: &Kind) -> bool {
+    match kind {
+        Kind::ToolsListChanged => honoured.tools_list_changed,
+        Kind::PromptsListChanged => honoured.prompts_list_changed,
+        Kind::ResourcesListChanged => honoured.resources_list_changed,
+        Kind::ResourcesUpdated(uri) => honoured
+            .resource_subscriptions
+            .binary_search_by(|s| s.as_str().cmp(uri))
+            .is_ok(),
+        Kind::Other => false,
     }
 }
 
@@ -499,7 +627,7 @@ mod tests {
     use tokio::sync::mpsc;
 
     fn recv_json(rx: &mut mpsc::Receiver<Frame>) -> Value {
-        serde_json::from_slice(&rx.try_recv().expect("a frame").bytes).unwrap()
+        serde_json::from_slice(&rx.try_recv().expect("a frame").to_bytes()).unwrap()
     }
 
     fn listen(id: RequestId, cap: usize, spill: usize) -> (Channel, mpsc::Receiver<Frame>) {
@@ -557,7 +685,7 @@ mod tests {
     }
 
     #[test]
-    fn an_existing_subscription_id_is_not_overwritten() {
+    fn a_caller_supplied_subscription_id_is_replaced_by_the_streams_own() {
         let (ch, mut rx) = listen(RequestId::Number(1), 8, 8);
         ch.acknowledge(SubscriptionFilter::tools()).unwrap();
         let _ = recv_json(&mut rx);
@@ -571,7 +699,7 @@ mod tests {
         let n = recv_json(&mut rx);
         assert_eq!(
             n["params"]["_meta"],
-            json!({keys::SUBSCRIPTION_ID: "mine", "other": 1})
+            json!({keys::SUBSCRIPTION_ID: 1, "other": 1})
         );
     }
 

@@ -10,7 +10,9 @@
 mod assigns;
 mod channel;
 mod frame;
+mod shared;
 
 pub use assigns::Assigns;
 pub use channel::{Channel, ChannelError};
 pub use frame::{Frame, Outbox};
+pub use shared::SharedNotification;

@@ -1,62 +1,71 @@
-//! The runtime side of [`crate::pubsub::Inbox`]: a bounded channel into a stream
-//! actor, attached to it as a stream of messages.
+//! The runtime side of [`crate::pubsub::Inbox`]: the future, spawned in a stream
+//! actor's context, that feeds the stream's bounded mailbox to `handle_message`
+//! and watches the signals that need the actor's attention outside its mailbox
+//! (an inbox overflow, frames spilled by a background clone of the channel).
 
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::task::{Context, Poll};
+use std::task::{Context as TaskContext, Poll};
 
 use actix::prelude::*;
 use tokio::sync::mpsc;
-use tokio::sync::mpsc::error::TrySendError;
 
-use super::CloseReason;
-use super::stream::StopStream;
-use crate::pubsub::{DeliverFuture, InboxError, InboxSink};
+use super::stream::Stream;
+use crate::pubsub::OverflowSignal;
+use crate::subscription::SubscriptionHandler;
 
-/// The sending side: what an [`crate::pubsub::Inbox`] wraps.
-pub(crate) struct ChannelInbox<M: Send + 'static> {
-    pub(crate) tx: mpsc::Sender<M>,
-    pub(crate) control: Recipient<StopStream>,
-    pub(crate) overflowed: Arc<AtomicBool>,
+/// Messages handled per wake-up before the feed yields to the other tasks of its
+/// thread (the HTTP writer of this very stream among them). Larger than the
+/// default mailbox, so a full mailbox is emptied in one go.
+const BUDGET: usize = 256;
+
+/// Feeds a stream actor: its mailbox, its overflow signal, its spill signal.
+pub(crate) struct Feed<M> {
+    rx: mpsc::Receiver<M>,
+    overflow: Arc<OverflowSignal>,
 }
 
-impl<M: Send + 'static> InboxSink<M> for ChannelInbox<M> {
-    fn try_deliver(&self, msg: M) -> Result<(), InboxError> {
-        if self.overflowed.load(Ordering::Acquire) {
-            return Err(InboxError::Closed);
+impl<M> Feed<M> {
+    pub(crate) fn new(rx: mpsc::Receiver<M>, overflow: Arc<OverflowSignal>) -> Self {
+        Feed { rx, overflow }
+    }
+}
+
+impl<H: SubscriptionHandler> ActorFuture<Stream<H>> for Feed<H::Message> {
+    type Output = ();
+
+    fn poll(
+        self: Pin<&mut Self>,
+        act: &mut Stream<H>,
+        ctx: &mut Context<Stream<H>>,
+        task: &mut TaskContext<'_>,
+    ) -> Poll<()> {
+        let this = self.get_mut();
+        this.overflow.register(task.waker());
+        act.channel().register_attention(task.waker());
+        if this.overflow.is_set() {
+            act.on_inbox_overflow(ctx);
         }
-        match self.tx.try_send(msg) {
-            Ok(()) => Ok(()),
-            Err(TrySendError::Full(_)) => {
-                if !self.overflowed.swap(true, Ordering::AcqRel) {
-                    // Exactly one control message per overflow: bounded.
-                    self.control.do_send(StopStream(CloseReason::Overflow));
+        act.on_attention(ctx);
+        let mut handled = 0;
+        while act.accepts_messages() {
+            match this.rx.poll_recv(task) {
+                Poll::Ready(Some(msg)) => {
+                    act.on_message(msg, ctx);
+                    handled += 1;
+                    if handled == BUDGET {
+                        task.waker().wake_by_ref();
+                        return Poll::Pending;
+                    }
                 }
-                Err(InboxError::Full)
+                // Every inbox was dropped: no more events, the stream stays open.
+                Poll::Ready(None) | Poll::Pending => break,
             }
-            Err(TrySendError::Closed(_)) => Err(InboxError::Closed),
         }
-    }
-
-    fn deliver(&self, msg: M) -> DeliverFuture {
-        let tx = self.tx.clone();
-        // Waits for room in the bounded inbox, not for the handler: pipelined.
-        Box::pin(async move { tx.send(msg).await.map_err(|_| InboxError::Closed) })
-    }
-
-    fn is_closed(&self) -> bool {
-        self.overflowed.load(Ordering::Acquire) || self.tx.is_closed()
-    }
-}
-
-/// The receiving side, attached to the stream actor with `add_stream`.
-pub(crate) struct InboxStream<M>(pub(crate) mpsc::Receiver<M>);
-
-impl<M> futures_util::Stream for InboxStream<M> {
-    type Item = M;
-
-    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<M>> {
-        self.0.poll_recv(cx)
+        if act.is_finished() {
+            Poll::Ready(())
+        } else {
+            Poll::Pending
+        }
     }
 }

@@ -71,11 +71,19 @@ impl CloseReason {
         }
     }
 
-    /// Whether the teardown came from outside the handler, so `handle_close` runs.
+    /// Whether the teardown came from outside the handler, so `handle_close` runs:
+    /// the client went away, cancelled or did not keep up (`Overflow`: the
+    /// handler did not choose that end, and the state it joined to an event
+    /// source needs the same cleanup), or the server shut down. A handler's own
+    /// `Flow::Stop`, a rejection and a panic do not run it (the state is
+    /// dropped).
     pub fn is_external(&self) -> bool {
         matches!(
             self,
-            CloseReason::Disconnected | CloseReason::Cancelled | CloseReason::Shutdown
+            CloseReason::Disconnected
+                | CloseReason::Cancelled
+                | CloseReason::Shutdown
+                | CloseReason::Overflow
         )
     }
 

@@ -1,17 +1,13 @@
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 
 use actix::prelude::*;
 use serde_json::{Map, Value};
 
 use super::connection::{Connection, StreamEnded, StreamSlot};
-use super::inbox::{ChannelInbox, InboxStream};
+use super::inbox::Feed;
 use super::{CloseReason, Limits, Server, StreamPermit};
-use crate::mux::Channel;
-use tokio::sync::mpsc::error::TrySendError;
-
-use crate::mux::Frame;
+use crate::mux::{Channel, ChannelError};
 use crate::protocol::jsonrpc::{encode_error, encode_result};
 use crate::protocol::{McpError, SubscriptionCapabilities, SubscriptionFilter};
 use crate::pubsub::Inbox;
@@ -24,18 +20,38 @@ impl<M: Send + 'static> Message for Deliver<M> {
     type Result = ();
 }
 
-/// Asks a stream to end for `reason` (from its connection or its inbox).
+/// Asks a stream to end for `reason` (from its connection).
 #[derive(Message, Clone, Copy, Debug)]
 #[rtype(result = "()")]
 pub struct StopStream(pub CloseReason);
+
+/// Where a stream is in its life.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Phase {
+    /// `started` has not acknowledged yet.
+    Starting,
+    /// Acknowledged: events are handled.
+    Open,
+    /// Its one final frame is queued (completion result or error): once that
+    /// frame is in the outbox the actor stops. Nothing else is handled.
+    Closing,
+    /// Stopping; nothing more is written.
+    Done,
+}
 
 /// The actor of one `subscriptions/listen` stream.
 ///
 /// | hook | runs |
 /// |---|---|
 /// | `started` | `subscribe`; on accept the acknowledgement is the first frame, on reject an error answers the listen |
-/// | `Handler<Deliver<M>>` | `handle_message` |
-/// | `stopping` | `handle_close`, only for teardown from outside |
+/// | `Handler<Deliver<M>>` and the inbox feed | `handle_message` |
+/// | `stopping` | `handle_close`, only for teardown from outside (see [`CloseReason::is_external`]) |
+///
+/// Every acknowledged stream ends with exactly one final frame (its completion
+/// result or an error for the listen id) or, when the client has gone, with
+/// none; nothing follows the final frame. While frames wait for outbox room the
+/// stream stops taking events (back-pressure), but its mailbox stays open, so
+/// a teardown is never held up behind a slow client.
 pub struct Stream<H: SubscriptionHandler> {
     handler: Arc<H>,
     channel: Channel,
@@ -44,9 +60,10 @@ pub struct Stream<H: SubscriptionHandler> {
     completion: Map<String, Value>,
     /// Boxed: actors must be `Unpin`, handler state need not be.
     state: Option<Box<H::State>>,
-    open: bool,
+    phase: Phase,
     close: Option<CloseReason>,
-    overflowed: Arc<AtomicBool>,
+    /// A spill drain is running: no event is handled until it ends.
+    draining: bool,
     connection: Addr<Connection>,
     generation: u64,
     pipe: bool,
@@ -76,9 +93,9 @@ impl<H: SubscriptionHandler> Stream<H> {
             advertised: setup.advertised,
             completion: setup.completion,
             state: None,
-            open: false,
+            phase: Phase::Starting,
             close: None,
-            overflowed: Arc::new(AtomicBool::new(false)),
+            draining: false,
             connection: slot.connection,
             generation: slot.generation,
             pipe: slot.pipe,
@@ -88,48 +105,75 @@ impl<H: SubscriptionHandler> Stream<H> {
         }
     }
 
+    pub(crate) fn channel(&self) -> &Channel {
+        &self.channel
+    }
+
+    /// Whether the feed may hand this stream another event.
+    pub(crate) fn accepts_messages(&self) -> bool {
+        self.phase == Phase::Open && !self.draining
+    }
+
+    /// Whether the feed can end.
+    pub(crate) fn is_finished(&self) -> bool {
+        matches!(self.phase, Phase::Closing | Phase::Done)
+    }
+
+    /// Ends the stream with `bytes` as its final frame: the completion result or
+    /// an error for the listen id. A stream whose spill is full cannot queue it
+    /// and is cut as `Overflow` instead (on a pipe that too ends the id).
+    fn finish(&mut self, ctx: &mut Context<Self>, bytes: Vec<u8>, reason: CloseReason) {
+        if self.phase == Phase::Done || self.phase == Phase::Closing {
+            return;
+        }
+        match self.channel.finish(bytes) {
+            Ok(()) => {
+                self.phase = Phase::Closing;
+                self.close = Some(reason);
+                self.settle(ctx);
+            }
+            Err(ChannelError::Overflow) => self.cut(ctx, CloseReason::Overflow),
+            Err(_) => self.cut(ctx, self.gone()),
+        }
+    }
+
     /// Ends the stream with an error reply for the listen id (rejection, panic).
     fn fail(&mut self, ctx: &mut Context<Self>, error: McpError, reason: CloseReason) {
-        self.open = false;
-        self.close = Some(reason);
-        let _ = self
-            .channel
-            .finish(encode_error(Some(self.channel.id()), &error));
-        self.flush_then_stop(ctx);
+        let bytes = encode_error(Some(self.channel.id()), &error);
+        self.finish(ctx, bytes, reason);
     }
 
     /// Ends the stream gracefully with the completion result.
     fn complete(&mut self, ctx: &mut Context<Self>, reason: CloseReason) {
-        self.open = false;
-        self.close = Some(reason);
-        let _ = self
-            .channel
-            .finish(encode_result(self.channel.id(), &self.completion));
-        self.flush_then_stop(ctx);
+        let bytes = encode_result(self.channel.id(), &self.completion);
+        self.finish(ctx, bytes, reason);
     }
 
     /// Ends the stream without a completion result. On HTTP the response body
     /// just ends (the client re-listens). On a pipe shared by many streams the
     /// client could not tell, so an overflow is announced with a final `-32603`
-    /// error for the listen id, after the stream's queued frames are dropped.
+    /// error for the listen id, after the stream's queued frames are dropped;
+    /// the id stays taken until that error is in the outbox.
     fn cut(&mut self, ctx: &mut Context<Self>, reason: CloseReason) {
-        self.open = false;
+        if self.phase == Phase::Done {
+            return;
+        }
         let reason = *self.close.get_or_insert(reason);
-        if reason == CloseReason::Overflow && self.pipe {
-            self.channel.revoke();
+        if reason == CloseReason::Overflow && self.pipe && self.phase != Phase::Closing {
             let error = McpError::internal(
                 "Subscription ended: the client did not keep up (overflow); listen again",
             );
-            let frame = Frame::last(encode_error(Some(self.channel.id()), &error));
-            if let Err(TrySendError::Full(frame)) = self.channel.outbox().try_send(frame) {
-                let (outbox, stall) = (self.channel.outbox().clone(), self.limits.stall_timeout);
-                actix_rt::spawn(async move {
-                    let _ = tokio::time::timeout(stall, outbox.send(frame)).await;
-                });
+            if self
+                .channel
+                .end_overflowed(encode_error(Some(self.channel.id()), &error))
+                .is_ok()
+            {
+                self.phase = Phase::Closing;
+                return self.settle(ctx);
             }
-        } else {
-            self.channel.close();
         }
+        self.phase = Phase::Done;
+        self.channel.close();
         ctx.stop();
     }
 
@@ -142,42 +186,73 @@ impl<H: SubscriptionHandler> Stream<H> {
         }
     }
 
-    /// Moves spilled frames into the outbox, pausing the stream (no further
-    /// message is handled) until there is room, for at most the stall timeout;
-    /// then runs `then` with `Err(reason)` if the client went away (`Disconnected`)
-    /// or did not make room in time (`Overflow`).
-    fn drain_then(
-        &mut self,
-        ctx: &mut Context<Self>,
-        then: impl FnOnce(&mut Self, &mut Context<Self>, Result<(), CloseReason>) + 'static,
-    ) {
-        if !self.channel.has_pending() {
-            return then(self, ctx, Ok(()));
+    /// After frames were queued: stop if the final frame is in the outbox, drain
+    /// the spill if frames wait there.
+    fn settle(&mut self, ctx: &mut Context<Self>) {
+        if self.channel.has_pending() {
+            self.start_drain(ctx);
+        } else if self.phase == Phase::Closing {
+            self.phase = Phase::Done;
+            ctx.stop();
         }
+    }
+
+    /// Moves spilled frames into the outbox while the stream takes no events.
+    /// Ordinary frames wait at most the stall timeout (then `Overflow`); the
+    /// final frame on a pipe waits as long as the pipe lives, because the id
+    /// must be ended there.
+    fn start_drain(&mut self, ctx: &mut Context<Self>) {
+        if self.draining {
+            return;
+        }
+        self.draining = true;
         let channel = self.channel.clone();
-        let stall = self.limits.stall_timeout;
-        ctx.wait(
-            async move { tokio::time::timeout(stall, channel.flush()).await }
-                .into_actor(self)
-                .map(move |res, act, ctx| {
-                    let outcome = match res {
-                        Ok(Ok(())) => Ok(()),
-                        Ok(Err(_)) => Err(act.gone()),
-                        Err(_elapsed) => Err(CloseReason::Overflow),
-                    };
-                    then(act, ctx, outcome)
-                }),
+        let stall = if self.phase == Phase::Closing && self.pipe {
+            None
+        } else {
+            Some(self.limits.stall_timeout)
+        };
+        ctx.spawn(
+            async move {
+                match stall {
+                    Some(stall) => tokio::time::timeout(stall, channel.flush())
+                        .await
+                        .unwrap_or(Err(ChannelError::Overflow)),
+                    None => channel.flush().await,
+                }
+            }
+            .into_actor(self)
+            .map(|outcome, act, ctx| {
+                act.draining = false;
+                match outcome {
+                    Ok(()) => {
+                        act.settle(ctx);
+                        // Events may be waiting: let the feed look again.
+                        act.channel.wake_attention();
+                    }
+                    Err(ChannelError::Overflow) if act.phase == Phase::Closing && act.pipe => {
+                        act.start_drain(ctx)
+                    }
+                    Err(ChannelError::Overflow) => act.cut(ctx, CloseReason::Overflow),
+                    Err(_) => act.cut(ctx, act.gone()),
+                }
+            }),
         );
     }
 
-    /// Ends the stream once its last frame is in the outbox.
-    fn flush_then_stop(&mut self, ctx: &mut Context<Self>) {
-        self.drain_then(ctx, |act, ctx, outcome| {
-            if let Err(reason) = outcome {
-                act.close = Some(reason);
-            }
-            ctx.stop();
-        });
+    /// Called by the feed on every wake-up: frames spilled (from a background
+    /// clone of the channel too) are drained now, not at the next event.
+    pub(crate) fn on_attention(&mut self, ctx: &mut Context<Self>) {
+        if self.phase == Phase::Open {
+            self.after_send(ctx);
+        }
+    }
+
+    /// Called by the feed when a sender found the mailbox full.
+    pub(crate) fn on_inbox_overflow(&mut self, ctx: &mut Context<Self>) {
+        if self.phase == Phase::Open {
+            self.cut(ctx, CloseReason::Overflow);
+        }
     }
 
     /// After a callback sent frames: notice overflow or a gone client, and wait for
@@ -189,19 +264,14 @@ impl<H: SubscriptionHandler> Stream<H> {
         if self.channel.is_closed() {
             return self.cut(ctx, self.gone());
         }
-        self.drain_then(ctx, |act, ctx, outcome| {
-            if let Err(reason) = outcome {
-                act.cut(ctx, reason);
-            }
-        });
+        if self.channel.has_pending() {
+            self.start_drain(ctx);
+        }
     }
 
-    fn on_message(&mut self, msg: H::Message, ctx: &mut Context<Self>) {
-        if !self.open {
+    pub(crate) fn on_message(&mut self, msg: H::Message, ctx: &mut Context<Self>) {
+        if self.phase != Phase::Open {
             return;
-        }
-        if self.overflowed.load(Ordering::Acquire) {
-            return self.cut(ctx, CloseReason::Overflow);
         }
         let Some(state) = self.state.as_mut() else {
             return;
@@ -235,16 +305,11 @@ impl<H: SubscriptionHandler> Actor for Stream<H> {
 
     fn started(&mut self, ctx: &mut Self::Context) {
         ctx.set_mailbox_capacity(self.limits.mailbox_capacity);
-        // Application events arrive through a bounded channel attached to this
-        // actor as a stream (after the acknowledgement), not through the actix
-        // mailbox: `Inbox::send` then waits for room only, so a publisher can
-        // pipeline instead of waiting for each handle_message.
-        let (tx, rx) = tokio::sync::mpsc::channel(self.limits.mailbox_capacity.max(1));
-        let inbox = Inbox::from_sink(Arc::new(ChannelInbox {
-            tx,
-            control: ctx.address().recipient(),
-            overflowed: self.overflowed.clone(),
-        }));
+        // Application events arrive through a bounded channel fed to this actor
+        // by its own future (not the actix mailbox): `Inbox::send` then waits
+        // for room only, so a publisher can pipeline instead of waiting for
+        // each handle_message, and a wake-up handles every ready event.
+        let (inbox, rx, overflow) = Inbox::channel(self.limits.mailbox_capacity);
         let mut cx = SubscribeCx::new(&self.channel, inbox);
         let handler = &self.handler;
         let requested = &self.requested;
@@ -272,20 +337,24 @@ impl<H: SubscriptionHandler> Actor for Stream<H> {
         };
         let honoured = wanted.allowed_by(&self.advertised);
         let empty = honoured.is_empty();
+        // The state joined the application's event source: from here on a
+        // teardown from outside hands it to handle_close, even if the
+        // acknowledgement cannot be written.
+        self.state = Some(Box::new(state));
         if self.channel.acknowledge(honoured).is_err() {
-            return self.cut(ctx, CloseReason::Disconnected);
+            return self.cut(ctx, self.gone());
         }
         if empty {
             // Nothing to deliver: acknowledged, then completed at once.
-            drop(state);
+            self.state = None;
+            self.phase = Phase::Open;
             return self.complete(ctx, CloseReason::Completed);
         }
-        self.state = Some(Box::new(state));
-        self.open = true;
+        self.phase = Phase::Open;
         for msg in self_messages {
             ctx.notify(Deliver(msg));
         }
-        ctx.add_stream(InboxStream(rx));
+        ctx.spawn(Feed::new(rx, overflow));
         for events in streams {
             ctx.add_stream(events);
         }
@@ -300,7 +369,7 @@ impl<H: SubscriptionHandler> Actor for Stream<H> {
         } else {
             CloseReason::Disconnected
         });
-        self.open = false;
+        self.phase = Phase::Done;
         self.channel.close();
         if reason.is_external()
             && let Some(state) = self.state.take()
@@ -351,20 +420,20 @@ impl<H: SubscriptionHandler> Handler<StopStream> for Stream<H> {
     type Result = ();
 
     fn handle(&mut self, msg: StopStream, ctx: &mut Self::Context) {
-        if self.close.is_some() {
-            return;
-        }
-        match msg.0 {
-            CloseReason::Shutdown if self.open => {
-                // Graceful: completion result, then handle_close (keep the state).
-                self.open = false;
-                self.close = Some(CloseReason::Shutdown);
-                let _ = self
-                    .channel
-                    .finish(encode_result(self.channel.id(), &self.completion));
-                self.flush_then_stop(ctx);
+        match (msg.0, self.phase) {
+            (_, Phase::Done) => {}
+            // The client is gone or cancelled: whatever was queued, stop now.
+            (reason @ (CloseReason::Disconnected | CloseReason::Cancelled), _) => {
+                self.close = Some(reason);
+                self.phase = Phase::Done;
+                self.channel.close();
+                ctx.stop();
             }
-            reason => self.cut(ctx, reason),
+            // Already ending with its final frame.
+            (_, Phase::Closing) => {}
+            // Graceful: completion result, then handle_close (the state is kept).
+            (CloseReason::Shutdown, Phase::Open) => self.complete(ctx, CloseReason::Shutdown),
+            (reason, _) => self.cut(ctx, reason),
         }
     }
 }

@@ -387,7 +387,7 @@ async fn tool_progress_goes_to_the_request_outbox() {
         .call("tools/call", params(json!({"name": "p"})), ch)
         .await
         .unwrap();
-    let frame: Value = serde_json::from_slice(&rx.try_recv().unwrap().bytes).unwrap();
+    let frame: Value = serde_json::from_slice(&rx.try_recv().unwrap().to_bytes()).unwrap();
     assert_eq!(
         frame["params"],
         json!({"progressToken": "tok", "progress": 1, "total": 2})

@@ -123,7 +123,14 @@ impl<R: AsyncRead + Unpin> Lines<R> {
     }
 }
 
-/// Writes frames as lines, coalescing ready frames into one write and flush.
+/// Ready frames written together at most.
+const MAX_FRAMES_PER_WRITE: usize = 1024;
+/// Bytes written together at most.
+const MAX_WRITE_BYTES: usize = 256 * 1024;
+
+/// Writes frames as lines: each wake-up drains every ready frame (up to a
+/// bound) into one reused buffer, then one write and one flush. Frames of a
+/// cancelled stream still in the queue are dropped here, not counted.
 async fn write_frames<W: AsyncWrite + Unpin>(
     mut rx: mpsc::Receiver<Frame>,
     mut out: W,
@@ -133,15 +140,16 @@ async fn write_frames<W: AsyncWrite + Unpin>(
     while let Some(frame) = rx.recv().await {
         buf.clear();
         let mut frames = 0;
+        let mut taken = 0;
         let mut next = Some(frame);
         while let Some(frame) = next.take() {
-            // Frames of a cancelled stream still in the queue are dropped here.
+            taken += 1;
             if !frame.is_revoked() {
-                buf.extend_from_slice(&frame.bytes);
+                frame.write_to(&mut buf);
                 buf.push(b'\n');
                 frames += 1;
             }
-            if frames < 64 {
+            if taken < MAX_FRAMES_PER_WRITE && buf.len() < MAX_WRITE_BYTES {
                 next = rx.try_recv().ok();
             }
         }

@@ -522,7 +522,7 @@ async fn unary<H: SubscriptionHandler>(
     if first.last {
         let status = status_rx.await.unwrap_or(200);
         state.server.count_frames(1);
-        return json_response(status, first.bytes.to_vec());
+        return json_response(status, first.to_bytes().to_vec());
     }
     sse_response(SseBody::new(
         first,
@@ -569,12 +569,12 @@ async fn listen<H: SubscriptionHandler>(
     };
     if first.last {
         // Rejected before the acknowledgement: a plain JSON error reply.
-        let status = serde_json::from_slice::<Value>(&first.bytes)
+        let status = serde_json::from_slice::<Value>(&first.to_bytes())
             .ok()
             .and_then(|v| v.pointer("/error/code").and_then(Value::as_i64))
             .map_or(200, |code| status_for_code(code, Phase::Dispatch));
         server.count_frames(1);
-        return json_response(status, first.bytes.to_vec());
+        return json_response(status, first.to_bytes().to_vec());
     }
     sse_response(SseBody::new(
         first,

@@ -15,16 +15,20 @@ use crate::mux::Frame;
 use crate::runtime::Server;
 
 /// Ready frames coalesced into one write at most.
-const MAX_FRAMES_PER_CHUNK: usize = 64;
+const MAX_FRAMES_PER_CHUNK: usize = 1024;
 /// Bytes coalesced into one write at most.
-const MAX_CHUNK_BYTES: usize = 64 * 1024;
+const MAX_CHUNK_BYTES: usize = 256 * 1024;
+/// What the write buffer keeps reserved between writes.
+const BUFFER_CAPACITY: usize = 16 * 1024;
 
 const KEEPALIVE: &[u8] = b": keepalive\n\n";
+const EVENT_HEAD: &[u8] = b"event: message\ndata: ";
 
 /// Appends one frame as an SSE event.
 pub(crate) fn encode_event(buf: &mut BytesMut, frame: &Frame) {
-    buf.extend_from_slice(b"event: message\ndata: ");
-    buf.extend_from_slice(&frame.bytes);
+    buf.reserve(EVENT_HEAD.len() + frame.len() + 2);
+    buf.extend_from_slice(EVENT_HEAD);
+    frame.write_to(buf);
     buf.extend_from_slice(b"\n\n");
 }
 
@@ -42,6 +46,9 @@ impl Drop for AbortOnDrop {
 /// The body stream of an SSE response.
 pub(crate) struct SseBody {
     rx: mpsc::Receiver<Frame>,
+    /// Reused between writes: each write takes the filled part, and the
+    /// capacity comes back once actix-web has sent it.
+    buf: BytesMut,
     first: Option<Frame>,
     done: Option<oneshot::Receiver<()>>,
     closing: bool,
@@ -63,6 +70,7 @@ impl SseBody {
     ) -> Self {
         SseBody {
             rx,
+            buf: BytesMut::new(),
             first: Some(first),
             done,
             closing: false,
@@ -74,39 +82,48 @@ impl SseBody {
         }
     }
 
-    fn push(&mut self, buf: &mut BytesMut, frame: Frame) {
+    /// Appends a frame unless its stream was cancelled; returns whether it did.
+    fn push(&mut self, frame: Frame) -> bool {
         if frame.is_revoked() {
-            return;
+            return false;
         }
-        encode_event(buf, &frame);
+        encode_event(&mut self.buf, &frame);
         if frame.last {
             self.finished = true;
         }
+        true
     }
 }
 
 impl Stream for SseBody {
     type Item = Result<Bytes, Infallible>;
 
+    /// One wake-up, one write: every ready frame (up to a bound) goes into the
+    /// reused buffer and out as one chunk. Revoked frames are neither written
+    /// nor counted, and an empty chunk (which would end a chunked body) is
+    /// never yielded.
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         let this = &mut *self;
         if this.finished {
             return Poll::Ready(None);
         }
-        let mut buf = BytesMut::new();
+        if this.buf.capacity() < BUFFER_CAPACITY {
+            this.buf.reserve(BUFFER_CAPACITY);
+        }
         let mut frames = 0u64;
-        if let Some(first) = this.first.take() {
-            this.push(&mut buf, first);
+        if let Some(first) = this.first.take()
+            && this.push(first)
+        {
             frames += 1;
         }
-        while !this.finished
-            && (frames as usize) < MAX_FRAMES_PER_CHUNK
-            && buf.len() < MAX_CHUNK_BYTES
-        {
+        let mut taken = 0;
+        while !this.finished && taken < MAX_FRAMES_PER_CHUNK && this.buf.len() < MAX_CHUNK_BYTES {
             match this.rx.poll_recv(cx) {
                 Poll::Ready(Some(frame)) => {
-                    this.push(&mut buf, frame);
-                    frames += 1;
+                    taken += 1;
+                    if this.push(frame) {
+                        frames += 1;
+                    }
                 }
                 Poll::Ready(None) => {
                     this.closing = true;
@@ -115,11 +132,15 @@ impl Stream for SseBody {
                 Poll::Pending => break,
             }
         }
+        if taken == MAX_FRAMES_PER_CHUNK && frames == 0 {
+            // A long run of revoked frames: come back for the rest.
+            cx.waker().wake_by_ref();
+        }
         if frames > 0 {
             this.server.count_frames(frames);
             let interval = this.interval;
             this.keepalive.as_mut().reset(Instant::now() + interval);
-            return Poll::Ready(Some(Ok(buf.freeze())));
+            return Poll::Ready(Some(Ok(this.buf.split().freeze())));
         }
         if this.closing {
             return Poll::Ready(None);

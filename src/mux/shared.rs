@@ -1,0 +1,185 @@
+//! A subscription notification encoded once for every stream that receives it.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use serde_json::{Map, Value};
+
+use crate::protocol::{Notification, keys, methods};
+
+/// Which filter entry a notification needs.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Kind {
+    ToolsListChanged,
+    PromptsListChanged,
+    ResourcesListChanged,
+    ResourcesUpdated(Box<str>),
+    /// Not a subscription notification: every listen stream refuses it.
+    Other,
+}
+
+#[derive(Debug)]
+struct Inner {
+    method: Box<str>,
+    kind: Kind,
+    head: Bytes,
+    tail: Bytes,
+}
+
+/// A subscription notification serialized once, to be sent on many listen
+/// streams with [`crate::mux::Channel::send_shared`]: each stream splices in
+/// only its own pre-encoded subscription id, so fanning it out allocates and
+/// encodes nothing per stream. Cloning it is one reference-count increment,
+/// which makes it a good bus message.
+///
+/// Any `_meta["io.modelcontextprotocol/subscriptionId"]` in the notification is
+/// dropped: the runtime owns that key.
+///
+/// ```
+/// use genmcp::mux::SharedNotification;
+/// use genmcp::protocol::Notification;
+/// let shared = SharedNotification::new(Notification::resource_updated("note://1"));
+/// assert_eq!(shared.method(), "notifications/resources/updated");
+/// assert_eq!(shared.uri(), Some("note://1"));
+/// ```
+#[derive(Clone, Debug)]
+pub struct SharedNotification {
+    inner: Arc<Inner>,
+}
+
+impl From<Notification> for SharedNotification {
+    fn from(notification: Notification) -> Self {
+        SharedNotification::new(notification)
+    }
+}
+
+/// Appends `value` as compact JSON. Serializing JSON values cannot fail.
+fn put_json<T: serde::Serialize + ?Sized>(out: &mut Vec<u8>, value: &T) {
+    let _ = serde_json::to_writer(&mut *out, value);
+}
+
+/// Appends `,"key":value` for each entry.
+fn put_entries<'a>(out: &mut Vec<u8>, entries: impl Iterator<Item = (&'a String, &'a Value)>) {
+    for (key, value) in entries {
+        out.push(b',');
+        put_json(out, key);
+        out.push(b':');
+        put_json(out, value);
+    }
+}
+
+impl SharedNotification {
+    /// Encodes `notification` once.
+    pub fn new(notification: Notification) -> Self {
+        let Notification { method, mut params } = notification;
+        let kind = match method.as_str() {
+            methods::TOOLS_LIST_CHANGED => Kind::ToolsListChanged,
+            methods::PROMPTS_LIST_CHANGED => Kind::PromptsListChanged,
+            methods::RESOURCES_LIST_CHANGED => Kind::ResourcesListChanged,
+            methods::RESOURCES_UPDATED => match params.get("uri").and_then(Value::as_str) {
+                Some(uri) => Kind::ResourcesUpdated(uri.into()),
+                None => Kind::Other,
+            },
+            _ => Kind::Other,
+        };
+        let meta = match params.shift_remove("_meta") {
+            Some(Value::Object(mut meta)) => {
+                meta.shift_remove(keys::SUBSCRIPTION_ID);
+                meta
+            }
+            // `_meta` must be an object; anything else cannot carry the id.
+            _ => Map::new(),
+        };
+        let mut head = Vec::with_capacity(96 + method.len());
+        head.extend_from_slice(br#"{"jsonrpc":"2.0","method":"#);
+        put_json(&mut head, &method);
+        head.extend_from_slice(br#","params":{"_meta":{"#);
+        put_json(&mut head, keys::SUBSCRIPTION_ID);
+        head.push(b':');
+        let mut tail = Vec::with_capacity(16);
+        put_entries(&mut tail, meta.iter());
+        tail.push(b'}');
+        put_entries(&mut tail, params.iter());
+        tail.extend_from_slice(b"}}");
+        SharedNotification {
+            inner: Arc::new(Inner {
+                method: method.into(),
+                kind,
+                head: head.into(),
+                tail: tail.into(),
+            }),
+        }
+    }
+
+    /// The notification method.
+    pub fn method(&self) -> &str {
+        &self.inner.method
+    }
+
+    /// The resource URI of a `notifications/resources/updated`.
+    pub fn uri(&self) -> Option<&str> {
+        match &self.inner.kind {
+            Kind::ResourcesUpdated(uri) => Some(uri),
+            _ => None,
+        }
+    }
+
+    pub(crate) fn kind(&self) -> &Kind {
+        &self.inner.kind
+    }
+
+    /// The encoded text before the subscription id, and after it.
+    pub(crate) fn parts(&self) -> (&Bytes, &Bytes) {
+        (&self.inner.head, &self.inner.tail)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn spliced(shared: &SharedNotification, id: &str) -> Value {
+        let (head, tail) = shared.parts();
+        let text = [&head[..], id.as_bytes(), &tail[..]].concat();
+        serde_json::from_slice(&text).expect("valid JSON")
+    }
+
+    #[test]
+    fn splicing_an_id_gives_the_same_json_as_encoding_whole() {
+        let mut params = Map::new();
+        params.insert("uri".into(), json!("a://x"));
+        params.insert(
+            "_meta".into(),
+            json!({"trace": [1, 2], keys::SUBSCRIPTION_ID: "forged"}),
+        );
+        params.insert("extra".into(), json!({"k": "v\"q"}));
+        let shared = SharedNotification::new(Notification::new(methods::RESOURCES_UPDATED, params));
+        assert_eq!(shared.uri(), Some("a://x"));
+        assert_eq!(
+            spliced(&shared, "\"s-1\""),
+            json!({"jsonrpc": "2.0", "method": methods::RESOURCES_UPDATED, "params": {
+                "_meta": {keys::SUBSCRIPTION_ID: "s-1", "trace": [1, 2]},
+                "uri": "a://x", "extra": {"k": "v\"q"}}})
+        );
+        let plain = SharedNotification::new(Notification::tools_list_changed());
+        assert_eq!(
+            spliced(&plain, "7"),
+            json!({"jsonrpc": "2.0", "method": methods::TOOLS_LIST_CHANGED,
+                   "params": {"_meta": {keys::SUBSCRIPTION_ID: 7}}})
+        );
+        assert_eq!(plain.kind(), &Kind::ToolsListChanged);
+    }
+
+    #[test]
+    fn a_non_object_meta_is_replaced() {
+        let mut params = Map::new();
+        params.insert("_meta".into(), json!("nope"));
+        let shared =
+            SharedNotification::new(Notification::new(methods::TOOLS_LIST_CHANGED, params));
+        assert_eq!(
+            spliced(&shared, "1")["params"],
+            json!({"_meta": {keys::SUBSCRIPTION_ID: 1}})
+        );
+    }
+}
