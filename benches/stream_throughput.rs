@@ -1,6 +1,7 @@
-//! `cargo bench`: stream throughput of genmcp against a raw-SSE baseline measured
-//! in the same run (see `genmcp::apps::bench`). Environment: `BENCH_STREAMS`,
-//! `BENCH_EVENTS`, `BENCH_ROUNDS`.
+//! `cargo bench --bench stream_throughput`: `genmcp bench` (throughput, 100
+//! streams × 1,000 events, against the raw-SSE baseline in the same run; see
+//! `genmcp::apps::bench`). Environment: `BENCH_STREAMS`, `BENCH_EVENTS`,
+//! `BENCH_ROUNDS`.
 
 use genmcp::apps::bench::{BenchConfig, report, run};
 

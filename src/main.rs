@@ -12,7 +12,8 @@ genmcp: an MCP (2026-07-28) server runtime
 USAGE:
     genmcp serve [--host HOST] [--port PORT] [--keep-alive SECS] [--workers N] [--conformance]
     genmcp serve --stdio [--conformance]
-    genmcp bench [--streams S] [--events K] [--rounds R]
+    genmcp bench [--mode throughput|latency|memory] [--kind tools|resources]
+                 [--streams S] [--events K] [--rounds R] [--rate N] [--url URL [--pid PID]]
 
     serve          run the notes demo on http://HOST:PORT/mcp (default 127.0.0.1:8080)
     --stdio        serve on stdin/stdout (newline-delimited JSON-RPC) instead of HTTP
@@ -20,9 +21,11 @@ USAGE:
     --keep-alive   SSE keep-alive interval in seconds (default 15)
     --workers      HTTP worker threads (default: number of CPUs)
 
-    bench          stream throughput and memory per stream of genmcp against a raw-SSE
-                   baseline, in one run, each measurement in a fresh process
-                   (defaults: 100 streams, 2000 events per stream, 3 rounds)
+    bench          drive `genmcp serve` and a raw-SSE baseline (`genmcp bench-baseline`),
+                   each a fresh process, with the same loopback load generator and
+                   report the ratio (defaults: throughput, tools, 100 streams x 1000
+                   events, 3 rounds); --url drives any server with the burst contract
+                   (see docs/benchmark.md)
 
 Logging: RUST_LOG (default genmcp=info).";
 
@@ -78,43 +81,6 @@ fn parse_serve(args: &[String]) -> Result<ServeArgs, String> {
     })
 }
 
-/// `--streams S --events K --rounds R [--side baseline|genmcp]`.
-fn parse_bench(
-    args: &[String],
-) -> Result<
-    (
-        genmcp::apps::bench::BenchConfig,
-        Option<genmcp::apps::bench::Side>,
-    ),
-    String,
-> {
-    let mut cfg = genmcp::apps::bench::BenchConfig::default();
-    let mut side = None;
-    let mut it = args.iter();
-    while let Some(arg) = it.next() {
-        if arg == "--side" {
-            side = Some(
-                it.next()
-                    .and_then(|v| genmcp::apps::bench::Side::parse(v))
-                    .ok_or("--side must be baseline or genmcp")?,
-            );
-            continue;
-        }
-        let slot = match arg.as_str() {
-            "--streams" => &mut cfg.streams,
-            "--events" => &mut cfg.events,
-            "--rounds" => &mut cfg.rounds,
-            other => return Err(format!("unknown argument {other:?}")),
-        };
-        *slot = it
-            .next()
-            .and_then(|v| v.parse().ok())
-            .filter(|n: &usize| *n > 0)
-            .ok_or_else(|| format!("{arg} needs a positive number"))?;
-    }
-    Ok((cfg, side))
-}
-
 fn main() -> ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(
@@ -132,44 +98,14 @@ fn main() -> ExitCode {
                 ExitCode::from(2)
             }
         },
-        Some("bench") => match parse_bench(&args[1..]) {
-            Ok((cfg, _)) => {
-                match std::env::current_exe().and_then(|exe| genmcp::apps::bench::run(&exe, &cfg)) {
-                    Ok(rounds) => {
-                        print!("{}", genmcp::apps::bench::report(&cfg, &rounds));
-                        ExitCode::SUCCESS
-                    }
-                    Err(e) => {
-                        eprintln!("benchmark failed: {e}");
-                        ExitCode::FAILURE
-                    }
-                }
-            }
+        Some("bench") => match std::env::current_exe() {
+            Ok(exe) => genmcp::apps::bench::cli(&args[1..], &exe),
             Err(e) => {
-                eprintln!("error: {e}\n\n{USAGE}");
-                ExitCode::from(2)
+                eprintln!("error: {e}");
+                ExitCode::FAILURE
             }
         },
-        Some("bench-one") => match parse_bench(&args[1..]) {
-            Ok((cfg, Some(side))) => match genmcp::apps::bench::run_one(side, &cfg) {
-                Ok(sample) => {
-                    println!("{}", genmcp::apps::bench::sample_json(&sample));
-                    ExitCode::SUCCESS
-                }
-                Err(e) => {
-                    eprintln!("measurement failed: {e}");
-                    ExitCode::FAILURE
-                }
-            },
-            Ok((_, None)) => {
-                eprintln!("error: bench-one needs --side baseline|genmcp");
-                ExitCode::from(2)
-            }
-            Err(e) => {
-                eprintln!("error: {e}\n\n{USAGE}");
-                ExitCode::from(2)
-            }
-        },
+        Some("bench-baseline") => genmcp::apps::bench::baseline_cli(&args[1..]),
         Some("-h" | "--help" | "help") => {
             println!("{USAGE}");
             ExitCode::SUCCESS

@@ -117,6 +117,7 @@ impl Stream for SseBody {
             frames += 1;
         }
         let mut taken = 0;
+        let mut empty = false;
         while !this.finished && taken < MAX_FRAMES_PER_CHUNK && this.buf.len() < MAX_CHUNK_BYTES {
             match this.rx.poll_recv(cx) {
                 Poll::Ready(Some(frame)) => {
@@ -129,12 +130,17 @@ impl Stream for SseBody {
                     this.closing = true;
                     break;
                 }
-                Poll::Pending => break,
+                Poll::Pending => {
+                    empty = true;
+                    break;
+                }
             }
         }
-        if taken == MAX_FRAMES_PER_CHUNK && frames == 0 {
-            // A long run of revoked frames: come back for the rest.
+        if !empty && !this.finished && !this.closing && frames == 0 {
+            // A long run of revoked frames filled the budget: come back for the
+            // rest before looking at the end signal or a keep-alive.
             cx.waker().wake_by_ref();
+            return Poll::Pending;
         }
         if frames > 0 {
             this.server.count_frames(frames);
