@@ -254,4 +254,34 @@ mod tests {
             ""
         );
     }
+
+    #[test]
+    fn output_is_checked_only_when_an_output_schema_is_declared() {
+        let out =
+            json!({"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]});
+        let input = json!({"type": "object"});
+        let s = CompiledSchema::compile("t", &input, Some(&out)).unwrap();
+        let good = CallToolResult::text("{}").with_structured(json!({"n": 1}));
+        assert_eq!(s.check_output("t", good.clone()), good);
+        let refused = s.check_output(
+            "t",
+            CallToolResult::text("x").with_structured(json!({"n": "1"})),
+        );
+        assert!(refused.is_error && refused.structured_content.is_none());
+        let missing = s.check_output("t", CallToolResult::text("x"));
+        assert!(missing.is_error);
+        // Error results pass as they are.
+        let error = CallToolResult::error("failed");
+        assert_eq!(s.check_output("t", error.clone()), error);
+        // Without an output schema anything goes.
+        let free = CompiledSchema::compile("t", &input, None).unwrap();
+        let any = CallToolResult::text("x").with_structured(json!([1, 2]));
+        assert_eq!(free.check_output("t", any.clone()), any);
+        for bad in [json!("not a schema"), json!({"type": 12})] {
+            assert!(matches!(
+                CompiledSchema::compile("t", &input, Some(&bad)),
+                Err(ToolError::InvalidOutputSchema { .. })
+            ));
+        }
+    }
 }

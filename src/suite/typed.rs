@@ -234,3 +234,77 @@ impl JsonSchema for NoArgs {
         schemars::json_schema!({"type": "object"})
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Deserialize, JsonSchema)]
+    #[serde(tag = "kind", rename_all = "lowercase")]
+    #[allow(dead_code)]
+    enum Shape {
+        Circle { r: f64 },
+        Square { side: f64 },
+    }
+
+    #[test]
+    fn an_object_root_is_added_when_the_type_has_none() {
+        let schema = input_schema::<Shape>();
+        let keys: Vec<&str> = schema
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(String::as_str)
+            .collect();
+        assert_eq!(keys[0], "type");
+        assert_eq!(schema["type"], "object");
+        assert!(schema.get("oneOf").is_some(), "{schema}");
+        assert_eq!(input_schema::<Value>(), json!({"type": "object"}));
+        assert_eq!(input_schema::<NoArgs>(), json!({"type": "object"}));
+        // A non-object type keeps its schema (and the catalog refuses it).
+        assert_eq!(input_schema::<String>()["type"], "string");
+    }
+
+    #[test]
+    fn deserialization_failures_look_like_validation_failures() {
+        let args = json!({"kind": "circle", "r": "wide"});
+        let err = tool_arguments::<Shape>("shapes", args.as_object().unwrap())
+            .err()
+            .unwrap();
+        let object = err.to_error_object();
+        assert_eq!(object.code, -32602);
+        assert!(object.message.starts_with(
+            "Invalid params: arguments do not match the input schema of tool shapes: "
+        ));
+        let item = &object.data.unwrap()["errors"][0];
+        assert!(item["instancePath"].is_string() && item["schemaPath"].is_string());
+        assert!(item["message"].as_str().is_some_and(|m| !m.is_empty()));
+        let ok = tool_arguments::<NoArgs>("x", json!({"a": [1]}).as_object().unwrap());
+        assert_eq!(ok.ok(), Some(NoArgs));
+    }
+
+    #[test]
+    fn finish_maps_every_outcome() {
+        let done = finish("t", Ok(json!({"a": 1}))).unwrap();
+        let ToolOutcome::Complete(result) = done else {
+            panic!("complete")
+        };
+        assert_eq!(result.structured_content, Some(json!({"a": 1})));
+        assert_eq!(
+            result.content,
+            vec![super::super::Content::text(r#"{"a":1}"#)]
+        );
+        let ToolOutcome::Complete(failed) = finish::<()>("t", Err(CallError::tool("no"))).unwrap()
+        else {
+            panic!("complete")
+        };
+        assert!(failed.is_error);
+        let round = InputRequired::new().list_roots("r");
+        assert_eq!(
+            finish::<()>("t", Err(round.clone().into())).unwrap(),
+            ToolOutcome::InputRequired(round)
+        );
+        let err = finish::<()>("t", Err(McpError::invalid_params("x").into())).unwrap_err();
+        assert_eq!(err.code(), -32602);
+    }
+}
