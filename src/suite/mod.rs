@@ -11,7 +11,8 @@
 //! completion); the catalog (`catalog`, `ordered`, `events`); the items
 //! (`describe` for what tools and prompts share, `tool`, `prompt`,
 //! `prompt_result`, `resource`, `completion`, `content`, `input_required`);
-//! schemas (`schema`, `headers`, `typed`); MRTR and tokens (`mrtr`, `seal`).
+//! schemas (`schema`, `headers`, `typed`); MRTR and tokens (`mrtr`,
+//! `mrtr_gate`, `mrtr_answers`, `seal`).
 
 mod builder;
 mod catalog;
@@ -23,6 +24,8 @@ mod events;
 mod headers;
 mod input_required;
 mod mrtr;
+mod mrtr_answers;
+mod mrtr_gate;
 mod ordered;
 mod paging;
 mod prompt;
