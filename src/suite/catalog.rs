@@ -1,101 +1,27 @@
 //! The run-time catalog: tools, prompts, resource providers and the completer,
-//! plus the event bus that tells open listen streams when the catalog changes.
+//! plus the event bus that tells open listen streams when the catalog changes
+//! (the events and the ready-made handler are in `events.rs`).
 //!
 //! Tools and prompts are served in insertion order (replacing one keeps its
 //! place); resource providers are listed in insertion order too.
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
 
 use super::completion::Completer;
+use super::events::{CatalogEvent, topics};
+use super::ordered::Ordered;
 use super::prompt::Prompt;
 use super::resource::ResourceProvider;
 use super::schema::{CompiledSchema, ToolError};
 use super::tool::Tool;
-use crate::mux::Channel;
-use crate::protocol::{Notification, SubscriptionCapabilities, SubscriptionFilter};
-use crate::pubsub::{Bus, BusSubscription};
-use crate::subscription::{Flow, Subscribe, SubscribeCx, SubscriptionHandler};
-
-/// A change of the catalog, published on [`Catalog::events`].
-#[derive(Clone, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum CatalogEvent {
-    /// The tool list changed.
-    ToolsChanged,
-    /// The prompt list changed.
-    PromptsChanged,
-    /// The resource list changed.
-    ResourcesChanged,
-    /// The resource at this URI changed.
-    ResourceUpdated(String),
-}
-
-/// Bus topics of [`CatalogEvent`]s.
-pub mod topics {
-    /// [`super::CatalogEvent::ToolsChanged`].
-    pub const TOOLS: &str = "catalog/tools";
-    /// [`super::CatalogEvent::PromptsChanged`].
-    pub const PROMPTS: &str = "catalog/prompts";
-    /// [`super::CatalogEvent::ResourcesChanged`].
-    pub const RESOURCES: &str = "catalog/resources";
-    /// [`super::CatalogEvent::ResourceUpdated`].
-    pub const RESOURCE_UPDATED: &str = "catalog/resource-updated";
-}
+use crate::protocol::SubscriptionCapabilities;
+use crate::pubsub::Bus;
 
 /// A tool with its compiled input schema (or why it did not compile).
 pub(crate) struct ToolEntry {
     pub tool: Arc<dyn Tool>,
     pub schema: Result<CompiledSchema, ToolError>,
-}
-
-/// Named items in insertion order with a name index.
-struct Ordered<T: ?Sized> {
-    items: Vec<(String, Arc<T>)>,
-    index: HashMap<String, usize>,
-}
-
-impl<T: ?Sized> Ordered<T> {
-    fn new() -> Self {
-        Ordered {
-            items: Vec::new(),
-            index: HashMap::new(),
-        }
-    }
-
-    fn insert(&mut self, name: String, item: Arc<T>) {
-        match self.index.get(&name) {
-            Some(&i) => self.items[i].1 = item,
-            None => {
-                self.index.insert(name.clone(), self.items.len());
-                self.items.push((name, item));
-            }
-        }
-    }
-
-    fn remove(&mut self, name: &str) -> bool {
-        let Some(i) = self.index.remove(name) else {
-            return false;
-        };
-        self.items.remove(i);
-        for (j, (n, _)) in self.items.iter().enumerate().skip(i) {
-            self.index.insert(n.clone(), j);
-        }
-        true
-    }
-
-    fn get(&self, name: &str) -> Option<Arc<T>> {
-        self.index.get(name).map(|&i| self.items[i].1.clone())
-    }
-
-    fn values(&self) -> Vec<Arc<T>> {
-        self.items.iter().map(|(_, v)| v.clone()).collect()
-    }
-
-    fn names(&self) -> Vec<String> {
-        self.items.iter().map(|(n, _)| n.clone()).collect()
-    }
 }
 
 struct Inner {
@@ -223,9 +149,10 @@ impl Catalog {
 
     /// Adds (or replaces) a tool and tells listening clients.
     ///
-    /// Its input schema is compiled now. A schema that does not compile, or has an
-    /// invalid `x-mcp-header` annotation, is logged as an error and the tool is
-    /// still listed, but every call answers `-32603` naming the problem. Use
+    /// Its input (and output) schema is compiled now. A schema that does not
+    /// compile, or has an invalid `x-mcp-header` annotation, is logged as an
+    /// error and the tool is still listed, but every call answers `-32603`
+    /// `"Internal error: tool unavailable"` (the detail stays in the log). Use
     /// [`Catalog::try_add_tool`] to refuse such a tool instead.
     pub fn add_tool(&self, tool: impl Tool) {
         self.add_tool_arc(Arc::new(tool));
@@ -234,14 +161,14 @@ impl Catalog {
     /// [`Catalog::add_tool`] for a shared tool.
     pub fn add_tool_arc(&self, tool: Arc<dyn Tool>) {
         let d = tool.descriptor();
-        let schema = CompiledSchema::compile(&d.name, &d.input_schema);
+        let schema = CompiledSchema::compile(&d.name, &d.input_schema, d.output_schema.as_ref());
         if let Err(e) = &schema {
-            tracing::error!(error = %e, "tool added with an invalid input schema: its calls answer -32603");
+            tracing::error!(error = %e, "tool added with an invalid schema: its calls answer -32603");
         }
         self.insert_tool(tool, schema);
     }
 
-    /// Adds (or replaces) a tool whose input schema compiles and whose
+    /// Adds (or replaces) a tool whose input and output schemas compile and whose
     /// `x-mcp-header` annotations are valid; otherwise refuses it (nothing changes).
     pub fn try_add_tool(&self, tool: impl Tool) -> Result<(), ToolError> {
         self.try_add_tool_arc(Arc::new(tool))
@@ -250,7 +177,7 @@ impl Catalog {
     /// [`Catalog::try_add_tool`] for a shared tool.
     pub fn try_add_tool_arc(&self, tool: Arc<dyn Tool>) -> Result<(), ToolError> {
         let d = tool.descriptor();
-        let schema = CompiledSchema::compile(&d.name, &d.input_schema)?;
+        let schema = CompiledSchema::compile(&d.name, &d.input_schema, d.output_schema.as_ref())?;
         self.insert_tool(tool, Ok(schema));
         Ok(())
     }
@@ -432,78 +359,5 @@ impl Catalog {
             .with_prompts_list_changed(self.has_prompts())
             .with_resources_list_changed(resources)
             .with_resources_updated(resources)
-    }
-}
-
-/// A ready-made subscription handler that feeds catalog changes to listen
-/// streams: list changes of tools, prompts and resources, and resource updates
-/// for the URIs a stream subscribed to (exact match).
-#[derive(Clone, Debug)]
-pub struct CatalogSubscriptions {
-    catalog: Catalog,
-}
-
-impl CatalogSubscriptions {
-    /// A handler fed by `catalog`.
-    pub fn new(catalog: &Catalog) -> Self {
-        CatalogSubscriptions {
-            catalog: catalog.clone(),
-        }
-    }
-}
-
-impl SubscriptionHandler for CatalogSubscriptions {
-    type Message = CatalogEvent;
-    type State = Vec<BusSubscription<CatalogEvent>>;
-
-    fn subscribe(
-        &self,
-        filter: &SubscriptionFilter,
-        cx: &mut SubscribeCx<'_, CatalogEvent>,
-    ) -> Subscribe<Self::State> {
-        let bus = self.catalog.events();
-        let mut subs = Vec::new();
-        if filter.tools_list_changed {
-            subs.push(bus.subscribe(topics::TOOLS, cx.inbox()));
-        }
-        if filter.prompts_list_changed {
-            subs.push(bus.subscribe(topics::PROMPTS, cx.inbox()));
-        }
-        if filter.resources_list_changed {
-            subs.push(bus.subscribe(topics::RESOURCES, cx.inbox()));
-        }
-        if !filter.resource_subscriptions.is_empty() {
-            subs.push(bus.subscribe(topics::RESOURCE_UPDATED, cx.inbox()));
-        }
-        Subscribe::Accept(subs)
-    }
-
-    fn handle_message(
-        &self,
-        event: CatalogEvent,
-        channel: &Channel,
-        _state: &mut Self::State,
-    ) -> Flow {
-        let notification = match event {
-            CatalogEvent::ToolsChanged => Notification::tools_list_changed(),
-            CatalogEvent::PromptsChanged => Notification::prompts_list_changed(),
-            CatalogEvent::ResourcesChanged => Notification::resources_list_changed(),
-            CatalogEvent::ResourceUpdated(uri) => {
-                let wanted = channel
-                    .honoured()
-                    .is_some_and(|h| h.resource_subscriptions.contains(&uri));
-                if !wanted {
-                    return Flow::Continue;
-                }
-                Notification::resource_updated(uri)
-            }
-        };
-        // A refused send (client gone, overflow) is noticed by the runtime.
-        let _ = channel.send_notification(notification);
-        Flow::Continue
-    }
-
-    fn subscription_capabilities(&self, _channel: &Channel) -> SubscriptionCapabilities {
-        self.catalog.subscription_capabilities()
     }
 }

@@ -10,6 +10,8 @@ use std::time::Duration;
 
 use serde_json::{Map, Value, json};
 
+pub(crate) use super::mrtr_answers::{elicited, roots, sampled_text};
+pub(crate) use super::mrtr_gate::check_capabilities;
 use super::seal::{self, Sealer, purpose};
 use super::tool::InputRequired;
 use crate::protocol::{ClientCapabilities, McpError};
@@ -111,99 +113,6 @@ fn open_state(sealer: &Sealer, token: &str, binding: &Binding) -> Result<Value, 
     Ok(payload.get("s").cloned().unwrap_or(Value::Null))
 }
 
-/// The capability an input request needs, as a `ClientCapabilities` fragment,
-/// or `None` when `caps` declares it. Unknown methods are `-32603` (a server bug).
-fn required_capability(
-    request: &Value,
-    caps: &ClientCapabilities,
-) -> Result<Option<(String, Value)>, McpError> {
-    let method = request
-        .get("method")
-        .and_then(Value::as_str)
-        .unwrap_or_default();
-    let params = request.get("params");
-    let sub = |cap: &str, sub: &str| {
-        caps.0
-            .get(cap)
-            .and_then(Value::as_object)
-            .is_some_and(|c| c.get(sub).is_some_and(|v| !v.is_null()))
-    };
-    match method {
-        "elicitation/create" => {
-            let url_mode =
-                params.and_then(|p| p.get("mode")).and_then(Value::as_str) == Some("url");
-            if !caps.declares("elicitation") {
-                let need = if url_mode {
-                    json!({"url": {}})
-                } else {
-                    json!({})
-                };
-                return Ok(Some(("elicitation".into(), need)));
-            }
-            if url_mode && !sub("elicitation", "url") {
-                return Ok(Some(("elicitation".into(), json!({"url": {}}))));
-            }
-            // `elicitation: {}` means form only; a client that lists modes must
-            // list `form` to get form-mode requests.
-            let lists_modes = sub("elicitation", "form") || sub("elicitation", "url");
-            if !url_mode && lists_modes && !sub("elicitation", "form") {
-                return Ok(Some(("elicitation".into(), json!({"form": {}}))));
-            }
-            Ok(None)
-        }
-        "sampling/createMessage" => {
-            let with_tools = params
-                .and_then(|p| p.get("tools"))
-                .is_some_and(|t| !t.is_null());
-            if !caps.declares("sampling") {
-                let need = if with_tools {
-                    json!({"tools": {}})
-                } else {
-                    json!({})
-                };
-                return Ok(Some(("sampling".into(), need)));
-            }
-            if with_tools && !sub("sampling", "tools") {
-                return Ok(Some(("sampling".into(), json!({"tools": {}}))));
-            }
-            Ok(None)
-        }
-        "roots/list" => Ok((!caps.declares("roots")).then(|| ("roots".into(), json!({})))),
-        other => Err(McpError::internal(format!(
-            "Internal error: input request method {other:?} is not one of elicitation/create, sampling/createMessage, roots/list"
-        ))),
-    }
-}
-
-/// `-32021` naming every capability the round needs and the request did not declare.
-pub(crate) fn check_capabilities(
-    round: &InputRequired,
-    caps: &ClientCapabilities,
-) -> Result<(), McpError> {
-    let mut required = Map::new();
-    for request in round.input_requests.values() {
-        if let Some((cap, need)) = required_capability(request, caps)? {
-            match (required.get_mut(&cap), need) {
-                (Some(Value::Object(have)), Value::Object(more)) => have.extend(more),
-                (_, need) => {
-                    required.insert(cap, need);
-                }
-            }
-        }
-    }
-    if required.is_empty() {
-        return Ok(());
-    }
-    let names: Vec<&str> = required.keys().map(String::as_str).collect();
-    Err(McpError::MissingClientCapability {
-        message: format!(
-            "Server requires the {} client capability for this request",
-            names.join(", ")
-        ),
-        required,
-    })
-}
-
 /// The `input_required` result of a round: capability-gated, its state sealed
 /// into `requestState`. No `ttlMs` / `cacheScope` (input-required results are
 /// not cacheable).
@@ -253,43 +162,6 @@ pub(crate) fn input_required_result(
         result.insert("requestState".into(), Value::from(token));
     }
     Ok(result)
-}
-
-/// The `content` of an accepted elicitation answer.
-pub(crate) fn elicited<'a>(
-    responses: &'a Map<String, Value>,
-    key: &str,
-) -> Option<&'a Map<String, Value>> {
-    let answer = responses.get(key)?;
-    if answer.get("action").and_then(Value::as_str) != Some("accept") {
-        return None;
-    }
-    answer.get("content")?.as_object()
-}
-
-/// The text of a sampling answer (`content` a text block, or an array with one).
-pub(crate) fn sampled_text<'a>(responses: &'a Map<String, Value>, key: &str) -> Option<&'a str> {
-    let content = responses.get(key)?.get("content")?;
-    let text_of = |c: &'a Value| {
-        (c.get("type").and_then(Value::as_str) == Some("text"))
-            .then(|| c.get("text").and_then(Value::as_str))
-            .flatten()
-    };
-    match content {
-        Value::Array(blocks) => blocks.iter().find_map(text_of),
-        block => text_of(block),
-    }
-}
-
-/// The root URIs of a `roots/list` answer.
-pub(crate) fn roots<'a>(responses: &'a Map<String, Value>, key: &str) -> Option<Vec<&'a str>> {
-    let roots = responses.get(key)?.get("roots")?.as_array()?;
-    Some(
-        roots
-            .iter()
-            .filter_map(|r| r.get("uri").and_then(Value::as_str))
-            .collect(),
-    )
 }
 
 #[cfg(test)]

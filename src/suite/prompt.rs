@@ -4,11 +4,14 @@ use std::collections::BTreeMap;
 use std::future::Future;
 use std::sync::Arc;
 
-use serde::Serialize;
+use schemars::JsonSchema;
+use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 
-use super::content::Content;
-use super::tool::{BoxFuture, InputRequired};
+use super::describe::{Builder, Common};
+pub use super::prompt_result::{GetPromptResult, PromptMessage, PromptOutcome, Role};
+use super::tool::BoxFuture;
+use super::typed;
 use crate::mux::Channel;
 use crate::protocol::McpError;
 
@@ -38,14 +41,7 @@ impl PromptArgument {
     }
 
     fn to_json(&self) -> Value {
-        let mut map = Map::new();
-        map.insert("name".into(), Value::from(self.name.clone()));
-        if let Some(t) = &self.title {
-            map.insert("title".into(), Value::from(t.clone()));
-        }
-        if let Some(d) = &self.description {
-            map.insert("description".into(), Value::from(d.clone()));
-        }
+        let mut map = Common::head(&self.name, self.title.as_ref(), self.description.as_ref());
         if self.required {
             map.insert("required".into(), Value::Bool(true));
         }
@@ -83,14 +79,7 @@ impl PromptDescriptor {
 
     /// The `Prompt` object as served by `prompts/list`.
     pub fn to_json(&self) -> Value {
-        let mut map = Map::new();
-        map.insert("name".into(), Value::from(self.name.clone()));
-        if let Some(t) = &self.title {
-            map.insert("title".into(), Value::from(t.clone()));
-        }
-        if let Some(d) = &self.description {
-            map.insert("description".into(), Value::from(d.clone()));
-        }
+        let mut map = Common::head(&self.name, self.title.as_ref(), self.description.as_ref());
         if !self.arguments.is_empty() {
             map.insert(
                 "arguments".into(),
@@ -130,110 +119,6 @@ impl PromptGet {
     }
 }
 
-/// `role` of a prompt message.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Role {
-    /// `user`.
-    User,
-    /// `assistant`.
-    Assistant,
-}
-
-/// One message of a prompt: a role and one content block.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-#[non_exhaustive]
-pub struct PromptMessage {
-    /// Who speaks.
-    pub role: Role,
-    /// What is said.
-    pub content: Content,
-}
-
-impl PromptMessage {
-    /// A user message.
-    pub fn user(content: Content) -> Self {
-        PromptMessage {
-            role: Role::User,
-            content,
-        }
-    }
-
-    /// An assistant message.
-    pub fn assistant(content: Content) -> Self {
-        PromptMessage {
-            role: Role::Assistant,
-            content,
-        }
-    }
-}
-
-/// The result of a `prompts/get` that completed.
-#[derive(Clone, Debug, Default, PartialEq)]
-#[non_exhaustive]
-pub struct GetPromptResult {
-    /// Optional description.
-    pub description: Option<String>,
-    /// The messages.
-    pub messages: Vec<PromptMessage>,
-}
-
-impl GetPromptResult {
-    /// A result with these messages.
-    pub fn new(messages: Vec<PromptMessage>) -> Self {
-        GetPromptResult {
-            description: None,
-            messages,
-        }
-    }
-
-    /// A result with one user text message.
-    pub fn user_text(text: impl Into<String>) -> Self {
-        Self::new(vec![PromptMessage::user(Content::text(text))])
-    }
-
-    /// With a description.
-    pub fn with_description(mut self, description: impl Into<String>) -> Self {
-        self.description = Some(description.into());
-        self
-    }
-
-    /// The result object (without `resultType` and `_meta`).
-    pub fn into_map(self) -> Map<String, Value> {
-        let mut map = Map::new();
-        if let Some(d) = self.description {
-            map.insert("description".into(), Value::from(d));
-        }
-        map.insert(
-            "messages".into(),
-            serde_json::to_value(&self.messages).unwrap_or(Value::Array(vec![])),
-        );
-        map
-    }
-}
-
-/// What a prompt returns.
-#[derive(Clone, Debug, PartialEq)]
-#[non_exhaustive]
-pub enum PromptOutcome {
-    /// Done.
-    Complete(GetPromptResult),
-    /// Needs input from the client first (MRTR).
-    InputRequired(InputRequired),
-}
-
-impl From<GetPromptResult> for PromptOutcome {
-    fn from(r: GetPromptResult) -> Self {
-        PromptOutcome::Complete(r)
-    }
-}
-
-impl From<InputRequired> for PromptOutcome {
-    fn from(r: InputRequired) -> Self {
-        PromptOutcome::InputRequired(r)
-    }
-}
-
 /// A prompt. Implement it, or build one with [`PromptBuilder`].
 pub trait Prompt: Send + Sync + 'static {
     /// The descriptor served by `prompts/list`.
@@ -260,7 +145,14 @@ impl Prompt for FnPrompt {
     }
 }
 
-/// Builds a [`FnPrompt`].
+/// The prompt-specific part of a [`PromptBuilder`]: its arguments.
+#[derive(Clone, Debug, Default)]
+pub struct PromptParts {
+    arguments: Vec<PromptArgument>,
+}
+
+/// Builds a [`FnPrompt`]: the shared setters of [`Builder`] (`title`,
+/// `description`, `icon`, `meta`, `field`) plus arguments and a handler.
 ///
 /// ```
 /// use genmcp::suite::{PromptBuilder, GetPromptResult};
@@ -272,42 +164,61 @@ impl Prompt for FnPrompt {
 ///     });
 /// assert_eq!(genmcp::suite::Prompt::descriptor(&p).arguments.len(), 1);
 /// ```
-pub struct PromptBuilder {
-    descriptor: PromptDescriptor,
-}
+///
+/// With typed arguments, the argument list comes from the type (field names,
+/// doc comments, `Option` fields are optional):
+///
+/// ```
+/// use genmcp::suite::{GetPromptResult, Prompt, PromptBuilder};
+/// use schemars::JsonSchema;
+/// use serde::Deserialize;
+///
+/// #[derive(Deserialize, JsonSchema)]
+/// struct Review {
+///     /// The code to review.
+///     code: String,
+///     /// What to focus on.
+///     focus: Option<String>,
+/// }
+///
+/// let p = PromptBuilder::new("review").typed(|args: Review, _get| async move {
+///     let focus = args.focus.unwrap_or_else(|| "anything".into());
+///     Ok(GetPromptResult::user_text(format!("Review for {focus}:\n{}", args.code)).into())
+/// });
+/// let names: Vec<_> = p.descriptor().arguments.iter().map(|a| (a.name.as_str(), a.required)).collect();
+/// assert_eq!(names, [("code", true), ("focus", false)]);
+/// assert_eq!(p.descriptor().arguments[0].description.as_deref(), Some("The code to review."));
+/// ```
+pub type PromptBuilder = Builder<PromptParts>;
 
-impl PromptBuilder {
+impl Builder<PromptParts> {
     /// Starts a prompt named `name`.
     pub fn new(name: impl Into<String>) -> Self {
-        PromptBuilder {
-            descriptor: PromptDescriptor::new(name),
-        }
-    }
-
-    /// Sets the title.
-    pub fn title(mut self, title: impl Into<String>) -> Self {
-        self.descriptor.title = Some(title.into());
-        self
-    }
-
-    /// Sets the description.
-    pub fn description(mut self, description: impl Into<String>) -> Self {
-        self.descriptor.description = Some(description.into());
-        self
+        Builder::with_kind(name, PromptParts::default())
     }
 
     /// Declares an argument.
     pub fn argument(mut self, name: impl Into<String>, description: &str, required: bool) -> Self {
-        self.descriptor
+        self.kind
             .arguments
             .push(PromptArgument::new(name, Some(description), required));
         self
     }
 
-    /// Adds another descriptor field.
-    pub fn field(mut self, key: impl Into<String>, value: Value) -> Self {
-        self.descriptor.extra.insert(key.into(), value);
-        self
+    fn descriptor(self) -> PromptDescriptor {
+        let Common {
+            name,
+            title,
+            description,
+            extra,
+        } = self.common;
+        PromptDescriptor {
+            name,
+            title,
+            description,
+            arguments: self.kind.arguments,
+            extra,
+        }
     }
 
     /// Finishes the prompt with its async handler.
@@ -317,8 +228,33 @@ impl PromptBuilder {
         Fut: Future<Output = Result<PromptOutcome, McpError>> + Send + 'static,
     {
         FnPrompt {
-            descriptor: self.descriptor,
+            descriptor: self.descriptor(),
             f: Arc::new(move |get| Box::pin(f(get))),
+        }
+    }
+
+    /// Finishes a prompt whose arguments are an `A`: the declared arguments are
+    /// derived from `A`'s schema (replacing any declared with
+    /// [`argument`](Self::argument)), and arguments arrive deserialized. A
+    /// missing required argument is `-32602` with `data.missing`, as for any
+    /// prompt; arguments that do not deserialize are `-32602` too, and the
+    /// handler does not run.
+    pub fn typed<A, F, Fut>(mut self, f: F) -> FnPrompt
+    where
+        A: DeserializeOwned + JsonSchema + 'static,
+        F: Fn(A, PromptGet) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<PromptOutcome, McpError>> + Send + 'static,
+    {
+        self.kind.arguments = typed::prompt_arguments::<A>();
+        let name = self.common.name.clone();
+        FnPrompt {
+            descriptor: self.descriptor(),
+            f: Arc::new(
+                move |get| match typed::prompt_arguments_of::<A>(&name, &get.arguments) {
+                    Ok(args) => Box::pin(f(args, get)),
+                    Err(e) => Box::pin(async move { Err(e) }),
+                },
+            ),
         }
     }
 }

@@ -1,10 +1,14 @@
-//! Tool input schemas: one compiled JSON Schema validator per tool, and the
-//! `x-mcp-header` annotations (reference §6.5) checked when the tool is added.
+//! Tool schemas: one compiled JSON Schema validator per tool for its input
+//! (arguments) and, when it declares one, its output (`structuredContent`).
+//! The `x-mcp-header` annotations of the input schema are checked at the same
+//! time (see `headers.rs`).
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
+use super::content::CallToolResult;
+use super::headers::{HeaderParam, header_params};
 use crate::protocol::McpError;
 
 /// Most validation errors reported in one `-32602` `data.errors`.
@@ -31,20 +35,20 @@ pub enum ToolError {
         /// What is wrong.
         message: String,
     },
+    /// The output schema is not a JSON object, or does not compile.
+    #[error("tool {tool}: invalid output schema: {message}")]
+    InvalidOutputSchema {
+        /// The tool name.
+        tool: String,
+        /// What is wrong.
+        message: String,
+    },
 }
 
-/// One argument mirrored into an `Mcp-Param-*` header.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) struct HeaderParam {
-    /// Property names from the root of `arguments` to the annotated property.
-    pub path: Vec<String>,
-    /// The annotation value (e.g. `Region` → header `Mcp-Param-Region`).
-    pub name: String,
-}
-
-/// A tool's compiled input schema.
+/// A tool's compiled schemas.
 pub(crate) struct CompiledSchema {
-    validator: jsonschema::Validator,
+    input: jsonschema::Validator,
+    output: Option<jsonschema::Validator>,
     pub headers: Vec<HeaderParam>,
 }
 
@@ -52,18 +56,53 @@ impl std::fmt::Debug for CompiledSchema {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("CompiledSchema")
             .field("headers", &self.headers)
+            .field("output", &self.output.is_some())
             .finish()
     }
 }
 
+/// Compiles `schema` without ever letting a panic of the compiler out.
+fn build(schema: &Value) -> Result<jsonschema::Validator, String> {
+    catch_unwind(AssertUnwindSafe(|| jsonschema::validator_for(schema)))
+        .map_err(|_| "the schema compiler panicked".to_owned())?
+        .map_err(|e| e.to_string())
+}
+
+/// The first messages of `instance`'s errors against `validator`, as
+/// `{instancePath, schemaPath, message}` objects (at most
+/// [`MAX_REPORTED_ERRORS`], messages truncated), and the first message.
+fn errors(validator: &jsonschema::Validator, instance: &Value) -> (Vec<Value>, String) {
+    let mut out = Vec::new();
+    let mut first = None;
+    for error in validator.iter_errors(instance).take(MAX_REPORTED_ERRORS) {
+        // Messages may quote the offending value: keep them short, so a huge
+        // or secret value is not echoed back whole.
+        let message = truncate(error.to_string(), MAX_MESSAGE_LEN);
+        if first.is_none() {
+            first = Some(message.clone());
+        }
+        out.push(json!({
+            "instancePath": error.instance_path().as_str(),
+            "schemaPath": error.schema_path().as_str(),
+            "message": message,
+        }));
+    }
+    (out, first.unwrap_or_else(|| "invalid".into()))
+}
+
 impl CompiledSchema {
-    /// Compiles `schema` of tool `tool` and checks its `x-mcp-header` annotations.
-    pub(crate) fn compile(tool: &str, schema: &Value) -> Result<CompiledSchema, ToolError> {
+    /// Compiles the `input` schema of tool `tool` (checking its `x-mcp-header`
+    /// annotations) and its `output` schema, if any.
+    pub(crate) fn compile(
+        tool: &str,
+        input: &Value,
+        output: Option<&Value>,
+    ) -> Result<CompiledSchema, ToolError> {
         let invalid = |message: String| ToolError::InvalidSchema {
             tool: tool.to_owned(),
             message,
         };
-        let root = schema
+        let root = input
             .as_object()
             .ok_or_else(|| invalid("the input schema must be a JSON object".into()))?;
         if root.get("type") != Some(&Value::from("object")) {
@@ -71,199 +110,90 @@ impl CompiledSchema {
                 "the input schema must have \"type\": \"object\" at its root".into(),
             ));
         }
-        let compiled = catch_unwind(AssertUnwindSafe(|| jsonschema::validator_for(schema)))
-            .map_err(|_| invalid("the schema compiler panicked".into()))?
-            .map_err(|e| invalid(e.to_string()))?;
+        let compiled = build(input).map_err(invalid)?;
         let headers =
-            header_params(schema).map_err(|message| ToolError::InvalidHeaderAnnotation {
+            header_params(input).map_err(|message| ToolError::InvalidHeaderAnnotation {
                 tool: tool.to_owned(),
                 message,
             })?;
+        let output = match output {
+            None => None,
+            Some(schema) => {
+                let invalid = |message: String| ToolError::InvalidOutputSchema {
+                    tool: tool.to_owned(),
+                    message,
+                };
+                if !schema.is_object() {
+                    return Err(invalid("the output schema must be a JSON object".into()));
+                }
+                Some(build(schema).map_err(invalid)?)
+            }
+        };
         Ok(CompiledSchema {
-            validator: compiled,
+            input: compiled,
+            output,
             headers,
         })
     }
 
-    /// Validates `arguments`: `-32602` with `data.errors` (`instancePath`,
-    /// `schemaPath`, `message`; at most [`MAX_REPORTED_ERRORS`]) when invalid.
-    pub(crate) fn validate(
-        &self,
-        tool: &str,
-        arguments: &Map<String, Value>,
-    ) -> Result<(), McpError> {
-        let instance = Value::Object(arguments.clone());
-        if self.validator.is_valid(&instance) {
+    /// Validates `arguments` (an object): `-32602` with `data.errors`
+    /// (`instancePath`, `schemaPath`, `message`; at most
+    /// [`MAX_REPORTED_ERRORS`]) when invalid.
+    pub(crate) fn validate(&self, tool: &str, arguments: &Value) -> Result<(), McpError> {
+        if self.input.is_valid(arguments) {
             return Ok(());
         }
-        let mut errors = Vec::new();
-        let mut first = None;
-        for error in self
-            .validator
-            .iter_errors(&instance)
-            .take(MAX_REPORTED_ERRORS)
-        {
-            // Messages may quote the offending value: keep them short, so a huge
-            // or secret argument is not echoed back whole.
-            let message = truncate(error.to_string(), MAX_MESSAGE_LEN);
-            if first.is_none() {
-                first = Some(message.clone());
-            }
-            errors.push(json!({
-                "instancePath": error.instance_path().as_str(),
-                "schemaPath": error.schema_path().as_str(),
-                "message": message,
-            }));
-        }
+        let (errors, first) = errors(&self.input, arguments);
         Err(McpError::invalid_params_with(
             format!(
-                "Invalid params: arguments do not match the input schema of tool {tool}: {}",
-                first.unwrap_or_else(|| "invalid".into())
+                "Invalid params: arguments do not match the input schema of tool {tool}: {first}"
             ),
             json!({ "errors": errors }),
         ))
     }
-}
 
-/// Whether `s` is a non-empty RFC 9110 token.
-fn is_token(s: &str) -> bool {
-    !s.is_empty()
-        && s.bytes().all(|b| {
-            b.is_ascii_alphanumeric()
-                || matches!(
-                    b,
-                    b'!' | b'#'
-                        | b'$'
-                        | b'%'
-                        | b'&'
-                        | b'\''
-                        | b'*'
-                        | b'+'
-                        | b'-'
-                        | b'.'
-                        | b'^'
-                        | b'_'
-                        | b'`'
-                        | b'|'
-                        | b'~'
-                )
-        })
-}
-
-/// Keywords whose value is a map of name → subschema (the map itself is not a schema).
-const SCHEMA_MAPS: &[&str] = &[
-    "properties",
-    "patternProperties",
-    "$defs",
-    "definitions",
-    "dependentSchemas",
-];
-
-/// Counts the `x-mcp-header` keys anywhere in the schema tree.
-fn count_annotations(schema: &Value) -> usize {
-    match schema {
-        Value::Object(map) => map
-            .iter()
-            .map(|(k, v)| {
-                if k == "x-mcp-header" {
-                    1
-                } else if SCHEMA_MAPS.contains(&k.as_str()) {
-                    match v {
-                        Value::Object(children) => children.values().map(count_annotations).sum(),
-                        other => count_annotations(other),
-                    }
-                } else if k == "const" || k == "enum" || k == "default" || k == "examples" {
-                    0
-                } else {
-                    count_annotations(v)
-                }
-            })
-            .sum(),
-        Value::Array(items) => items.iter().map(count_annotations).sum(),
-        _ => 0,
-    }
-}
-
-/// The `x-mcp-header` annotations reachable through `properties` chains, checked
-/// against §6.5: non-empty token, unique (case-insensitively), only on `string`,
-/// `integer` or `boolean` properties, and nowhere else in the schema.
-pub(crate) fn header_params(schema: &Value) -> Result<Vec<HeaderParam>, String> {
-    let mut found = Vec::new();
-    collect(schema, &mut Vec::new(), &mut found)?;
-    let total = count_annotations(schema);
-    if total != found.len() {
-        return Err(format!(
-            "{} x-mcp-header annotation(s) are not reachable through properties alone (items, anyOf/oneOf/allOf/not, if/then/else, $ref and $defs are not allowed)",
-            total - found.len()
-        ));
-    }
-    for (i, a) in found.iter().enumerate() {
-        if found[..i]
-            .iter()
-            .any(|b| b.name.eq_ignore_ascii_case(&a.name))
-        {
-            return Err(format!(
-                "header name {:?} is used more than once (names are case-insensitive)",
-                a.name
+    /// Checks a completed result against the output schema. A tool with an
+    /// output schema must give every successful result (`isError` unset) a
+    /// `structuredContent` that conforms; otherwise the result is replaced by
+    /// an `isError: true` result saying so (the non-conforming content is
+    /// never sent) and the detail is logged. Error results and tools without
+    /// an output schema pass unchanged.
+    pub(crate) fn check_output(&self, tool: &str, result: CallToolResult) -> CallToolResult {
+        let Some(validator) = &self.output else {
+            return result;
+        };
+        if result.is_error {
+            return result;
+        }
+        let Some(structured) = &result.structured_content else {
+            tracing::warn!(
+                tool,
+                "a tool with an outputSchema returned no structuredContent"
+            );
+            return CallToolResult::error(format!(
+                "Output validation error: tool {tool} declares an outputSchema but returned no structuredContent"
             ));
+        };
+        if validator.is_valid(structured) {
+            return result;
         }
+        let (errors, first) = errors(validator, structured);
+        let errors = Value::Array(errors);
+        tracing::warn!(tool, %errors, "structuredContent does not match the outputSchema");
+        CallToolResult::error(format!(
+            "Output validation error: the structuredContent of tool {tool} does not match its outputSchema: {first}"
+        ))
     }
-    Ok(found)
-}
-
-fn collect(
-    schema: &Value,
-    path: &mut Vec<String>,
-    out: &mut Vec<HeaderParam>,
-) -> Result<(), String> {
-    let Some(props) = schema.get("properties").and_then(Value::as_object) else {
-        return Ok(());
-    };
-    for (name, prop) in props {
-        path.push(name.clone());
-        if let Some(annotation) = prop.get("x-mcp-header") {
-            let where_ = path.join(".");
-            let header = annotation
-                .as_str()
-                .ok_or_else(|| format!("property {where_}: the annotation must be a string"))?;
-            if !is_token(header) {
-                return Err(format!(
-                    "property {where_}: {header:?} is not a non-empty RFC 9110 token"
-                ));
-            }
-            match prop.get("type").and_then(Value::as_str) {
-                Some("string" | "integer" | "boolean") => {}
-                _ => {
-                    return Err(format!(
-                        "property {where_}: only string, integer and boolean properties may carry x-mcp-header"
-                    ));
-                }
-            }
-            out.push(HeaderParam {
-                path: path.clone(),
-                name: header.to_owned(),
-            });
-        }
-        collect(prop, path, out)?;
-        path.pop();
-    }
-    Ok(())
 }
 
 /// The value at `path` in `arguments`, if present.
-pub(crate) fn lookup<'a>(arguments: &'a Map<String, Value>, path: &[String]) -> Option<&'a Value> {
-    let (first, rest) = path.split_first()?;
-    let mut value = arguments.get(first)?;
-    for key in rest {
-        value = value.as_object()?.get(key)?;
-    }
-    Some(value)
-}
+pub(crate) use super::headers::lookup;
 
 /// Longest validation message reported per error.
-const MAX_MESSAGE_LEN: usize = 300;
+pub(crate) const MAX_MESSAGE_LEN: usize = 300;
 
-fn truncate(mut message: String, max: usize) -> String {
+/// `message` cut to at most `max` bytes (on a character boundary) plus `…`.
+pub(crate) fn truncate(mut message: String, max: usize) -> String {
     if message.len() > max {
         let mut cut = max;
         while !message.is_char_boundary(cut) {
@@ -280,61 +210,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn valid_annotations_are_collected_in_order() {
-        let schema = json!({"type": "object", "properties": {
-            "region": {"type": "string", "x-mcp-header": "Region"},
-            "opts": {"type": "object", "properties": {"n": {"type": "integer", "x-mcp-header": "Count"}}},
-            "plain": {"type": "number"}
-        }});
-        let h = header_params(&schema).unwrap();
-        assert_eq!(
-            h,
-            vec![
-                HeaderParam {
-                    path: vec!["region".into()],
-                    name: "Region".into()
-                },
-                HeaderParam {
-                    path: vec!["opts".into(), "n".into()],
-                    name: "Count".into()
-                },
-            ]
-        );
-        let args = json!({"opts": {"n": 3}}).as_object().unwrap().clone();
-        assert_eq!(lookup(&args, &h[1].path), Some(&json!(3)));
-        assert_eq!(lookup(&args, &h[0].path), None);
-    }
-
-    #[test]
-    fn invalid_annotations_are_refused() {
-        let bad = [
-            json!({"type": "object", "properties": {"a": {"type": "string", "x-mcp-header": ""}}}),
-            json!({"type": "object", "properties": {"a": {"type": "string", "x-mcp-header": "Re gion"}}}),
-            json!({"type": "object", "properties": {"a": {"type": "string", "x-mcp-header": 5}}}),
-            json!({"type": "object", "properties": {"a": {"type": "number", "x-mcp-header": "A"}}}),
-            json!({"type": "object", "properties": {"a": {"x-mcp-header": "A"}}}),
-            json!({"type": "object", "properties": {
-                "a": {"type": "string", "x-mcp-header": "Dup"},
-                "b": {"type": "string", "x-mcp-header": "dup"}}}),
-            json!({"type": "object", "properties": {
-                "a": {"type": "array", "items": {"type": "string", "x-mcp-header": "A"}}}}),
-            json!({"type": "object", "anyOf": [{"properties": {"a": {"type": "string", "x-mcp-header": "A"}}}]}),
-            json!({"type": "object", "$defs": {"x": {"type": "string", "x-mcp-header": "A"}},
-                "properties": {"a": {"$ref": "#/$defs/x"}}}),
-        ];
-        for schema in bad {
-            assert!(header_params(&schema).is_err(), "{schema}");
-            assert!(matches!(
-                CompiledSchema::compile("t", &schema),
-                Err(ToolError::InvalidHeaderAnnotation { .. })
-            ));
-        }
-        // A property literally named x-mcp-header is not an annotation.
-        let ok = json!({"type": "object", "properties": {"x-mcp-header": {"type": "object"}}});
-        assert_eq!(header_params(&ok).unwrap(), vec![]);
-    }
-
-    #[test]
     fn bad_schemas_are_reported_not_panicked() {
         for schema in [
             json!("string"),
@@ -345,7 +220,7 @@ mod tests {
         ] {
             assert!(
                 matches!(
-                    CompiledSchema::compile("t", &schema),
+                    CompiledSchema::compile("t", &schema, None),
                     Err(ToolError::InvalidSchema { .. })
                 ),
                 "{schema}"
@@ -359,13 +234,11 @@ mod tests {
             "t",
             &json!({"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"],
                 "additionalProperties": false}),
+            None,
         )
         .unwrap();
-        s.validate("t", json!({"n": 1}).as_object().unwrap())
-            .unwrap();
-        let err = s
-            .validate("t", json!({"n": "x"}).as_object().unwrap())
-            .unwrap_err();
+        s.validate("t", &json!({"n": 1})).unwrap();
+        let err = s.validate("t", &json!({"n": "x"})).unwrap_err();
         assert_eq!(err.code(), -32602);
         let data = err.to_error_object().data.unwrap();
         assert_eq!(data["errors"][0]["instancePath"], "/n");
@@ -375,10 +248,40 @@ mod tests {
                 .unwrap()
                 .contains("integer")
         );
-        let err = s.validate("t", &Map::new()).unwrap_err();
+        let err = s.validate("t", &json!({})).unwrap_err();
         assert_eq!(
             err.to_error_object().data.unwrap()["errors"][0]["instancePath"],
             ""
         );
+    }
+
+    #[test]
+    fn output_is_checked_only_when_an_output_schema_is_declared() {
+        let out =
+            json!({"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]});
+        let input = json!({"type": "object"});
+        let s = CompiledSchema::compile("t", &input, Some(&out)).unwrap();
+        let good = CallToolResult::text("{}").with_structured(json!({"n": 1}));
+        assert_eq!(s.check_output("t", good.clone()), good);
+        let refused = s.check_output(
+            "t",
+            CallToolResult::text("x").with_structured(json!({"n": "1"})),
+        );
+        assert!(refused.is_error && refused.structured_content.is_none());
+        let missing = s.check_output("t", CallToolResult::text("x"));
+        assert!(missing.is_error);
+        // Error results pass as they are.
+        let error = CallToolResult::error("failed");
+        assert_eq!(s.check_output("t", error.clone()), error);
+        // Without an output schema anything goes.
+        let free = CompiledSchema::compile("t", &input, None).unwrap();
+        let any = CallToolResult::text("x").with_structured(json!([1, 2]));
+        assert_eq!(free.check_output("t", any.clone()), any);
+        for bad in [json!("not a schema"), json!({"type": 12})] {
+            assert!(matches!(
+                CompiledSchema::compile("t", &input, Some(&bad)),
+                Err(ToolError::InvalidOutputSchema { .. })
+            ));
+        }
     }
 }

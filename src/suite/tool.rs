@@ -4,9 +4,15 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 
+use schemars::JsonSchema;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
 use serde_json::{Map, Value, json};
 
 use super::content::CallToolResult;
+use super::describe::{Builder, Common};
+pub use super::input_required::InputRequired;
+use super::typed::{self, CallError};
 use crate::mux::Channel;
 use crate::protocol::McpError;
 
@@ -50,14 +56,7 @@ impl ToolDescriptor {
 
     /// The `Tool` object as served by `tools/list`.
     pub fn to_json(&self) -> Value {
-        let mut map = Map::new();
-        map.insert("name".into(), Value::from(self.name.clone()));
-        if let Some(t) = &self.title {
-            map.insert("title".into(), Value::from(t.clone()));
-        }
-        if let Some(d) = &self.description {
-            map.insert("description".into(), Value::from(d.clone()));
-        }
+        let mut map = Common::head(&self.name, self.title.as_ref(), self.description.as_ref());
         map.insert("inputSchema".into(), self.input_schema.clone());
         if let Some(o) = &self.output_schema {
             map.insert("outputSchema".into(), o.clone());
@@ -120,75 +119,6 @@ impl ToolCall {
     }
 }
 
-/// A round that needs input from the client (MRTR): `resultType: "input_required"`.
-///
-/// Each input request's method needs its client capability declared on the
-/// request (`elicitation/create` → `elicitation` (`elicitation.url` for URL
-/// mode), `sampling/createMessage` → `sampling` (`sampling.tools` when passing
-/// tools), `roots/list` → `roots`); otherwise the suite answers `-32021` naming
-/// every missing capability. The suite seals `state` into `requestState`.
-#[derive(Clone, Debug, Default, PartialEq)]
-#[non_exhaustive]
-pub struct InputRequired {
-    /// `inputRequests`: key -> `{"method": ..., "params": ...}`.
-    pub input_requests: Map<String, Value>,
-    /// State to carry to the retry; the suite seals it (integrity, binding to the
-    /// tool and its arguments, expiry) into `requestState`.
-    pub state: Option<Value>,
-}
-
-impl InputRequired {
-    /// No requests yet.
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    /// Adds an input request.
-    pub fn request(mut self, key: impl Into<String>, method: &str, params: Value) -> Self {
-        self.input_requests
-            .insert(key.into(), json!({"method": method, "params": params}));
-        self
-    }
-
-    /// Adds a form-mode `elicitation/create` request.
-    pub fn elicit(self, key: impl Into<String>, message: &str, requested_schema: Value) -> Self {
-        self.request(
-            key,
-            "elicitation/create",
-            json!({"mode": "form", "message": message, "requestedSchema": requested_schema}),
-        )
-    }
-
-    /// Adds a `sampling/createMessage` request with one user text message.
-    pub fn sample(self, key: impl Into<String>, prompt: &str, max_tokens: u64) -> Self {
-        self.request(
-            key,
-            "sampling/createMessage",
-            json!({
-                "messages": [{"role": "user", "content": {"type": "text", "text": prompt}}],
-                "maxTokens": max_tokens,
-            }),
-        )
-    }
-
-    /// Adds a `roots/list` request.
-    pub fn list_roots(self, key: impl Into<String>) -> Self {
-        self.request(key, "roots/list", json!({}))
-    }
-
-    /// Sets the state carried to the retry.
-    pub fn with_state(mut self, state: Value) -> Self {
-        self.state = Some(state);
-        self
-    }
-
-    /// Whether the round asks for nothing and carries no state (invalid: the
-    /// suite answers `-32603`).
-    pub fn is_empty(&self) -> bool {
-        self.input_requests.is_empty() && self.state.is_none()
-    }
-}
-
 /// What a tool returns.
 #[derive(Clone, Debug, PartialEq)]
 #[non_exhaustive]
@@ -226,20 +156,7 @@ pub trait Tool: Send + Sync + 'static {
 
 type ToolFn = dyn Fn(ToolCall) -> BoxFuture<Result<ToolOutcome, McpError>> + Send + Sync;
 
-/// A tool built from a descriptor and an async closure.
-///
-/// ```
-/// use genmcp::suite::{ToolBuilder, CallToolResult};
-/// use serde_json::json;
-/// let echo = ToolBuilder::new("echo")
-///     .description("Echoes its text argument")
-///     .input_schema(json!({"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}))
-///     .handler(|call| async move {
-///         let text = call.arguments["text"].as_str().unwrap_or_default().to_owned();
-///         Ok(CallToolResult::text(text).into())
-///     });
-/// assert_eq!(genmcp::suite::Tool::descriptor(&echo).name, "echo");
-/// ```
+/// A tool built from a descriptor and an async closure (see [`ToolBuilder`]).
 pub struct FnTool {
     descriptor: ToolDescriptor,
     f: Arc<ToolFn>,
@@ -255,53 +172,114 @@ impl Tool for FnTool {
     }
 }
 
-/// Builds a [`FnTool`].
-pub struct ToolBuilder {
-    descriptor: ToolDescriptor,
+/// The tool-specific part of a [`ToolBuilder`]: schemas and annotations.
+#[derive(Clone, Debug)]
+pub struct ToolParts {
+    input_schema: Value,
+    output_schema: Option<Value>,
+    annotations: Option<Value>,
 }
 
-impl ToolBuilder {
+/// Builds a [`FnTool`]: the shared setters of [`Builder`] (`title`,
+/// `description`, `icon`, `meta`, `field`) plus schemas, annotations and a
+/// handler.
+///
+/// A typed tool takes its arguments as a Rust type and returns a Rust type;
+/// both schemas are generated (see [`input_schema`](super::input_schema)):
+///
+/// ```
+/// use genmcp::suite::{CallError, Tool, ToolBuilder};
+/// use schemars::JsonSchema;
+/// use serde::{Deserialize, Serialize};
+///
+/// #[derive(Deserialize, JsonSchema)]
+/// struct AddArgs {
+///     /// First term.
+///     a: i64,
+///     /// Second term.
+///     b: i64,
+/// }
+///
+/// #[derive(Serialize, JsonSchema)]
+/// struct Sum {
+///     sum: i64,
+/// }
+///
+/// let add = ToolBuilder::new("add")
+///     .description("Adds two integers")
+///     .typed(|args: AddArgs, _call| async move {
+///         let sum = args.a.checked_add(args.b).ok_or_else(|| CallError::tool("overflow"))?;
+///         Ok(Sum { sum })
+///     });
+/// let d = add.descriptor();
+/// assert_eq!(d.input_schema["required"], serde_json::json!(["a", "b"]));
+/// assert_eq!(d.output_schema.as_ref().unwrap()["properties"]["sum"]["type"], "integer");
+/// ```
+///
+/// A hand-written tool:
+///
+/// ```
+/// use genmcp::suite::{ToolBuilder, CallToolResult};
+/// use serde_json::json;
+/// let echo = ToolBuilder::new("echo")
+///     .description("Echoes its text argument")
+///     .input_schema(json!({"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}))
+///     .handler(|call| async move {
+///         let text = call.arguments["text"].as_str().unwrap_or_default().to_owned();
+///         Ok(CallToolResult::text(text).into())
+///     });
+/// assert_eq!(genmcp::suite::Tool::descriptor(&echo).name, "echo");
+/// ```
+pub type ToolBuilder = Builder<ToolParts>;
+
+impl Builder<ToolParts> {
     /// Starts a tool named `name` with an empty object input schema.
     pub fn new(name: impl Into<String>) -> Self {
-        ToolBuilder {
-            descriptor: ToolDescriptor::new(name),
-        }
-    }
-
-    /// Sets the title.
-    pub fn title(mut self, title: impl Into<String>) -> Self {
-        self.descriptor.title = Some(title.into());
-        self
-    }
-
-    /// Sets the description.
-    pub fn description(mut self, description: impl Into<String>) -> Self {
-        self.descriptor.description = Some(description.into());
-        self
+        Builder::with_kind(
+            name,
+            ToolParts {
+                input_schema: json!({"type": "object"}),
+                output_schema: None,
+                annotations: None,
+            },
+        )
     }
 
     /// Sets the input schema (served verbatim, validated against before each call).
     pub fn input_schema(mut self, schema: Value) -> Self {
-        self.descriptor.input_schema = schema;
+        self.kind.input_schema = schema;
         self
     }
 
-    /// Sets the output schema.
+    /// Sets the output schema (served verbatim; every successful result's
+    /// `structuredContent` is validated against it).
     pub fn output_schema(mut self, schema: Value) -> Self {
-        self.descriptor.output_schema = Some(schema);
+        self.kind.output_schema = Some(schema);
         self
     }
 
     /// Sets the annotations.
     pub fn annotations(mut self, annotations: Value) -> Self {
-        self.descriptor.annotations = Some(annotations);
+        self.kind.annotations = Some(annotations);
         self
     }
 
-    /// Adds another descriptor field (e.g. `icons`, `_meta`).
-    pub fn field(mut self, key: impl Into<String>, value: Value) -> Self {
-        self.descriptor.extra.insert(key.into(), value);
-        self
+    fn descriptor(self) -> ToolDescriptor {
+        let Common {
+            name,
+            title,
+            description,
+            extra,
+        } = self.common;
+        ToolDescriptor {
+            name,
+            title,
+            description,
+            input_schema: self.kind.input_schema,
+            output_schema: self.kind.output_schema,
+            annotations: self.kind.annotations,
+            extra,
+        }
     }
 
     /// Finishes the tool with its async handler.
@@ -311,8 +289,61 @@ impl ToolBuilder {
         Fut: Future<Output = Result<ToolOutcome, McpError>> + Send + 'static,
     {
         FnTool {
-            descriptor: self.descriptor,
+            descriptor: self.descriptor(),
             f: Arc::new(move |call| Box::pin(f(call))),
+        }
+    }
+
+    /// Finishes a tool whose arguments are an `A` (input schema generated from
+    /// it) and whose handler returns any [`ToolOutcome`] (content blocks,
+    /// MRTR rounds). Arguments that pass the schema but do not deserialize are
+    /// answered `-32602` like a schema failure; the handler does not run.
+    pub fn typed_args<A, F, Fut>(self, f: F) -> FnTool
+    where
+        A: DeserializeOwned + JsonSchema + 'static,
+        F: Fn(A, ToolCall) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<ToolOutcome, McpError>> + Send + 'static,
+    {
+        let builder = self.input_schema(typed::input_schema::<A>());
+        let name = builder.common.name.clone();
+        FnTool {
+            descriptor: builder.descriptor(),
+            f: Arc::new(
+                move |call| match typed::tool_arguments::<A>(&name, &call.arguments) {
+                    Ok(args) => Box::pin(f(args, call)),
+                    Err(e) => Box::pin(async move { Err(e) }),
+                },
+            ),
+        }
+    }
+
+    /// Finishes a typed tool: arguments arrive as an `A`, the handler returns
+    /// an `O` or a [`CallError`]. Both schemas are generated; the output is sent
+    /// as `structuredContent` plus a text block with the same JSON (and, like
+    /// every output, validated against the output schema).
+    pub fn typed<A, O, F, Fut>(self, f: F) -> FnTool
+    where
+        A: DeserializeOwned + JsonSchema + 'static,
+        O: Serialize + JsonSchema + 'static,
+        F: Fn(A, ToolCall) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<O, CallError>> + Send + 'static,
+    {
+        let builder = self
+            .input_schema(typed::input_schema::<A>())
+            .output_schema(typed::output_schema::<O>());
+        let name = builder.common.name.clone();
+        FnTool {
+            descriptor: builder.descriptor(),
+            f: Arc::new(
+                move |call| match typed::tool_arguments::<A>(&name, &call.arguments) {
+                    Ok(args) => {
+                        let name = name.clone();
+                        let fut = f(args, call);
+                        Box::pin(async move { typed::finish(&name, fut.await) })
+                    }
+                    Err(e) => Box::pin(async move { Err(e) }),
+                },
+            ),
         }
     }
 }

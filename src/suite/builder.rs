@@ -1,0 +1,216 @@
+//! [`SuiteBuilder`]: the settings of a [`Suite`] and the items it starts with.
+
+use super::*;
+
+/// Builds a [`Suite`].
+///
+/// Defaults: every cache hint `ttlMs: 0`, `public`; page size
+/// [`DEFAULT_PAGE_SIZE`]; cursors live [`DEFAULT_CURSOR_TTL`], request states
+/// [`DEFAULT_REQUEST_STATE_TTL`]; a random token key per suite.
+pub struct SuiteBuilder<H> {
+    info: Implementation,
+    instructions: Option<String>,
+    discover_cache: CacheHint,
+    list_cache: CacheHint,
+    tools_cache: Option<CacheHint>,
+    prompts_cache: Option<CacheHint>,
+    resources_cache: Option<CacheHint>,
+    read_cache: CacheHint,
+    page_size: usize,
+    cursor_ttl: Duration,
+    request_state_ttl: Duration,
+    secret: Option<[u8; 32]>,
+    logging: bool,
+    catalog: Catalog,
+    handler: H,
+}
+
+impl Suite<NoSubscriptions> {
+    /// Starts a suite for the server `info`.
+    pub fn builder(info: Implementation) -> SuiteBuilder<NoSubscriptions> {
+        SuiteBuilder {
+            info,
+            instructions: None,
+            discover_cache: CacheHint::default(),
+            list_cache: CacheHint::default(),
+            tools_cache: None,
+            prompts_cache: None,
+            resources_cache: None,
+            read_cache: CacheHint::default(),
+            page_size: DEFAULT_PAGE_SIZE,
+            cursor_ttl: DEFAULT_CURSOR_TTL,
+            request_state_ttl: DEFAULT_REQUEST_STATE_TTL,
+            secret: None,
+            logging: false,
+            catalog: Catalog::new(),
+            handler: NoSubscriptions,
+        }
+    }
+}
+
+impl<H: SubscriptionHandler> SuiteBuilder<H> {
+    /// `instructions` for `server/discover`.
+    pub fn instructions(mut self, text: impl Into<String>) -> Self {
+        self.instructions = Some(text.into());
+        self
+    }
+
+    /// Cache hint of `server/discover` (default `ttlMs: 0`, `public`).
+    pub fn discover_cache(mut self, hint: CacheHint) -> Self {
+        self.discover_cache = hint;
+        self
+    }
+
+    /// Cache hint of the list results not set more precisely (default
+    /// `ttlMs: 0`, `public`).
+    pub fn list_cache(mut self, hint: CacheHint) -> Self {
+        self.list_cache = hint;
+        self
+    }
+
+    /// Cache hint of `tools/list` (default: [`SuiteBuilder::list_cache`]).
+    pub fn tools_cache(mut self, hint: CacheHint) -> Self {
+        self.tools_cache = Some(hint);
+        self
+    }
+
+    /// Cache hint of `prompts/list` (default: [`SuiteBuilder::list_cache`]).
+    pub fn prompts_cache(mut self, hint: CacheHint) -> Self {
+        self.prompts_cache = Some(hint);
+        self
+    }
+
+    /// Cache hint of `resources/list` and `resources/templates/list` for
+    /// providers without their own hint (default: [`SuiteBuilder::list_cache`]).
+    pub fn resources_cache(mut self, hint: CacheHint) -> Self {
+        self.resources_cache = Some(hint);
+        self
+    }
+
+    /// Cache hint of `resources/read` when neither the result nor its provider
+    /// sets one (default `ttlMs: 0`, `public`).
+    pub fn read_cache(mut self, hint: CacheHint) -> Self {
+        self.read_cache = hint;
+        self
+    }
+
+    /// Items per page of the four list methods (default [`DEFAULT_PAGE_SIZE`];
+    /// at least 1).
+    pub fn page_size(mut self, size: usize) -> Self {
+        self.page_size = size.max(1);
+        self
+    }
+
+    /// How long a pagination cursor stays valid (default [`DEFAULT_CURSOR_TTL`]).
+    pub fn cursor_ttl(mut self, ttl: Duration) -> Self {
+        self.cursor_ttl = ttl;
+        self
+    }
+
+    /// How long an MRTR `requestState` stays valid (default
+    /// [`DEFAULT_REQUEST_STATE_TTL`]).
+    pub fn request_state_ttl(mut self, ttl: Duration) -> Self {
+        self.request_state_ttl = ttl;
+        self
+    }
+
+    /// Advertises `logging` (deprecated in 2026-07-28, still specified): say so
+    /// when tools send `notifications/message` with `Channel::send_log` (which
+    /// only ever sends when a request set `io.modelcontextprotocol/logLevel`).
+    pub fn logging(mut self) -> Self {
+        self.logging = true;
+        self
+    }
+
+    /// The key that signs cursors and request states (default: 32 random bytes
+    /// per suite). Give every replica of a multi-node deployment the same key.
+    pub fn secret(mut self, key: [u8; 32]) -> Self {
+        self.secret = Some(key);
+        self
+    }
+
+    /// Uses `catalog` (shared: changes made through any clone are served). Call
+    /// it before adding items through the builder.
+    pub fn catalog(mut self, catalog: Catalog) -> Self {
+        self.catalog = catalog;
+        self
+    }
+
+    /// Adds a tool to the catalog (see [`Catalog::add_tool`]).
+    pub fn tool(self, tool: impl Tool) -> Self {
+        self.catalog.add_tool(tool);
+        self
+    }
+
+    /// Adds a tool, refusing one whose schema is invalid (see [`Catalog::try_add_tool`]).
+    pub fn try_tool(self, tool: impl Tool) -> Result<Self, ToolError> {
+        self.catalog.try_add_tool(tool)?;
+        Ok(self)
+    }
+
+    /// Adds a prompt to the catalog.
+    pub fn prompt(self, prompt: impl Prompt) -> Self {
+        self.catalog.add_prompt(prompt);
+        self
+    }
+
+    /// Adds a resource provider to the catalog.
+    pub fn resources(self, provider: impl ResourceProvider) -> Self {
+        self.catalog.add_resources(provider);
+        self
+    }
+
+    /// Sets the catalog's completer.
+    pub fn completer(self, completer: impl Completer) -> Self {
+        self.catalog.set_completer(completer);
+        self
+    }
+
+    /// Sets the subscription handler.
+    pub fn subscriptions<H2: SubscriptionHandler>(self, handler: H2) -> SuiteBuilder<H2> {
+        SuiteBuilder {
+            info: self.info,
+            instructions: self.instructions,
+            discover_cache: self.discover_cache,
+            list_cache: self.list_cache,
+            tools_cache: self.tools_cache,
+            prompts_cache: self.prompts_cache,
+            resources_cache: self.resources_cache,
+            read_cache: self.read_cache,
+            page_size: self.page_size,
+            cursor_ttl: self.cursor_ttl,
+            request_state_ttl: self.request_state_ttl,
+            secret: self.secret,
+            logging: self.logging,
+            catalog: self.catalog,
+            handler,
+        }
+    }
+
+    /// The suite.
+    pub fn build(self) -> Suite<H> {
+        let sealer = match self.secret {
+            Some(key) => Sealer::new(key),
+            None => Sealer::random(),
+        };
+        Suite {
+            inner: Arc::new(Inner {
+                info: self.info,
+                instructions: self.instructions,
+                discover_cache: self.discover_cache,
+                list_cache: self.list_cache,
+                tools_cache: self.tools_cache,
+                prompts_cache: self.prompts_cache,
+                resources_cache: self.resources_cache,
+                read_cache: self.read_cache,
+                page_size: self.page_size,
+                cursor_ttl: self.cursor_ttl,
+                request_state_ttl: self.request_state_ttl,
+                sealer,
+                logging: self.logging,
+                catalog: self.catalog,
+            }),
+            handler: Arc::new(self.handler),
+        }
+    }
+}

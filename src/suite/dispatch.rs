@@ -1,0 +1,202 @@
+//! What a suite answers before any catalog item runs: capabilities, routing,
+//! `Mcp-Param-*` headers, `server/discover`, and the dispatch of unary requests.
+
+use super::*;
+
+impl<H: SubscriptionHandler> Suite<H> {
+    /// The server implementation.
+    pub fn info(&self) -> &Implementation {
+        &self.inner.info
+    }
+
+    /// The catalog.
+    pub fn catalog(&self) -> &Catalog {
+        &self.inner.catalog
+    }
+
+    /// The subscription handler.
+    pub fn handler(&self) -> Arc<H> {
+        self.handler.clone()
+    }
+
+    /// Stamps `_meta["io.modelcontextprotocol/serverInfo"]` on a result (creating
+    /// `_meta` if needed).
+    pub fn stamp_result(&self, result: &mut Map<String, Value>) {
+        let meta = result
+            .entry("_meta")
+            .or_insert_with(|| Value::Object(Map::new()));
+        if let Value::Object(meta) = meta {
+            meta.insert(
+                keys::SERVER_INFO.into(),
+                serde_json::to_value(&self.inner.info).unwrap_or(Value::Null),
+            );
+        }
+    }
+
+    /// The handler's subscription capabilities for the request on `channel`. A
+    /// panicking handler advertises nothing (and the panic is logged), so one bad
+    /// callback cannot take down a transport.
+    pub fn subscription_capabilities(
+        &self,
+        channel: &Channel,
+    ) -> crate::protocol::SubscriptionCapabilities {
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            self.handler.subscription_capabilities(channel)
+        }))
+        .unwrap_or_else(|_| {
+            tracing::error!("subscription_capabilities panicked; advertising nothing");
+            crate::protocol::SubscriptionCapabilities::none()
+        })
+    }
+
+    /// The capabilities advertised to the request on `channel`: a block for each
+    /// kind the catalog serves, folded with the handler's subscription capabilities.
+    pub fn capabilities(&self, channel: &Channel) -> ServerCapabilities {
+        let catalog = &self.inner.catalog;
+        let mut caps = ServerCapabilities::default();
+        if catalog.has_tools() {
+            caps.tools = Some(Default::default());
+        }
+        if catalog.has_prompts() {
+            caps.prompts = Some(Default::default());
+        }
+        if catalog.has_resources() {
+            caps.resources = Some(Default::default());
+        }
+        if catalog.has_completions() {
+            caps.completions = Some(Map::new());
+        }
+        if self.inner.logging {
+            caps.logging = Some(Map::new());
+        }
+        caps.fold_subscriptions(&self.subscription_capabilities(channel));
+        caps
+    }
+
+    /// Whether the unary `method` is served to the request on `channel`: exactly
+    /// the kinds [`Suite::capabilities`] advertises to it (a kind the handler
+    /// advertises list changes for is served even while the catalog holds none of
+    /// it, with empty lists), so discover and routing never disagree.
+    pub(super) fn serves(&self, method: &str, channel: &Channel) -> bool {
+        if method == methods::DISCOVER {
+            return true;
+        }
+        let caps = self.capabilities(channel);
+        match method {
+            methods::TOOLS_LIST | methods::TOOLS_CALL => caps.tools.is_some(),
+            methods::PROMPTS_LIST | methods::PROMPTS_GET => caps.prompts.is_some(),
+            methods::RESOURCES_LIST
+            | methods::RESOURCES_TEMPLATES_LIST
+            | methods::RESOURCES_READ => caps.resources.is_some(),
+            methods::COMPLETE => caps.completions.is_some(),
+            _ => false,
+        }
+    }
+
+    /// How `method` is served to the request on `channel`, or `-32601` when it is
+    /// unknown, removed, or gated by a capability this server does not advertise.
+    pub fn route(&self, method: &str, channel: &Channel) -> Result<Route, McpError> {
+        if method == methods::LISTEN {
+            return if self.subscription_capabilities(channel).any() {
+                Ok(Route::Listen)
+            } else {
+                Err(McpError::MethodNotFound(method.to_owned()))
+            };
+        }
+        if self.serves(method, channel) {
+            Ok(Route::Unary)
+        } else {
+            Err(McpError::MethodNotFound(method.to_owned()))
+        }
+    }
+
+    /// The `Mcp-Param-*` headers a `tools/call` must carry: one per `x-mcp-header`
+    /// argument of the tool present in the body with a string, integer or boolean
+    /// value (absent and `null` arguments need no header; other types are left to
+    /// argument validation). Other methods and unknown tools need none.
+    pub fn param_headers(
+        &self,
+        method: &str,
+        params: &Map<String, Value>,
+    ) -> Result<Vec<ParamHeader>, McpError> {
+        if method != methods::TOOLS_CALL {
+            return Ok(Vec::new());
+        }
+        let Some(name) = params.get("name").and_then(Value::as_str) else {
+            return Ok(Vec::new());
+        };
+        let Some(entry) = self.inner.catalog.tool_entry(name) else {
+            return Ok(Vec::new());
+        };
+        let Ok(schema) = &entry.schema else {
+            return Ok(Vec::new());
+        };
+        let Some(arguments) = params.get("arguments").and_then(Value::as_object) else {
+            return Ok(Vec::new());
+        };
+        let mut out = Vec::new();
+        for param in &schema.headers {
+            let value = match schema::lookup(arguments, &param.path) {
+                Some(v @ (Value::String(_) | Value::Bool(_))) => v.clone(),
+                Some(Value::Number(n)) if n.is_i64() || n.is_u64() => Value::Number(n.clone()),
+                _ => continue,
+            };
+            out.push(ParamHeader {
+                header: format!("Mcp-Param-{}", param.name),
+                value,
+            });
+        }
+        Ok(out)
+    }
+
+    /// Answers one unary request. The result carries `resultType` and server info.
+    pub fn call(
+        &self,
+        method: &str,
+        params: Map<String, Value>,
+        channel: Channel,
+    ) -> BoxFuture<Result<Map<String, Value>, McpError>> {
+        let suite = self.clone();
+        let method = method.to_owned();
+        Box::pin(async move {
+            if !suite.serves(&method, &channel) {
+                return Err(McpError::MethodNotFound(method));
+            }
+            let mut result = match method.as_str() {
+                methods::DISCOVER => suite.discover(&channel),
+                methods::TOOLS_LIST => suite.list_tools(&params)?,
+                methods::TOOLS_CALL => suite.call_tool(params, channel).await?,
+                methods::PROMPTS_LIST => suite.list_prompts(&params)?,
+                methods::PROMPTS_GET => suite.get_prompt(params, channel).await?,
+                methods::RESOURCES_LIST => suite.list_resources(&params, &channel).await?,
+                methods::RESOURCES_TEMPLATES_LIST => suite.list_templates(&params)?,
+                methods::RESOURCES_READ => suite.read_resource(params, channel).await?,
+                methods::COMPLETE => suite.complete(params, channel).await?,
+                _ => return Err(McpError::MethodNotFound(method)),
+            };
+            if !result.contains_key("resultType") {
+                result.insert("resultType".into(), Value::from("complete"));
+            }
+            suite.stamp_result(&mut result);
+            Ok(result)
+        })
+    }
+
+    pub(super) fn discover(&self, channel: &Channel) -> Map<String, Value> {
+        let mut result = Map::new();
+        result.insert("resultType".into(), Value::from("complete"));
+        result.insert(
+            "supportedVersions".into(),
+            Value::from(SUPPORTED_VERSIONS.to_vec()),
+        );
+        result.insert(
+            "capabilities".into(),
+            serde_json::to_value(self.capabilities(channel)).unwrap_or_default(),
+        );
+        if let Some(text) = &self.inner.instructions {
+            result.insert("instructions".into(), Value::from(text.clone()));
+        }
+        self.inner.discover_cache.apply(&mut result);
+        result
+    }
+}

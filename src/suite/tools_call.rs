@@ -1,0 +1,103 @@
+//! `tools/list` and `tools/call`, and the MRTR helpers every call path uses.
+
+use super::*;
+
+impl<H: SubscriptionHandler> Suite<H> {
+    pub(super) fn list_tools(
+        &self,
+        params: &Map<String, Value>,
+    ) -> Result<Map<String, Value>, McpError> {
+        let tools: Vec<Value> = self
+            .inner
+            .catalog
+            .tools()
+            .iter()
+            .map(|t| t.descriptor().to_json())
+            .collect();
+        let hint = self.inner.tools_cache.unwrap_or(self.inner.list_cache);
+        self.page("tools", "tools", tools, params, hint)
+    }
+
+    pub(super) fn retry(
+        &self,
+        params: &Map<String, Value>,
+        binding: &Binding,
+    ) -> Result<Retry, McpError> {
+        mrtr::parse_retry(&self.inner.sealer, params, binding)
+    }
+
+    pub(super) fn input_required(
+        &self,
+        round: InputRequired,
+        channel: &Channel,
+        binding: &Binding,
+    ) -> Result<Map<String, Value>, McpError> {
+        mrtr::input_required_result(
+            &self.inner.sealer,
+            self.inner.request_state_ttl,
+            round,
+            &channel.meta().client_capabilities,
+            binding,
+        )
+    }
+
+    /// `tools/call`. The tool is looked up before anything else is read (an
+    /// unknown tool is answered at once, whatever the arguments), and the
+    /// arguments are moved out of the params, never copied: validated against
+    /// the input schema, digested for MRTR binding, then handed to the tool. A
+    /// completed result is checked against the tool's output schema.
+    pub(super) async fn call_tool(
+        &self,
+        mut params: Map<String, Value>,
+        channel: Channel,
+    ) -> Result<Map<String, Value>, McpError> {
+        let name = match params.remove("name") {
+            Some(Value::String(n)) => n,
+            _ => {
+                return Err(McpError::invalid_params(
+                    "Invalid params: tools/call requires a string name",
+                ));
+            }
+        };
+        let Some(entry) = self.inner.catalog.tool_entry(&name) else {
+            return Err(McpError::invalid_params_with(
+                format!("Unknown tool: {name}"),
+                json!({ "name": name }),
+            ));
+        };
+        let schema = match &entry.schema {
+            Ok(schema) => schema,
+            Err(e) => {
+                // The detail (compiler messages, schema fragments) is for the
+                // operator, not the client.
+                tracing::error!(tool = %name, error = %e, "tools/call refused: the tool's schema is invalid");
+                return Err(McpError::internal("Internal error: tool unavailable"));
+            }
+        };
+        let arguments = match params.remove("arguments") {
+            None | Some(Value::Null) => Value::Object(Map::new()),
+            Some(object @ Value::Object(_)) => object,
+            Some(_) => {
+                return Err(McpError::invalid_params(
+                    "Invalid params: arguments must be an object",
+                ));
+            }
+        };
+        schema.validate(&name, &arguments)?;
+        let binding = Binding::new(methods::TOOLS_CALL, &name, &arguments);
+        let retry = self.retry(&params, &binding)?;
+        let Value::Object(arguments) = arguments else {
+            return Err(McpError::internal("Internal error"));
+        };
+        let call = ToolCall {
+            arguments,
+            channel: channel.clone(),
+            input_responses: retry.input_responses,
+            request_state: retry.request_state,
+        };
+        match entry.tool.call(call).await? {
+            ToolOutcome::Complete(result) => Ok(schema.check_output(&name, result).into_map()),
+            ToolOutcome::InputRequired(round) => self.input_required(round, &channel, &binding),
+        }
+    }
+}
