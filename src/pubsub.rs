@@ -164,7 +164,14 @@ impl<M: Send + 'static> Inbox<M> {
                 if signal.is_set() {
                     return Err(InboxError::Closed);
                 }
-                tx.send(msg).await.map_err(|_| InboxError::Closed)
+                // Room at once is the common case: skip the waiting machinery.
+                match tx.try_send(msg) {
+                    Ok(()) => Ok(()),
+                    Err(TrySendError::Full(msg)) => {
+                        tx.send(msg).await.map_err(|_| InboxError::Closed)
+                    }
+                    Err(TrySendError::Closed(_)) => Err(InboxError::Closed),
+                }
             }
             Target::Sink(sink) => sink.deliver(msg).await,
         }

@@ -2,11 +2,11 @@ use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
-use bytes::Bytes;
+use super::outbox::TrySendError;
 use futures_util::task::AtomicWaker;
 use serde_json::{Map, Value};
-use tokio::sync::mpsc::error::TrySendError;
 
+use super::frame::StreamTag;
 use super::shared::Kind;
 use super::{Assigns, Frame, Outbox, SharedNotification};
 use crate::protocol::jsonrpc::encode_notification;
@@ -62,12 +62,11 @@ pub enum ChannelError {
 struct Listen {
     /// The honoured filter; its URIs sorted, for a binary search per event.
     honoured: OnceLock<SubscriptionFilter>,
-    /// The subscription id as JSON text, spliced into every notification.
-    id_json: Bytes,
+    /// Shared with every frame of the stream: the subscription id as JSON text,
+    /// spliced into every notification, and the revocation flag, set on cancel
+    /// (and on an overflow cut) so frames already queued are skipped.
+    tag: Arc<StreamTag>,
     spill_limit: usize,
-    /// Shared with every frame of the stream: set on cancel (and on an overflow
-    /// cut), so frames already queued are skipped by the writer.
-    revoked: Arc<AtomicBool>,
     /// Set by a cancel: nothing more goes out, not even a final frame.
     cancelled: AtomicBool,
     /// Whether the spill queue holds frames (read without the lock).
@@ -132,12 +131,14 @@ impl Channel {
         outbox: Outbox,
         spill_limit: usize,
     ) -> Self {
-        let id_json = serde_json::to_vec(&id).unwrap_or_default().into();
+        let tag = Arc::new(StreamTag {
+            id_json: serde_json::to_vec(&id).unwrap_or_default().into(),
+            revoked: AtomicBool::new(false),
+        });
         let listen = Listen {
             honoured: OnceLock::new(),
-            id_json,
+            tag,
             spill_limit,
-            revoked: Arc::new(AtomicBool::new(false)),
             cancelled: AtomicBool::new(false),
             spilled: AtomicBool::new(false),
             attention: AtomicWaker::new(),
@@ -268,10 +269,10 @@ impl Channel {
                 uri: notification.uri().map(str::to_owned),
             });
         }
-        let (head, tail) = notification.parts();
-        let mut frame = Frame::spliced(head.clone(), listen.id_json.clone(), tail.clone());
-        frame.revoked = Some(listen.revoked.clone());
-        self.push(frame, false)
+        self.push(
+            Frame::shared(notification.clone(), listen.tag.clone()),
+            false,
+        )
     }
 
     /// Whether this listen stream's honoured filter lets `notification` through
@@ -420,7 +421,7 @@ impl Channel {
         pending.clear();
         if let Some(listen) = &self.inner.listen {
             listen.cancelled.store(true, Ordering::Release);
-            listen.revoked.store(true, Ordering::Release);
+            listen.tag.revoked.store(true, Ordering::Release);
             listen.spilled.store(false, Ordering::Release);
         }
     }
@@ -438,7 +439,7 @@ impl Channel {
             return Err(ChannelError::Closed);
         }
         self.inner.state.store(CLOSED, Ordering::Release);
-        listen.revoked.store(true, Ordering::Release);
+        listen.tag.revoked.store(true, Ordering::Release);
         pending.clear();
         // Not tagged with the revocation flag: this one must go out.
         match self.inner.outbox.try_send(Frame::last(bytes)) {
@@ -521,13 +522,15 @@ impl Channel {
 
     /// A frame of this channel (tagged with the stream's revocation flag).
     fn frame(&self, bytes: Vec<u8>, last: bool) -> Frame {
-        let mut frame = if last {
+        let frame = if last {
             Frame::last(bytes)
         } else {
             Frame::message(bytes)
         };
-        frame.revoked = self.inner.listen.as_ref().map(|l| l.revoked.clone());
-        frame
+        match &self.inner.listen {
+            Some(listen) => frame.tagged(&listen.tag),
+            None => frame,
+        }
     }
 
     fn stamp(&self, params: &mut Map<String, Value>) {
@@ -623,15 +626,15 @@ fn number(x: f64) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::mux::{OutboxReceiver, outbox};
     use serde_json::json;
-    use tokio::sync::mpsc;
 
-    fn recv_json(rx: &mut mpsc::Receiver<Frame>) -> Value {
+    fn recv_json(rx: &mut OutboxReceiver) -> Value {
         serde_json::from_slice(&rx.try_recv().expect("a frame").to_bytes()).unwrap()
     }
 
-    fn listen(id: RequestId, cap: usize, spill: usize) -> (Channel, mpsc::Receiver<Frame>) {
-        let (tx, rx) = mpsc::channel(cap);
+    fn listen(id: RequestId, cap: usize, spill: usize) -> (Channel, OutboxReceiver) {
+        let (tx, rx) = outbox(cap);
         (
             Channel::for_listen(id, RequestMeta::current(), Assigns::new(), tx, spill),
             rx,
@@ -705,7 +708,7 @@ mod tests {
 
     #[test]
     fn progress_and_logs_only_when_asked_and_without_nulls() {
-        let (tx, mut rx) = mpsc::channel(8);
+        let (tx, mut rx) = outbox(8);
         let ch = Channel::for_request(
             RequestId::Number(1),
             RequestMeta::current(),

@@ -3,12 +3,29 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use bytes::{BufMut, Bytes};
 
+use super::SharedNotification;
+
+/// What every frame of one listen stream shares: its subscription id as JSON
+/// text, and the flag that revokes its queued frames (cancel).
+#[derive(Debug)]
+pub(crate) struct StreamTag {
+    pub(crate) id_json: Box<[u8]>,
+    pub(crate) revoked: AtomicBool,
+}
+
+#[derive(Clone, Debug)]
+enum Body {
+    Whole(Bytes),
+    /// A fanned-out notification: its shared head, the stream's id, its tail.
+    Shared(SharedNotification),
+}
+
 /// One encoded JSON-RPC message on its way to the client.
 ///
-/// A frame is up to three shared byte slices written back to back: a frame of
-/// a fanned-out notification shares its head and tail with every other stream
-/// that receives it and adds only its own pre-encoded subscription id, so
-/// queueing it allocates nothing (three reference-count increments).
+/// A frame of a fanned-out notification shares its encoded text with every
+/// other stream that receives it and adds only its stream's pre-encoded
+/// subscription id, written in between: queueing it allocates nothing and
+/// costs two reference-count increments (the notification's and the stream's).
 ///
 /// ```
 /// use genmcp::mux::Frame;
@@ -20,14 +37,11 @@ use bytes::{BufMut, Bytes};
 /// ```
 #[derive(Clone, Debug)]
 pub struct Frame {
-    head: Bytes,
-    id: Bytes,
-    tail: Bytes,
+    body: Body,
     /// Whether this is the response that ends its request (and its HTTP exchange).
     pub last: bool,
-    /// Set when the stream this frame belongs to was cancelled: writers skip it,
-    /// so nothing more goes out for a cancelled subscription.
-    pub(crate) revoked: Option<Arc<AtomicBool>>,
+    /// The stream's id and revocation flag (listen streams only).
+    tag: Option<Arc<StreamTag>>,
 }
 
 impl Frame {
@@ -41,31 +55,39 @@ impl Frame {
         Frame::whole(bytes.into(), true)
     }
 
-    fn whole(head: Bytes, last: bool) -> Self {
+    fn whole(bytes: Bytes, last: bool) -> Self {
         Frame {
-            head,
-            id: Bytes::new(),
-            tail: Bytes::new(),
+            body: Body::Whole(bytes),
             last,
-            revoked: None,
+            tag: None,
         }
     }
 
-    /// A notification frame spliced from a shared head, a stream's id and a
-    /// shared tail.
-    pub(crate) fn spliced(head: Bytes, id: Bytes, tail: Bytes) -> Self {
+    /// A notification frame of a listen stream: `notification`'s text with the
+    /// stream's id spliced in.
+    pub(crate) fn shared(notification: SharedNotification, tag: Arc<StreamTag>) -> Self {
         Frame {
-            head,
-            id,
-            tail,
+            body: Body::Shared(notification),
             last: false,
-            revoked: None,
+            tag: Some(tag),
         }
+    }
+
+    /// Tags the frame with its stream (so a cancel can revoke it).
+    pub(crate) fn tagged(mut self, tag: &Arc<StreamTag>) -> Self {
+        self.tag = Some(tag.clone());
+        self
     }
 
     /// The encoded length in bytes (the compact JSON text, no newline).
     pub fn len(&self) -> usize {
-        self.head.len() + self.id.len() + self.tail.len()
+        match &self.body {
+            Body::Whole(bytes) => bytes.len(),
+            Body::Shared(n) => {
+                let (head, tail) = n.parts();
+                head.len() + tail.len() + self.tag.as_ref().map_or(0, |t| t.id_json.len())
+            }
+        }
     }
 
     /// Whether the frame holds no bytes at all.
@@ -75,16 +97,24 @@ impl Frame {
 
     /// Appends the message's JSON text to `buf`.
     pub fn write_to(&self, buf: &mut impl BufMut) {
-        buf.put_slice(&self.head);
-        buf.put_slice(&self.id);
-        buf.put_slice(&self.tail);
+        match &self.body {
+            Body::Whole(bytes) => buf.put_slice(bytes),
+            Body::Shared(n) => {
+                let (head, tail) = n.parts();
+                buf.put_slice(head);
+                if let Some(tag) = &self.tag {
+                    buf.put_slice(&tag.id_json);
+                }
+                buf.put_slice(tail);
+            }
+        }
     }
 
     /// The message's JSON text as one contiguous buffer (copies only when the
     /// frame is spliced).
     pub fn to_bytes(&self) -> Bytes {
-        if self.id.is_empty() && self.tail.is_empty() {
-            return self.head.clone();
+        if let Body::Whole(bytes) = &self.body {
+            return bytes.clone();
         }
         let mut out = Vec::with_capacity(self.len());
         self.write_to(&mut out);
@@ -93,11 +123,8 @@ impl Frame {
 
     /// Whether the frame's stream was cancelled after the frame was queued.
     pub fn is_revoked(&self) -> bool {
-        self.revoked
+        self.tag
             .as_ref()
-            .is_some_and(|r| r.load(Ordering::Acquire))
+            .is_some_and(|t| t.revoked.load(Ordering::Acquire))
     }
 }
-
-/// The sending side of a connection's bounded outbox.
-pub type Outbox = tokio::sync::mpsc::Sender<Frame>;

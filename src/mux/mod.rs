@@ -10,9 +10,11 @@
 mod assigns;
 mod channel;
 mod frame;
+mod outbox;
 mod shared;
 
 pub use assigns::Assigns;
 pub use channel::{Channel, ChannelError};
-pub use frame::{Frame, Outbox};
+pub use frame::Frame;
+pub use outbox::{Closed as OutboxClosed, Outbox, OutboxReceiver, Permit, outbox};
 pub use shared::SharedNotification;

@@ -16,11 +16,10 @@ use std::time::Duration;
 
 use actix::prelude::*;
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
-use tokio::sync::mpsc;
 use tokio::task::AbortHandle;
 
 use super::dispatch::{ListenRequest, Routed, route, spawn_unary, validate_meta};
-use crate::mux::{Assigns, Frame, Outbox};
+use crate::mux::{Assigns, Frame, Outbox, OutboxReceiver, outbox};
 use crate::protocol::jsonrpc::encode_error;
 use crate::protocol::{Incoming, McpError, Request, RequestId, methods};
 use crate::runtime::{CancelStream, CloseTransport, Connection, Limits, Server, spawn_listen};
@@ -132,7 +131,7 @@ const MAX_WRITE_BYTES: usize = 256 * 1024;
 /// bound) into one reused buffer, then one write and one flush. Frames of a
 /// cancelled stream still in the queue are dropped here, not counted.
 async fn write_frames<W: AsyncWrite + Unpin>(
-    mut rx: mpsc::Receiver<Frame>,
+    mut rx: OutboxReceiver,
     mut out: W,
     server: Server,
 ) -> io::Result<()> {
@@ -231,7 +230,7 @@ where
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin + 'static,
 {
-    let (tx, rx) = mpsc::channel(server.limits().outbox_capacity.max(1));
+    let (tx, rx) = outbox(server.limits().outbox_capacity);
     let mut writer = actix_rt::spawn(write_frames(rx, writer, server.clone()));
     let connection = Connection::pipe(server.clone(), tx.clone()).start();
     let in_flight = InFlight::default();

@@ -90,7 +90,13 @@ async fn post(body: web::Bytes, registry: web::Data<Registry>) -> HttpResponse {
             let n = streams.len();
             futures_util::future::join_all(streams.into_iter().map(|(frame, tx)| async move {
                 for _ in 0..count {
-                    if tx.send(frame.clone()).await.is_err() {
+                    // Room at once is the common case (as in genmcp's Inbox::send).
+                    let sent = match tx.try_send(frame.clone()) {
+                        Ok(()) => Ok(()),
+                        Err(mpsc::error::TrySendError::Full(f)) => tx.send(f).await.map_err(|_| ()),
+                        Err(mpsc::error::TrySendError::Closed(_)) => Err(()),
+                    };
+                    if sent.is_err() {
                         break;
                     }
                 }

@@ -34,7 +34,9 @@ async fn post(
     name: Option<&str>,
 ) -> std::io::Result<TcpStream> {
     let body = body.to_string();
-    let name = name.map(|n| format!("Mcp-Name: {n}\r\n")).unwrap_or_default();
+    let name = name
+        .map(|n| format!("Mcp-Name: {n}\r\n"))
+        .unwrap_or_default();
     let head = format!(
         "POST {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\n\
          Accept: application/json, text/event-stream\r\nMCP-Protocol-Version: {PROTOCOL}\r\n\
@@ -80,7 +82,12 @@ pub struct Listen {
 }
 
 /// Opens a listen with request id `id` and reads until its acknowledgement.
-pub async fn listen(addr: SocketAddr, path: &str, id: usize, kind: Kind) -> std::io::Result<Listen> {
+pub async fn listen(
+    addr: SocketAddr,
+    path: &str,
+    id: usize,
+    kind: Kind,
+) -> std::io::Result<Listen> {
     let notifications = match kind {
         Kind::Tools => json!({"toolsListChanged": true}),
         Kind::Resources => json!({"resourceSubscriptions": [BENCH_URI]}),
@@ -96,7 +103,9 @@ pub async fn listen(addr: SocketAddr, path: &str, id: usize, kind: Kind) -> std:
             .await
             .map_err(|_| io_err("no acknowledgement within 30 s"))??;
         if n == 0 {
-            return Err(io_err(format!("listen {id} closed before its acknowledgement")));
+            return Err(io_err(format!(
+                "listen {id} closed before its acknowledgement"
+            )));
         }
         seen += counter.feed(&buf[..n]);
     }
@@ -122,7 +131,9 @@ impl Listen {
                 .await
                 .map_err(|_| io_err(format!("stalled after {seen} of {want} frames")))??;
             if n == 0 {
-                return Err(io_err(format!("stream ended after {seen} of {want} frames")));
+                return Err(io_err(format!(
+                    "stream ended after {seen} of {want} frames"
+                )));
             }
             let got = self.counter.feed(&buf[..n]).min(want - seen);
             if stamps {

@@ -7,15 +7,15 @@ mod lists;
 mod requests;
 mod tools;
 
+use crate::mux::{OutboxReceiver, outbox};
 use serde_json::json;
-use tokio::sync::mpsc;
 
 use super::*;
-use crate::mux::{Assigns, Frame};
+use crate::mux::Assigns;
 use crate::protocol::{ClientCapabilities, RequestId, RequestMeta};
 
-fn channel_with(caps: Value) -> (Channel, mpsc::Receiver<Frame>) {
-    let (tx, rx) = mpsc::channel(16);
+fn channel_with(caps: Value) -> (Channel, OutboxReceiver) {
+    let (tx, rx) = outbox(16);
     let mut meta = RequestMeta::current();
     meta.client_capabilities = ClientCapabilities(caps.as_object().cloned().unwrap_or_default());
     (

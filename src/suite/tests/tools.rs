@@ -164,7 +164,7 @@ async fn tool_progress_goes_to_the_request_outbox() {
                 }),
         )
         .build();
-    let (tx, mut rx) = mpsc::channel(4);
+    let (tx, mut rx) = crate::mux::outbox(4);
     let mut meta = RequestMeta::current();
     meta.progress_token = Some(crate::protocol::ProgressToken::String("tok".into()));
     let ch = Channel::for_request(RequestId::Number(3), meta, Assigns::new(), tx);

@@ -20,10 +20,10 @@ use actix_web::http::{StatusCode, header};
 use actix_web::{App, HttpRequest, HttpResponse, HttpServer, web};
 use futures_util::StreamExt as _;
 use serde_json::{Map, Value};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::oneshot;
 
 use super::dispatch::{ListenRequest, Routed, route, spawn_unary, validate_meta};
-use crate::mux::{Assigns, Channel, Frame, Outbox};
+use crate::mux::{Assigns, Channel, Outbox, OutboxReceiver, outbox};
 use crate::protocol::error::status_for_code;
 use crate::protocol::jsonrpc::encode_error;
 use crate::protocol::{
@@ -399,7 +399,7 @@ async fn post<H: SubscriptionHandler>(
         None => Assigns::new(),
     };
     let id = request.id.clone();
-    let (tx, rx) = mpsc::channel(state.server.limits().outbox_capacity.max(1));
+    let (tx, rx) = outbox(state.server.limits().outbox_capacity);
     match validate(&state.suite, &req, request, assigns, &state.server, tx) {
         Ok(Routed::Unary {
             method,
@@ -507,7 +507,7 @@ async fn unary<H: SubscriptionHandler>(
     method: String,
     params: Map<String, Value>,
     channel: Channel,
-    mut rx: mpsc::Receiver<Frame>,
+    mut rx: OutboxReceiver,
 ) -> HttpResponse {
     let (task, status_rx) = spawn_unary(&state.suite, method, params, channel);
     let mut task = AbortOnDrop(Some(task));
@@ -542,7 +542,7 @@ async fn listen<H: SubscriptionHandler>(
     filter: SubscriptionFilter,
 ) -> HttpResponse {
     let server = &state.server;
-    let (tx, mut rx) = mpsc::channel(server.limits().outbox_capacity.max(1));
+    let (tx, mut rx) = outbox(server.limits().outbox_capacity);
     let (done_tx, done_rx) = oneshot::channel();
     let connection = actix::Actor::start(Connection::exchange(server.clone(), tx.clone(), done_tx));
     if let Err(error) = spawn_listen(

@@ -8,10 +8,10 @@ use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use futures_util::Stream;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::oneshot;
 use tokio::time::{Instant, Sleep};
 
-use crate::mux::Frame;
+use crate::mux::{Frame, OutboxReceiver};
 use crate::runtime::Server;
 
 /// Ready frames coalesced into one write at most.
@@ -45,7 +45,7 @@ impl Drop for AbortOnDrop {
 
 /// The body stream of an SSE response.
 pub(crate) struct SseBody {
-    rx: mpsc::Receiver<Frame>,
+    rx: OutboxReceiver,
     /// Reused between writes: each write takes the filled part, and the
     /// capacity comes back once actix-web has sent it.
     buf: BytesMut,
@@ -62,7 +62,7 @@ pub(crate) struct SseBody {
 impl SseBody {
     pub(crate) fn new(
         first: Frame,
-        rx: mpsc::Receiver<Frame>,
+        rx: OutboxReceiver,
         done: Option<oneshot::Receiver<()>>,
         interval: Duration,
         server: Server,
