@@ -16,6 +16,7 @@ pub mod apps;
 pub mod mux;
 pub mod protocol;
 pub mod pubsub;
+pub mod queue;
 pub mod runtime;
 pub mod subscription;
 pub mod suite;

@@ -19,9 +19,8 @@ use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 
+use crate::queue::{self, TrySendError};
 use futures_util::task::AtomicWaker;
-use tokio::sync::mpsc;
-use tokio::sync::mpsc::error::TrySendError;
 
 /// Why a delivery into an [`Inbox`] failed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
@@ -79,7 +78,7 @@ impl OverflowSignal {
 enum Target<M> {
     /// A stream actor's bounded mailbox.
     Channel {
-        tx: mpsc::Sender<M>,
+        tx: queue::Sender<M>,
         signal: Arc<OverflowSignal>,
     },
     Sink(Arc<dyn InboxSink<M>>),
@@ -123,8 +122,8 @@ impl<M: Send + 'static> Inbox<M> {
 
     /// A bounded mailbox of `capacity` messages and its receiving side; the
     /// runtime attaches the receiver to a stream actor.
-    pub(crate) fn channel(capacity: usize) -> (Self, mpsc::Receiver<M>, Arc<OverflowSignal>) {
-        let (tx, rx) = mpsc::channel(capacity.max(1));
+    pub(crate) fn channel(capacity: usize) -> (Self, queue::Receiver<M>, Arc<OverflowSignal>) {
+        let (tx, rx) = queue::bounded(capacity);
         let signal = Arc::new(OverflowSignal::default());
         let inbox = Inbox {
             target: Target::Channel {
@@ -164,14 +163,7 @@ impl<M: Send + 'static> Inbox<M> {
                 if signal.is_set() {
                     return Err(InboxError::Closed);
                 }
-                // Room at once is the common case: skip the waiting machinery.
-                match tx.try_send(msg) {
-                    Ok(()) => Ok(()),
-                    Err(TrySendError::Full(msg)) => {
-                        tx.send(msg).await.map_err(|_| InboxError::Closed)
-                    }
-                    Err(TrySendError::Closed(_)) => Err(InboxError::Closed),
-                }
+                tx.send(msg).await.map_err(|_| InboxError::Closed)
             }
             Target::Sink(sink) => sink.deliver(msg).await,
         }

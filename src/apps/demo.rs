@@ -93,7 +93,7 @@ impl SubscriptionHandler for NotesSubscriptions {
         // Updates for notes this stream did not subscribe to are skipped; a
         // refused send (client gone, overflow) is noticed by the runtime.
         if channel.honours(&event) {
-            let _ = channel.send_shared(&event);
+            let _ = channel.send_shared(event);
         }
         Flow::Continue
     }

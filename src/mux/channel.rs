@@ -2,7 +2,7 @@ use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
-use super::outbox::TrySendError;
+use crate::queue::TrySendError;
 use futures_util::task::AtomicWaker;
 use serde_json::{Map, Value};
 
@@ -220,7 +220,7 @@ impl Channel {
             if !methods::is_subscription(&notification.method) {
                 return Err(ChannelError::NotRequestScoped(notification.method));
             }
-            return self.send_shared(&SharedNotification::new(notification));
+            return self.send_shared(SharedNotification::new(notification));
         }
         let Notification { method, params } = notification;
         if methods::is_subscription(&method) {
@@ -235,20 +235,22 @@ impl Channel {
     /// Sends a notification encoded once for many streams: the fan-out form of
     /// [`Channel::send_notification`] for listen streams. Only the filter check
     /// (a binary search for `resources/updated`) and the queueing happen per
-    /// stream; the frame shares its bytes with every other stream's.
+    /// stream; the frame shares its bytes with every other stream's. It takes
+    /// the notification by value: pass on the one the stream received rather
+    /// than a clone (each clone is a reference count other threads touch too).
     ///
     /// ```
     /// use genmcp::mux::{Channel, SharedNotification};
     /// use genmcp::protocol::Notification;
     /// // Built once by the publisher, cloned cheaply into every stream's inbox:
     /// let changed = SharedNotification::new(Notification::tools_list_changed());
-    /// fn forward(channel: &Channel, event: &SharedNotification) {
+    /// fn forward(channel: &Channel, event: SharedNotification) {
     ///     // Refused sends (outside the filter, client gone) write nothing.
     ///     let _ = channel.send_shared(event);
     /// }
     /// # let _ = (changed, forward);
     /// ```
-    pub fn send_shared(&self, notification: &SharedNotification) -> Result<(), ChannelError> {
+    pub fn send_shared(&self, notification: SharedNotification) -> Result<(), ChannelError> {
         let Some(listen) = &self.inner.listen else {
             return Err(ChannelError::NotAListenStream(
                 notification.method().to_owned(),
@@ -269,10 +271,7 @@ impl Channel {
                 uri: notification.uri().map(str::to_owned),
             });
         }
-        self.push(
-            Frame::shared(notification.clone(), listen.tag.clone()),
-            false,
-        )
+        self.push(Frame::shared(notification, listen.tag.clone()), false)
     }
 
     /// Whether this listen stream's honoured filter lets `notification` through

@@ -10,11 +10,19 @@
 mod assigns;
 mod channel;
 mod frame;
-mod outbox;
 mod shared;
 
 pub use assigns::Assigns;
 pub use channel::{Channel, ChannelError};
 pub use frame::Frame;
-pub use outbox::{Closed as OutboxClosed, Outbox, OutboxReceiver, Permit, outbox};
+
+/// The sending side of a connection's bounded outbox of frames.
+pub type Outbox = crate::queue::Sender<Frame>;
+/// The receiving side of a connection's outbox: the transport's writer.
+pub type OutboxReceiver = crate::queue::Receiver<Frame>;
+
+/// A connection's outbox of at most `capacity` frames.
+pub fn outbox(capacity: usize) -> (Outbox, OutboxReceiver) {
+    crate::queue::bounded(capacity)
+}
 pub use shared::SharedNotification;

@@ -8,10 +8,10 @@ use std::sync::Arc;
 use std::task::{Context as TaskContext, Poll};
 
 use actix::prelude::*;
-use tokio::sync::mpsc;
 
 use super::stream::Stream;
 use crate::pubsub::OverflowSignal;
+use crate::queue;
 use crate::subscription::SubscriptionHandler;
 
 /// Messages handled per wake-up before the feed yields to the other tasks of its
@@ -21,12 +21,12 @@ const BUDGET: usize = 256;
 
 /// Feeds a stream actor: its mailbox, its overflow signal, its spill signal.
 pub(crate) struct Feed<M> {
-    rx: mpsc::Receiver<M>,
+    rx: queue::Receiver<M>,
     overflow: Arc<OverflowSignal>,
 }
 
 impl<M> Feed<M> {
-    pub(crate) fn new(rx: mpsc::Receiver<M>, overflow: Arc<OverflowSignal>) -> Self {
+    pub(crate) fn new(rx: queue::Receiver<M>, overflow: Arc<OverflowSignal>) -> Self {
         Feed { rx, overflow }
     }
 }

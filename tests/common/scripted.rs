@@ -173,7 +173,7 @@ impl SubscriptionHandler for Scripted {
                 if let Err(e) = channel.send_notification(forged(0)) {
                     refuse(e);
                 }
-                if let Err(e) = channel.send_shared(&SharedNotification::new(forged(1))) {
+                if let Err(e) = channel.send_shared(SharedNotification::new(forged(1))) {
                     refuse(e);
                 }
                 Flow::Continue

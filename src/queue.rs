@@ -1,10 +1,12 @@
-//! A connection's outbox: the bounded queue of encoded frames between the
-//! channels that write and the one transport writer that reads.
+//! The bounded many-to-one queue of the data path: a stream's inbox (events
+//! into a stream actor) and a connection's outbox (frames out to the transport
+//! writer) are both one of these.
 //!
 //! Built for the data path rather than taken from `tokio::sync::mpsc`: a send
-//! is one uncontended lock and a counter, the reader takes everything queued in
-//! one lock (a whole batch per wake-up) and a sender or reader wakes the other
-//! side only when it is actually parked.
+//! is one short lock and a counter, the reader takes everything queued in one
+//! lock (a whole batch per wake-up, then hands it out without locking), and a
+//! sender or the reader wakes the other side only when it is actually parked.
+//! Runtime-free apart from `tokio::sync::Notify`.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -15,11 +17,9 @@ use futures_util::task::AtomicWaker;
 use tokio::sync::Notify;
 pub use tokio::sync::mpsc::error::{TryRecvError, TrySendError};
 
-use super::Frame;
-
-struct Shared {
-    queue: Mutex<VecDeque<Frame>>,
-    /// Frames queued or held by the reader's current batch, plus reserved slots.
+struct Shared<T> {
+    queue: Mutex<VecDeque<T>>,
+    /// Items queued or held by the reader's current batch, plus reserved slots.
     len: AtomicUsize,
     capacity: usize,
     reader: AtomicWaker,
@@ -37,7 +37,7 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-impl Shared {
+impl<T> Shared<T> {
     fn wake_reader(&self) {
         if self.reader_parked.load(Ordering::Acquire) {
             self.reader_parked.store(false, Ordering::Release);
@@ -53,16 +53,15 @@ impl Shared {
     }
 }
 
-/// A bounded outbox of `capacity` frames: the sending side (cheap to clone) and
+/// A bounded queue of `capacity` items: the sending side (cheap to clone) and
 /// the one receiving side.
 ///
 /// ```
-/// use genmcp::mux::{Frame, outbox};
-/// let (tx, mut rx) = outbox(2);
-/// tx.try_send(Frame::message(&b"{}"[..])).unwrap();
-/// assert!(rx.try_recv().is_ok());
+/// let (tx, mut rx) = genmcp::queue::bounded(2);
+/// tx.try_send("a").unwrap();
+/// assert_eq!(rx.try_recv(), Ok("a"));
 /// ```
-pub fn outbox(capacity: usize) -> (Outbox, OutboxReceiver) {
+pub fn bounded<T>(capacity: usize) -> (Sender<T>, Receiver<T>) {
     let shared = Arc::new(Shared {
         queue: Mutex::new(VecDeque::new()),
         len: AtomicUsize::new(0),
@@ -75,31 +74,31 @@ pub fn outbox(capacity: usize) -> (Outbox, OutboxReceiver) {
         reader_gone: AtomicBool::new(false),
     });
     (
-        Outbox {
+        Sender {
             shared: shared.clone(),
         },
-        OutboxReceiver {
+        Receiver {
             shared,
             batch: VecDeque::new(),
         },
     )
 }
 
-/// The sending side of a connection's bounded outbox.
-pub struct Outbox {
-    shared: Arc<Shared>,
+/// The sending side of a bounded queue.
+pub struct Sender<T> {
+    shared: Arc<Shared<T>>,
 }
 
-impl Clone for Outbox {
+impl<T> Clone for Sender<T> {
     fn clone(&self) -> Self {
         self.shared.senders.fetch_add(1, Ordering::AcqRel);
-        Outbox {
+        Sender {
             shared: self.shared.clone(),
         }
     }
 }
 
-impl Drop for Outbox {
+impl<T> Drop for Sender<T> {
     fn drop(&mut self) {
         if self.shared.senders.fetch_sub(1, Ordering::AcqRel) == 1 {
             // The last sender: the reader sees the end once the queue is empty.
@@ -108,60 +107,60 @@ impl Drop for Outbox {
     }
 }
 
-impl std::fmt::Debug for Outbox {
+impl<T> std::fmt::Debug for Sender<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Outbox")
+        f.debug_struct("Sender")
             .field("queued", &self.shared.len.load(Ordering::Relaxed))
             .field("capacity", &self.shared.capacity)
             .finish()
     }
 }
 
-/// Room for one frame, reserved by [`Outbox::reserve`].
-pub struct Permit<'a> {
-    outbox: &'a Outbox,
+/// Room for one item, reserved by [`Sender::reserve`].
+pub struct Permit<'a, T> {
+    sender: &'a Sender<T>,
     used: bool,
 }
 
-impl Permit<'_> {
-    /// Queues `frame` in the reserved slot.
-    pub fn send(mut self, frame: Frame) {
+impl<T> Permit<'_, T> {
+    /// Queues `item` in the reserved slot.
+    pub fn send(mut self, item: T) {
         self.used = true;
-        let shared = &self.outbox.shared;
-        lock(&shared.queue).push_back(frame);
+        let shared = &self.sender.shared;
+        lock(&shared.queue).push_back(item);
         shared.wake_reader();
     }
 }
 
-impl Drop for Permit<'_> {
+impl<T> Drop for Permit<'_, T> {
     fn drop(&mut self) {
         if !self.used {
-            self.outbox.shared.free(1);
+            self.sender.shared.free(1);
         }
     }
 }
 
-impl Outbox {
-    /// Queues `frame` if there is room, without waiting.
-    pub fn try_send(&self, frame: Frame) -> Result<(), TrySendError<Frame>> {
+impl<T> Sender<T> {
+    /// Queues `item` if there is room, without waiting.
+    pub fn try_send(&self, item: T) -> Result<(), TrySendError<T>> {
         let shared = &self.shared;
         if shared.reader_gone.load(Ordering::Acquire) {
-            return Err(TrySendError::Closed(frame));
+            return Err(TrySendError::Closed(item));
         }
         {
             let mut queue = lock(&shared.queue);
             if shared.len.load(Ordering::SeqCst) >= shared.capacity {
-                return Err(TrySendError::Full(frame));
+                return Err(TrySendError::Full(item));
             }
             shared.len.fetch_add(1, Ordering::SeqCst);
-            queue.push_back(frame);
+            queue.push_back(item);
         }
         shared.wake_reader();
         Ok(())
     }
 
-    /// Waits for room for one frame; fails once the reader has gone.
-    pub async fn reserve(&self) -> Result<Permit<'_>, Closed> {
+    /// Waits for room for one item; fails once the reader has gone.
+    pub async fn reserve(&self) -> Result<Permit<'_, T>, Closed> {
         let shared = &self.shared;
         loop {
             let notified = shared.room.notified();
@@ -181,7 +180,7 @@ impl Outbox {
             if let Some(outcome) = outcome {
                 shared.waiting.fetch_sub(1, Ordering::SeqCst);
                 return outcome.map(|()| Permit {
-                    outbox: self,
+                    sender: self,
                     used: false,
                 });
             }
@@ -190,10 +189,17 @@ impl Outbox {
         }
     }
 
-    /// Queues `frame`, waiting for room; fails once the reader has gone.
-    pub async fn send(&self, frame: Frame) -> Result<(), Closed> {
-        self.reserve().await?.send(frame);
-        Ok(())
+    /// Queues `item`, waiting for room (at once when there is some); fails
+    /// once the reader has gone.
+    pub async fn send(&self, item: T) -> Result<(), Closed> {
+        match self.try_send(item) {
+            Ok(()) => Ok(()),
+            Err(TrySendError::Closed(_)) => Err(Closed),
+            Err(TrySendError::Full(item)) => {
+                self.reserve().await?.send(item);
+                Ok(())
+            }
+        }
     }
 
     /// Completes when the reader has gone (the transport closed).
@@ -216,47 +222,50 @@ impl Outbox {
     }
 }
 
-/// The outbox's reader has gone.
+/// The queue's reader has gone.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("the outbox's reader has gone")]
+#[error("the queue's reader has gone")]
 pub struct Closed;
 
-/// The receiving side of an outbox: the transport's writer.
-pub struct OutboxReceiver {
-    shared: Arc<Shared>,
-    /// Frames taken from the queue in one lock, handed out one by one.
-    batch: VecDeque<Frame>,
+/// The receiving side of a bounded queue.
+pub struct Receiver<T> {
+    shared: Arc<Shared<T>>,
+    /// Items taken from the queue in one lock, handed out one by one.
+    batch: VecDeque<T>,
 }
 
-impl Drop for OutboxReceiver {
+// The receiver never pins its items.
+impl<T> Unpin for Receiver<T> {}
+
+impl<T> Drop for Receiver<T> {
     fn drop(&mut self) {
         self.shared.reader_gone.store(true, Ordering::Release);
         self.shared.room.notify_waiters();
     }
 }
 
-impl OutboxReceiver {
-    fn take(&mut self) -> Option<Frame> {
+impl<T> Receiver<T> {
+    fn take(&mut self) -> Option<T> {
         if self.batch.is_empty() {
             let mut queue = lock(&self.shared.queue);
             std::mem::swap(&mut *queue, &mut self.batch);
         }
-        let frame = self.batch.pop_front()?;
+        let item = self.batch.pop_front()?;
         self.shared.free(1);
-        Some(frame)
+        Some(item)
     }
 
-    /// The next frame, or `None` once every sender has gone and nothing is left.
-    pub fn poll_recv(&mut self, cx: &mut Context<'_>) -> Poll<Option<Frame>> {
-        if let Some(frame) = self.take() {
-            return Poll::Ready(Some(frame));
+    /// The next item, or `None` once every sender has gone and nothing is left.
+    pub fn poll_recv(&mut self, cx: &mut Context<'_>) -> Poll<Option<T>> {
+        if let Some(item) = self.take() {
+            return Poll::Ready(Some(item));
         }
         self.shared.reader.register(cx.waker());
         self.shared.reader_parked.store(true, Ordering::Release);
         // Re-check after parking, so a frame queued in between is not missed.
-        if let Some(frame) = self.take() {
+        if let Some(item) = self.take() {
             self.shared.reader_parked.store(false, Ordering::Release);
-            return Poll::Ready(Some(frame));
+            return Poll::Ready(Some(item));
         }
         if self.shared.senders.load(Ordering::Acquire) == 0 {
             return Poll::Ready(None);
@@ -264,15 +273,15 @@ impl OutboxReceiver {
         Poll::Pending
     }
 
-    /// Waits for the next frame; `None` once every sender has gone.
-    pub async fn recv(&mut self) -> Option<Frame> {
+    /// Waits for the next item; `None` once every sender has gone.
+    pub async fn recv(&mut self) -> Option<T> {
         std::future::poll_fn(|cx| self.poll_recv(cx)).await
     }
 
-    /// The next frame if one is queued.
-    pub fn try_recv(&mut self) -> Result<Frame, TryRecvError> {
+    /// The next item if one is queued.
+    pub fn try_recv(&mut self) -> Result<T, TryRecvError> {
         match self.take() {
-            Some(frame) => Ok(frame),
+            Some(item) => Ok(item),
             None if self.shared.senders.load(Ordering::Acquire) == 0 => {
                 Err(TryRecvError::Disconnected)
             }
@@ -285,39 +294,35 @@ impl OutboxReceiver {
 mod tests {
     use super::*;
 
-    fn frame(n: u8) -> Frame {
-        Frame::message(vec![n])
-    }
-
     #[test]
     fn bounded_in_order_and_closed_when_every_sender_goes() {
-        let (tx, mut rx) = outbox(2);
-        tx.try_send(frame(1)).unwrap();
-        tx.clone().try_send(frame(2)).unwrap();
-        assert!(matches!(tx.try_send(frame(3)), Err(TrySendError::Full(_))));
-        assert_eq!(&rx.try_recv().unwrap().to_bytes()[..], [1]);
-        tx.try_send(frame(3)).unwrap();
-        assert_eq!(&rx.try_recv().unwrap().to_bytes()[..], [2]);
-        assert_eq!(&rx.try_recv().unwrap().to_bytes()[..], [3]);
-        assert!(matches!(rx.try_recv(), Err(TryRecvError::Empty)));
+        let (tx, mut rx) = bounded(2);
+        tx.try_send(1).unwrap();
+        tx.clone().try_send(2).unwrap();
+        assert!(matches!(tx.try_send(3), Err(TrySendError::Full(3))));
+        assert_eq!(rx.try_recv(), Ok(1));
+        tx.try_send(3).unwrap();
+        assert_eq!(rx.try_recv(), Ok(2));
+        assert_eq!(rx.try_recv(), Ok(3));
+        assert_eq!(rx.try_recv(), Err(TryRecvError::Empty));
         drop(tx);
-        assert!(matches!(rx.try_recv(), Err(TryRecvError::Disconnected)));
+        assert_eq!(rx.try_recv(), Err(TryRecvError::Disconnected));
     }
 
     #[tokio::test]
-    async fn reserve_waits_for_room_and_fails_when_the_reader_goes() {
-        let (tx, mut rx) = outbox(1);
-        tx.try_send(frame(1)).unwrap();
+    async fn send_waits_for_room_and_fails_when_the_reader_goes() {
+        let (tx, mut rx) = bounded(1);
+        tx.try_send(1).unwrap();
         let tx2 = tx.clone();
-        let waiter = tokio::spawn(async move { tx2.send(frame(2)).await });
+        let waiter = tokio::spawn(async move { tx2.send(2).await });
         tokio::task::yield_now().await;
         assert!(!waiter.is_finished());
-        assert!(rx.recv().await.is_some());
+        assert_eq!(rx.recv().await, Some(1));
         waiter.await.unwrap().unwrap();
-        assert_eq!(&rx.recv().await.unwrap().to_bytes()[..], [2]);
-        tx.try_send(frame(3)).unwrap();
+        assert_eq!(rx.recv().await, Some(2));
+        tx.try_send(3).unwrap();
         let tx3 = tx.clone();
-        let blocked = tokio::spawn(async move { tx3.send(frame(4)).await });
+        let blocked = tokio::spawn(async move { tx3.send(4).await });
         tokio::task::yield_now().await;
         drop(rx);
         assert_eq!(blocked.await.unwrap(), Err(Closed));
