@@ -7,6 +7,12 @@ use serde_json::{Map, Value};
 
 use super::error::{ErrorObject, McpError};
 
+/// Longest string request id accepted, in bytes (integer ids always fit). An id
+/// is echoed on every frame of its request (for a listen stream: on every
+/// notification, the acknowledgement and the completion), so it is capped: a
+/// longer one is `-32600` Invalid Request, answered with `"id": null`.
+pub const MAX_ID_LEN: usize = 256;
+
 /// A JSON-RPC request id. It keeps its JSON type: `"1"` and `1` are different ids,
 /// and the id is echoed verbatim (for example as a listen stream's subscription id).
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -161,6 +167,15 @@ impl Incoming {
         };
         let id = match obj.get("id") {
             None => None,
+            Some(Value::String(s)) if s.len() > MAX_ID_LEN => {
+                return Err(EnvelopeError {
+                    id: None,
+                    error: McpError::InvalidRequest(format!(
+                        "id is {} bytes long; at most {MAX_ID_LEN} are allowed",
+                        s.len()
+                    )),
+                });
+            }
             Some(v) => match RequestId::from_value(v) {
                 Some(id) => Some(id),
                 None => return Err(invalid(None, "id must be a string or an integer")),
@@ -318,6 +333,16 @@ mod tests {
                 .code(),
             -32600
         );
+    }
+
+    #[test]
+    fn long_ids_are_invalid_requests_without_an_echo() {
+        let ok = "i".repeat(MAX_ID_LEN);
+        assert!(parse(json!({"jsonrpc":"2.0","id":ok,"method":"m"})).is_ok());
+        let long = "i".repeat(MAX_ID_LEN + 1);
+        let err = parse(json!({"jsonrpc":"2.0","id":long,"method":"m"})).unwrap_err();
+        assert_eq!(err.error.code(), -32600);
+        assert_eq!(err.id, None);
     }
 
     #[test]
