@@ -85,6 +85,26 @@ fn within_budget<'a>(
     kept
 }
 
+/// The keys of `_meta` this crate reads.
+const KNOWN_KEYS: [&str; 5] = [
+    keys::PROTOCOL_VERSION,
+    keys::CLIENT_CAPABILITIES,
+    keys::CLIENT_INFO,
+    keys::LOG_LEVEL,
+    keys::PROGRESS_TOKEN,
+];
+
+/// Whether `key` is one of the `_meta` keys this crate reads.
+pub(crate) fn is_known_key(key: &str) -> bool {
+    KNOWN_KEYS.contains(&key)
+}
+
+/// How many bytes of raw text the decoder admits for a budget of `n` bytes of
+/// compact JSON: room for whitespace and escapes, still bounded.
+pub(crate) const fn ws_slack(n: usize) -> usize {
+    2 * n + 64
+}
+
 /// `s` cut to at most `max` bytes on a character boundary.
 pub(crate) fn truncate_str(s: &str, max: usize) -> &str {
     if s.len() <= max {
@@ -347,16 +367,9 @@ impl RequestMeta {
                 ));
             }
         };
-        let known = [
-            keys::PROTOCOL_VERSION,
-            keys::CLIENT_CAPABILITIES,
-            keys::CLIENT_INFO,
-            keys::LOG_LEVEL,
-            keys::PROGRESS_TOKEN,
-        ];
         let mut extra = within_budget(
             meta.iter()
-                .filter(|(k, _)| !known.contains(&k.as_str()) && !TRACE_KEYS.contains(&k.as_str())),
+                .filter(|(k, _)| !is_known_key(k) && !TRACE_KEYS.contains(&k.as_str())),
             MAX_EXTRA_META_BYTES,
         );
         for key in TRACE_KEYS {

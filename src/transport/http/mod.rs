@@ -360,8 +360,15 @@ fn too_large(limit: usize) -> HttpResponse {
 
 /// Reads the body, at most `limit` bytes. A transport error is logged and
 /// answered with a short stable message: its detail is the server's business.
-async fn read_body(mut payload: web::Payload, limit: usize) -> Result<Vec<u8>, HttpResponse> {
-    let mut body = Vec::new();
+/// `expected` is the declared `Content-Length` (already checked against `limit`);
+/// at most 64 KiB are allocated up front on its word alone, so a client that
+/// declares a large body and sends nothing costs little.
+async fn read_body(
+    mut payload: web::Payload,
+    limit: usize,
+    expected: Option<usize>,
+) -> Result<Vec<u8>, HttpResponse> {
+    let mut body = Vec::with_capacity(expected.unwrap_or(0).min(limit).min(64 * 1024));
     while let Some(chunk) = payload.next().await {
         let chunk = chunk.map_err(|e| {
             tracing::debug!(error = %e, "could not read a request body");
@@ -385,9 +392,10 @@ async fn read_body(mut payload: web::Payload, limit: usize) -> Result<Vec<u8>, H
 async fn read_body_within(
     payload: web::Payload,
     limit: usize,
+    expected: Option<usize>,
     deadline: Duration,
 ) -> Result<Vec<u8>, HttpResponse> {
-    match tokio::time::timeout(deadline, read_body(payload, limit)).await {
+    match tokio::time::timeout(deadline, read_body(payload, limit, expected)).await {
         Ok(result) => result,
         Err(_) => {
             tracing::debug!(?deadline, "request body not received in time");
@@ -431,12 +439,11 @@ async fn post<H: SubscriptionHandler>(
             "Unsupported Media Type: Content-Type must be application/json".into(),
         );
     }
-    if let Some(len) = head
+    let declared = head
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<usize>().ok())
-        && len > config.max_body
-    {
+        .and_then(|v| v.parse::<usize>().ok());
+    if declared.is_some_and(|len| len > config.max_body) {
         return too_large(config.max_body);
     }
     // Authentication looks at the head only, before any body is read.
@@ -456,7 +463,8 @@ async fn post<H: SubscriptionHandler>(
         },
         None => Assigns::new(),
     };
-    let body = match read_body_within(payload, config.max_body, config.body_timeout).await {
+    let body = match read_body_within(payload, config.max_body, declared, config.body_timeout).await
+    {
         Ok(b) => b,
         Err(resp) => return resp,
     };
