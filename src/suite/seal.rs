@@ -209,6 +209,55 @@ mod tests {
         assert_eq!(s.open(purpose::CURSOR, &forged), None);
     }
 
+    /// The opener under random and mutated tokens (seeded, bounded; more cases
+    /// with `PROPTEST_CASES`): no panic, and nothing opens unless unchanged.
+    #[test]
+    fn fuzz_the_sealed_token_opener() {
+        use proptest::prelude::*;
+        use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
+        let cases = std::env::var("PROPTEST_CASES")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(1_000);
+        let config = Config {
+            cases,
+            failure_persistence: None,
+            ..Config::default()
+        };
+        let mut runner = TestRunner::new_with_rng(
+            config,
+            TestRng::from_seed(RngAlgorithm::ChaCha, &[0x5e; 32]),
+        );
+        let s = Sealer::new([3; 32]);
+        let good = s.seal(purpose::CURSOR, &json!({"o": 10, "k": "tools"}));
+        let token = prop_oneof![
+            ".{0,80}",
+            "[A-Za-z0-9_.-]{0,120}",
+            prop::collection::vec((any::<usize>(), any::<char>()), 1..4).prop_map({
+                let good = good.clone();
+                move |edits| {
+                    let mut chars: Vec<char> = good.chars().collect();
+                    for (at, c) in edits {
+                        let i = at % chars.len();
+                        chars[i] = c;
+                    }
+                    chars.into_iter().collect::<String>()
+                }
+            }),
+        ];
+        runner
+            .run(&token, |t| {
+                let opened = s.open(purpose::CURSOR, &t);
+                prop_assert!(opened.is_none() || t == good, "{t:?} opened");
+                Ok(())
+            })
+            .unwrap();
+        assert!(
+            s.open(purpose::CURSOR, &"a".repeat(MAX_TOKEN_LEN + 1))
+                .is_none()
+        );
+    }
+
     #[test]
     fn nonces_are_not_a_counter() {
         let s = Sealer::new([1; 32]);
