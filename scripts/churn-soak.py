@@ -96,6 +96,7 @@ def main():
         streams = {}
         next_id = [0]
         unacked_failures = [0]
+        server_closed = [0]
 
         def open_listen():
             next_id[0] += 1
@@ -138,6 +139,8 @@ def main():
         rows = []
         print(f"{'t (s)':>7} {'RSS (KiB)':>10} {'open':>6} {'lifecycles':>11}")
         tick = 0.05
+        churn_due = 0.0
+        last = start
         while True:
             now = time.monotonic()
             if args.lifecycles and finished >= args.lifecycles:
@@ -157,6 +160,8 @@ def main():
                 except OSError:
                     chunk = b""
                 if not chunk:
+                    # The server ended the stream (it should not, in this soak).
+                    server_closed[0] += 1
                     drop(st)
                     finished += 1
                     open_listen()
@@ -167,7 +172,10 @@ def main():
                         st.acked = True
                         st.buf = b""
             # Churn: replace M per second among the acknowledged streams.
-            k = int(args.churn * tick + random.random())
+            churn_due += args.churn * (now - last)
+            last = now
+            k = int(churn_due)
+            churn_due -= k
             acked = [st for st in streams.values() if st.acked]
             for st in random.sample(acked, min(k, len(acked))):
                 drop(st)
@@ -190,7 +198,8 @@ def main():
         print(f"\n{finished} listen lifecycles in {rows[-1][0]:.0f} s; "
               f"RSS {rows[0][1]} KiB at start, {first} KiB at the first sample after it, "
               f"{rss} KiB at the end ({rss - first:+d} KiB); "
-              f"{unacked_failures[0]} listens dropped before their acknowledgement")
+              f"{unacked_failures[0]} listens dropped before their acknowledgement, "
+              f"{server_closed[0]} ended by the server")
         return 0
     finally:
         server.terminate()
