@@ -15,11 +15,18 @@ USAGE:
     genmcp bench [--mode throughput|latency|memory] [--kind tools|resources]
                  [--streams S] [--events K] [--rounds R] [--rate N] [--url URL [--pid PID]]
 
-    serve          run the notes demo on http://HOST:PORT/mcp (default 127.0.0.1:8080)
+    serve          run the notes demo on http://HOST:PORT/mcp (default 127.0.0.1:8080).
+                   The demo has no authentication, and its `burst` and catalog-changing
+                   tools let any client make the server work and notify every stream:
+                   they are for loopback benchmarking and testing. Binding a
+                   non-loopback HOST logs a warning; do not expose the demo.
     --stdio        serve on stdin/stdout (newline-delimited JSON-RPC) instead of HTTP
     --conformance  serve the conformance fixture catalog instead of the demo
     --keep-alive   SSE keep-alive interval in seconds (default 15)
     --workers      HTTP worker threads (default: number of CPUs)
+
+    Bounds and deadlines (body size, body and request deadlines, requests in
+    flight, ids, _meta, filters) are listed in docs/security.md.
 
     bench          drive `genmcp serve` and a raw-SSE baseline (`genmcp bench-baseline`),
                    each a fresh process, with the same loopback load generator and
@@ -117,7 +124,29 @@ fn main() -> ExitCode {
     }
 }
 
+/// Whether `host` names the loopback interface only.
+fn is_loopback(host: &str) -> bool {
+    let bare = host.trim_start_matches('[').trim_end_matches(']');
+    bare.eq_ignore_ascii_case("localhost")
+        || bare
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
+}
+
 fn run_serve(serve: ServeArgs) -> ExitCode {
+    if !serve.stdio && !is_loopback(&serve.config.host) && serve.config.assigns.is_none() {
+        tracing::warn!(
+            host = %serve.config.host,
+            "!!! binding a non-loopback address with NO authentication configured: any \
+             client that can reach this port can call every tool, including the demo's \
+             `burst` and catalog-changing tools (meant for loopback benchmarking only). \
+             Put an authenticating proxy in front, or bind 127.0.0.1 !!!"
+        );
+        eprintln!(
+            "WARNING: genmcp is serving {} without authentication; see --help",
+            serve.config.host
+        );
+    }
     let system = actix_rt::System::new();
     let stdio = serve.stdio;
     let result = system.block_on(async move {
@@ -149,5 +178,27 @@ fn run_serve(serve: ServeArgs) -> ExitCode {
         ExitCode::SUCCESS
     } else {
         ExitCode::FAILURE
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_loopback;
+
+    #[test]
+    fn loopback_hosts_are_recognised() {
+        for h in [
+            "127.0.0.1",
+            "127.1.2.3",
+            "::1",
+            "[::1]",
+            "localhost",
+            "LOCALHOST",
+        ] {
+            assert!(is_loopback(h), "{h}");
+        }
+        for h in ["0.0.0.0", "::", "10.0.0.1", "example.com"] {
+            assert!(!is_loopback(h), "{h}");
+        }
     }
 }

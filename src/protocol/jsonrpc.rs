@@ -2,10 +2,18 @@
 
 use std::fmt;
 
+use serde::de::{Deserializer, MapAccess, Visitor};
 use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
 use super::error::{ErrorObject, McpError};
+
+/// Longest string request id accepted, in bytes (integer ids always fit). An id
+/// is echoed on every frame of its request (for a listen stream: on every
+/// notification, the acknowledgement and the completion), so it is capped: a
+/// longer one is `-32600` Invalid Request, answered with `"id": null`.
+pub const MAX_ID_LEN: usize = 256;
 
 /// A JSON-RPC request id. It keeps its JSON type: `"1"` and `1` are different ids,
 /// and the id is echoed verbatim (for example as a listen stream's subscription id).
@@ -135,11 +143,23 @@ impl Incoming {
     /// A batch array, a posted response, a wrong `jsonrpc` version, a `null` or
     /// fractional id, a non-string method or non-object params are `-32600`;
     /// invalid JSON is `-32700`.
+    ///
+    /// The unknown keys of `params._meta` are never turned into JSON values when
+    /// they are larger than the server would keep (see
+    /// [`super::meta::MAX_EXTRA_META_BYTES`]): they are checked for syntax and
+    /// skipped, so junk there costs its bytes, not a tree of allocations.
     pub fn parse(bytes: &[u8]) -> Result<Incoming, EnvelopeError> {
-        let value: Value = serde_json::from_slice(bytes).map_err(|e| EnvelopeError {
+        let parse_error = |e: serde_json::Error| EnvelopeError {
             id: None,
             error: McpError::Parse(format!("Invalid JSON: {e}")),
-        })?;
+        };
+        let first = bytes.iter().find(|b| !b.is_ascii_whitespace());
+        let value = if first == Some(&b'{') {
+            let top: RawObject<'_> = serde_json::from_slice(bytes).map_err(parse_error)?;
+            top.into_message().map_err(parse_error)?
+        } else {
+            serde_json::from_slice(bytes).map_err(parse_error)?
+        };
         Self::from_value(value)
     }
 
@@ -161,6 +181,15 @@ impl Incoming {
         };
         let id = match obj.get("id") {
             None => None,
+            Some(Value::String(s)) if s.len() > MAX_ID_LEN => {
+                return Err(EnvelopeError {
+                    id: None,
+                    error: McpError::InvalidRequest(format!(
+                        "id is {} bytes long; at most {MAX_ID_LEN} are allowed",
+                        s.len()
+                    )),
+                });
+            }
             Some(v) => match RequestId::from_value(v) {
                 Some(id) => Some(id),
                 None => return Err(invalid(None, "id must be a string or an integer")),
@@ -192,6 +221,92 @@ impl Incoming {
                 params: params.unwrap_or_default(),
             }),
         })
+    }
+}
+
+/// A JSON object whose values are still raw text, keys in order.
+struct RawObject<'a>(Vec<(String, &'a RawValue)>);
+
+impl<'de> Deserialize<'de> for RawObject<'de> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = RawObject<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a JSON object")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+                let mut entries = Vec::new();
+                while let Some((k, v)) = map.next_entry::<String, &'de RawValue>()? {
+                    entries.push((k, v));
+                }
+                Ok(RawObject(entries))
+            }
+        }
+        deserializer.deserialize_map(V)
+    }
+}
+
+fn is_object(raw: &RawValue) -> bool {
+    raw.get().starts_with('{')
+}
+
+fn parse_raw(raw: &RawValue) -> Result<Value, serde_json::Error> {
+    serde_json::from_str(raw.get())
+}
+
+impl RawObject<'_> {
+    /// The message as a JSON value, with `params._meta` pre-filtered.
+    fn into_message(self) -> Result<Value, serde_json::Error> {
+        let mut obj = Map::new();
+        for (k, raw) in self.0 {
+            let value = if k == "params" && is_object(raw) {
+                let params: RawObject<'_> = serde_json::from_str(raw.get())?;
+                params.into_params()?
+            } else {
+                parse_raw(raw)?
+            };
+            obj.insert(k, value);
+        }
+        Ok(Value::Object(obj))
+    }
+
+    fn into_params(self) -> Result<Value, serde_json::Error> {
+        let mut obj = Map::new();
+        for (k, raw) in self.0 {
+            let value = if k == "_meta" && is_object(raw) {
+                let meta: RawObject<'_> = serde_json::from_str(raw.get())?;
+                meta.into_meta()?
+            } else {
+                parse_raw(raw)?
+            };
+            obj.insert(k, value);
+        }
+        Ok(Value::Object(obj))
+    }
+
+    /// Known keys are parsed; trace keys and unknown keys only while their raw
+    /// text fits a generous multiple of what `RequestMeta` keeps (which then
+    /// applies the exact budget on compact JSON).
+    fn into_meta(self) -> Result<Value, serde_json::Error> {
+        use super::meta::{MAX_EXTRA_META_BYTES, MAX_TRACE_VALUE_LEN, TRACE_KEYS};
+        use super::meta::{is_known_key, ws_slack};
+        let mut obj = Map::new();
+        let mut left = ws_slack(MAX_EXTRA_META_BYTES);
+        for (k, raw) in self.0 {
+            let len = raw.get().len();
+            if is_known_key(&k) {
+                obj.insert(k, parse_raw(raw)?);
+            } else if TRACE_KEYS.contains(&k.as_str()) {
+                if len <= ws_slack(MAX_TRACE_VALUE_LEN) {
+                    obj.insert(k, parse_raw(raw)?);
+                }
+            } else if len + k.len() <= left {
+                left -= len + k.len();
+                obj.insert(k, parse_raw(raw)?);
+            }
+        }
+        Ok(Value::Object(obj))
     }
 }
 
@@ -317,6 +432,55 @@ mod tests {
                 .error
                 .code(),
             -32600
+        );
+    }
+
+    #[test]
+    fn long_ids_are_invalid_requests_without_an_echo() {
+        let ok = "i".repeat(MAX_ID_LEN);
+        assert!(parse(json!({"jsonrpc":"2.0","id":ok,"method":"m"})).is_ok());
+        let long = "i".repeat(MAX_ID_LEN + 1);
+        let err = parse(json!({"jsonrpc":"2.0","id":long,"method":"m"})).unwrap_err();
+        assert_eq!(err.error.code(), -32600);
+        assert_eq!(err.id, None);
+    }
+
+    #[test]
+    fn large_unknown_meta_keys_are_skipped_at_decode_time() {
+        let junk: Vec<String> = (0..5_000).map(|i| format!("{i}")).collect();
+        let body = json!({"jsonrpc":"2.0","id":1,"method":"m","params":{
+            "a": junk.clone(),
+            "_meta": {"junk": junk, "small": 1, "progressToken": "t", "traceparent": "00-x"}}});
+        let Incoming::Request(r) = parse(body).unwrap() else {
+            panic!()
+        };
+        let params = r.params.unwrap();
+        assert_eq!(params["a"].as_array().map(Vec::len), Some(5_000));
+        let meta = params["_meta"].as_object().unwrap();
+        assert!(meta.get("junk").is_none());
+        assert_eq!(meta["small"], json!(1));
+        assert_eq!(meta["progressToken"], json!("t"));
+        assert_eq!(meta["traceparent"], json!("00-x"));
+        // Still checked for syntax, and the same errors as before.
+        let bad = br#"{"jsonrpc":"2.0","id":1,"method":"m","params":{"_meta":{"j":[1,}}}"#;
+        assert_eq!(Incoming::parse(bad).unwrap_err().error.code(), -32700);
+        let deep = format!(
+            r#"{{"jsonrpc":"2.0","id":1,"method":"m","params":{{"x":{}{}}}}}"#,
+            "[".repeat(10_000),
+            "]".repeat(10_000)
+        );
+        assert_eq!(
+            Incoming::parse(deep.as_bytes()).unwrap_err().error.code(),
+            -32700
+        );
+        let dup = br#"{"jsonrpc":"2.0","id":1,"id":2,"method":"m"}"#;
+        let Incoming::Request(r) = Incoming::parse(dup).unwrap() else {
+            panic!()
+        };
+        assert_eq!(
+            r.id,
+            RequestId::Number(2),
+            "the last duplicate wins, as before"
         );
     }
 

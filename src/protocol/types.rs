@@ -1,10 +1,29 @@
 //! The 2026-07-28 types the runtime reasons about: the subscription filter, the
 //! capability objects and the cache hints.
 
+use std::collections::HashSet;
+
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use super::error::McpError;
+
+/// Longest resource URI accepted in `notifications.resourceSubscriptions`, in
+/// bytes. A listen stream keeps its URIs for as long as it is open; a longer one
+/// is `-32602`.
+pub const MAX_RESOURCE_URI_LEN: usize = 2 * 1024;
+
+/// `uris` without duplicates, first occurrence first, in O(n).
+fn dedup<'a>(uris: impl Iterator<Item = &'a String>) -> Vec<String> {
+    let mut seen: HashSet<&str> = HashSet::new();
+    let mut out = Vec::new();
+    for uri in uris {
+        if seen.insert(uri.as_str()) {
+            out.push(uri.clone());
+        }
+    }
+    out
+}
 
 /// What a `subscriptions/listen` request asks for, and (in the acknowledgement) what
 /// the server agreed to honour. `false` and empty fields are left out on the wire.
@@ -48,7 +67,9 @@ impl SubscriptionFilter {
     }
 
     /// Reads `params.notifications` of a listen request. Missing or malformed is
-    /// `-32602`; unknown fields are ignored here (the caller looks at extensions).
+    /// `-32602`, and so is a resource URI longer than [`MAX_RESOURCE_URI_LEN`];
+    /// unknown fields are ignored here (the caller looks at extensions). Duplicate
+    /// URIs are dropped (first occurrence kept).
     pub fn from_params(params: &Map<String, Value>) -> Result<SubscriptionFilter, McpError> {
         let value = params.get("notifications").ok_or_else(|| {
             McpError::invalid_params(
@@ -67,22 +88,31 @@ impl SubscriptionFilter {
                 ))),
             }
         };
+        let not_uris = || {
+            McpError::invalid_params(
+                "Invalid params: notifications.resourceSubscriptions must be an array of URI strings",
+            )
+        };
         let resource_subscriptions = match obj.get("resourceSubscriptions") {
             None | Some(Value::Null) => Vec::new(),
-            Some(Value::Array(items)) => items
-                .iter()
-                .map(|v| v.as_str().map(str::to_owned))
-                .collect::<Option<Vec<_>>>()
-                .ok_or_else(|| {
-                    McpError::invalid_params(
-                        "Invalid params: notifications.resourceSubscriptions must be an array of URI strings",
-                    )
-                })?,
-            Some(_) => {
-                return Err(McpError::invalid_params(
-                    "Invalid params: notifications.resourceSubscriptions must be an array of URI strings",
-                ));
+            Some(Value::Array(items)) => {
+                let mut seen: HashSet<&str> = HashSet::with_capacity(items.len());
+                let mut uris = Vec::with_capacity(items.len());
+                for item in items {
+                    let uri = item.as_str().ok_or_else(not_uris)?;
+                    if uri.len() > MAX_RESOURCE_URI_LEN {
+                        return Err(McpError::invalid_params(format!(
+                            "Invalid params: a resource URI in notifications.resourceSubscriptions is {} bytes long; at most {MAX_RESOURCE_URI_LEN} are allowed",
+                            uri.len()
+                        )));
+                    }
+                    if seen.insert(uri) {
+                        uris.push(uri.to_owned());
+                    }
+                }
+                uris
             }
+            Some(_) => return Err(not_uris()),
         };
         Ok(SubscriptionFilter {
             tools_list_changed: flag("toolsListChanged")?,
@@ -103,12 +133,16 @@ impl SubscriptionFilter {
     /// The part of `self` that is also in `other` (URIs keep `self`'s order, without
     /// duplicates).
     pub fn intersect(&self, other: &SubscriptionFilter) -> SubscriptionFilter {
-        let mut uris: Vec<String> = Vec::new();
-        for uri in &self.resource_subscriptions {
-            if other.resource_subscriptions.contains(uri) && !uris.contains(uri) {
-                uris.push(uri.clone());
-            }
-        }
+        let theirs: HashSet<&str> = other
+            .resource_subscriptions
+            .iter()
+            .map(String::as_str)
+            .collect();
+        let uris = dedup(
+            self.resource_subscriptions
+                .iter()
+                .filter(|u| theirs.contains(u.as_str())),
+        );
         SubscriptionFilter {
             tools_list_changed: self.tools_list_changed && other.tools_list_changed,
             prompts_list_changed: self.prompts_list_changed && other.prompts_list_changed,
@@ -119,14 +153,11 @@ impl SubscriptionFilter {
 
     /// The part of `self` the advertised capabilities allow.
     pub fn allowed_by(&self, caps: &SubscriptionCapabilities) -> SubscriptionFilter {
-        let mut uris: Vec<String> = Vec::new();
-        if caps.resources_updated {
-            for uri in &self.resource_subscriptions {
-                if !uris.contains(uri) {
-                    uris.push(uri.clone());
-                }
-            }
-        }
+        let uris = if caps.resources_updated {
+            dedup(self.resource_subscriptions.iter())
+        } else {
+            Vec::new()
+        };
         SubscriptionFilter {
             tools_list_changed: self.tools_list_changed && caps.tools_list_changed,
             prompts_list_changed: self.prompts_list_changed && caps.prompts_list_changed,
@@ -136,7 +167,8 @@ impl SubscriptionFilter {
     }
 
     /// Whether a notification of `method` (and, for `resources/updated`, `uri`) falls
-    /// inside this filter. URIs match exactly.
+    /// inside this filter. URIs match exactly (a linear scan of at most
+    /// `Limits::max_resource_uris` short strings).
     pub fn allows(&self, method: &str, uri: Option<&str>) -> bool {
         use super::methods;
         match method {
@@ -365,6 +397,21 @@ mod tests {
                 -32602
             );
         }
+    }
+
+    #[test]
+    fn uris_are_capped_and_deduplicated() {
+        let long = "u".repeat(MAX_RESOURCE_URI_LEN + 1);
+        let p = json!({"notifications": {"resourceSubscriptions": ["a", long]}});
+        assert_eq!(
+            SubscriptionFilter::from_params(p.as_object().unwrap())
+                .unwrap_err()
+                .code(),
+            -32602
+        );
+        let p = json!({"notifications": {"resourceSubscriptions": ["b", "a", "b", "a", "c"]}});
+        let f = SubscriptionFilter::from_params(p.as_object().unwrap()).unwrap();
+        assert_eq!(f.resource_subscriptions, vec!["b", "a", "c"]);
     }
 
     #[test]

@@ -147,7 +147,7 @@ pub(crate) fn input_required_result(
             "n": binding.name,
             "d": binding.digest,
             "exp": seal::expiry(ttl),
-            "q": sealer.next_seq(),
+            "q": sealer.nonce(),
             "s": state,
         });
         let token = sealer.seal(purpose::REQUEST_STATE, &payload);

@@ -230,7 +230,13 @@ fn match_parts(parts: &[Part], mut uri: &str, vars: &mut Vec<(String, String)>) 
                 let end = match parts.get(i + 1) {
                     Some(Part::Literal(lit)) => {
                         let found = if *reserved {
-                            uri[..(max + lit.len()).min(uri.len())].rfind(lit.as_str())
+                            // The window may end inside a multi-byte character: a
+                            // match of `lit` ends on a boundary, so round down.
+                            let mut window = (max + lit.len()).min(uri.len());
+                            while !uri.is_char_boundary(window) {
+                                window -= 1;
+                            }
+                            uri.get(..window).and_then(|w| w.rfind(lit.as_str()))
                         } else {
                             uri.find(lit.as_str())
                         };
@@ -245,8 +251,12 @@ fn match_parts(parts: &[Part], mut uri: &str, vars: &mut Vec<(String, String)>) 
                 if end == 0 {
                     return false; // a variable matches a non-empty value
                 }
-                raw.push((name.as_str(), &uri[..end], *reserved));
-                uri = &uri[end..];
+                // `end` is a match position or a `find` result: a char boundary.
+                let (Some(value), Some(tail)) = (uri.get(..end), uri.get(end..)) else {
+                    return false;
+                };
+                raw.push((name.as_str(), value, *reserved));
+                uri = tail;
             }
         }
         i += 1;
@@ -653,6 +663,17 @@ mod tests {
             (v["dir"].as_str(), v["name"].as_str()),
             (Some("a/b.c"), Some("d.e"))
         );
+    }
+
+    #[test]
+    fn multi_byte_characters_after_a_reserved_variable_do_not_match_or_panic() {
+        let t = ResourceTemplate::new("x://{+p}.txt", "t");
+        assert!(t.matches("x://a?éé").is_none());
+        assert!(t.matches("x://a?é.txt").is_none());
+        assert_eq!(t.matches("x://é/ü.txt").unwrap()["p"], "é/ü");
+        let t = ResourceTemplate::new("x://{+p}€{q}", "t");
+        assert!(t.matches("x://a?€€€").is_none());
+        assert_eq!(t.matches("x://ab€c").unwrap()["q"], "c");
     }
 
     #[test]

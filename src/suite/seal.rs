@@ -32,7 +32,9 @@ pub(crate) mod purpose {
 #[derive(Clone)]
 pub(crate) struct Sealer {
     key: Arc<[u8; 32]>,
-    seq: Arc<AtomicU64>,
+    /// Only used when the OS random source fails: fed through the keyed MAC, so
+    /// the nonces stay unpredictable and say nothing about the server's traffic.
+    fallback: Arc<AtomicU64>,
 }
 
 impl std::fmt::Debug for Sealer {
@@ -47,7 +49,7 @@ impl Sealer {
     pub(crate) fn new(key: [u8; 32]) -> Self {
         Sealer {
             key: Arc::new(key),
-            seq: Arc::new(AtomicU64::new(0)),
+            fallback: Arc::new(AtomicU64::new(0)),
         }
     }
 
@@ -68,10 +70,20 @@ impl Sealer {
         Self::new(key)
     }
 
-    /// A number that differs on every call (so two states sealed for the same
-    /// request in the same millisecond still differ).
-    pub(crate) fn next_seq(&self) -> u64 {
-        self.seq.fetch_add(1, Ordering::Relaxed)
+    /// A random 64-bit nonce (so two states sealed for the same request in the
+    /// same millisecond still differ). Unlike a counter, it tells a client nothing
+    /// about how many tokens the server sealed for others.
+    pub(crate) fn nonce(&self) -> u64 {
+        let mut bytes = [0u8; 8];
+        if getrandom::fill(&mut bytes).is_err() {
+            // A keyed PRF of a private counter: as unpredictable to clients.
+            let n = self.fallback.fetch_add(1, Ordering::Relaxed);
+            if let Some(mac) = self.keyed("genmcp/nonce/v1", &n.to_le_bytes()) {
+                let tag = mac.finalize().into_bytes();
+                bytes.copy_from_slice(&tag[..8]);
+            }
+        }
+        u64::from_le_bytes(bytes)
     }
 
     fn keyed(&self, purpose: &str, body: &[u8]) -> Option<HmacSha256> {
@@ -195,6 +207,70 @@ mod tests {
             URL_SAFE_NO_PAD.encode(br#"{"o":0,"k":"tools"}"#)
         );
         assert_eq!(s.open(purpose::CURSOR, &forged), None);
+    }
+
+    /// The opener under random and mutated tokens (seeded, bounded; more cases
+    /// with `PROPTEST_CASES`): no panic, and nothing opens unless unchanged.
+    #[test]
+    fn fuzz_the_sealed_token_opener() {
+        use proptest::prelude::*;
+        use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
+        let cases = std::env::var("PROPTEST_CASES")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(1_000);
+        let config = Config {
+            cases,
+            failure_persistence: None,
+            ..Config::default()
+        };
+        let mut runner = TestRunner::new_with_rng(
+            config,
+            TestRng::from_seed(RngAlgorithm::ChaCha, &[0x5e; 32]),
+        );
+        let s = Sealer::new([3; 32]);
+        let good = s.seal(purpose::CURSOR, &json!({"o": 10, "k": "tools"}));
+        let token = prop_oneof![
+            ".{0,80}",
+            "[A-Za-z0-9_.-]{0,120}",
+            prop::collection::vec((any::<usize>(), any::<char>()), 1..4).prop_map({
+                let good = good.clone();
+                move |edits| {
+                    let mut chars: Vec<char> = good.chars().collect();
+                    for (at, c) in edits {
+                        let i = at % chars.len();
+                        chars[i] = c;
+                    }
+                    chars.into_iter().collect::<String>()
+                }
+            }),
+        ];
+        runner
+            .run(&token, |t| {
+                let opened = s.open(purpose::CURSOR, &t);
+                prop_assert!(opened.is_none() || t == good, "{t:?} opened");
+                Ok(())
+            })
+            .unwrap();
+        assert!(
+            s.open(purpose::CURSOR, &"a".repeat(MAX_TOKEN_LEN + 1))
+                .is_none()
+        );
+    }
+
+    #[test]
+    fn nonces_are_not_a_counter() {
+        let s = Sealer::new([1; 32]);
+        let a: Vec<u64> = (0..64).map(|_| s.nonce()).collect();
+        let distinct: std::collections::HashSet<u64> = a.iter().copied().collect();
+        assert_eq!(distinct.len(), a.len());
+        assert!(
+            a.windows(2)
+                .filter(|w| w[1] == w[0].wrapping_add(1))
+                .count()
+                < 2,
+            "nonces must not count up: {a:?}"
+        );
     }
 
     #[test]

@@ -2,6 +2,7 @@
 //! route it (unary or listen), and run unary requests as local tasks.
 
 use std::panic::AssertUnwindSafe;
+use std::time::Duration;
 
 use futures_util::FutureExt as _;
 use serde_json::{Map, Value};
@@ -85,25 +86,51 @@ pub(crate) fn route<H: SubscriptionHandler>(
     }
 }
 
+/// The deadlines of one unary request.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Deadlines {
+    /// How long the handler may run before it is dropped and the client gets
+    /// `-32603` "Request timed out".
+    pub(crate) request: Duration,
+    /// How long the final frame may wait for outbox room (`Limits::stall_timeout`)
+    /// before it is given up (the client is not reading).
+    pub(crate) stall: Duration,
+}
+
+/// The message of the `-32603` a unary request gets at its deadline.
+pub(crate) const TIMED_OUT: &str = "Request timed out";
+
 /// Runs a unary request on the current arbiter. Its final frame (result or
 /// error) goes into the channel's outbox after any notification it sent; a
-/// panicking handler answers `-32603`. Also returns the HTTP status of the outcome.
-pub(crate) fn spawn_unary<H: SubscriptionHandler>(
+/// panicking handler answers `-32603`, and so does one still running at
+/// `deadlines.request` (its future is dropped). `guard` is held until the request
+/// has been answered (an in-flight permit). Also returns the HTTP status of the
+/// outcome.
+pub(crate) fn spawn_unary<H: SubscriptionHandler, G: 'static>(
     suite: &Suite<H>,
     method: String,
     params: Map<String, Value>,
     channel: Channel,
+    deadlines: Deadlines,
+    guard: G,
 ) -> (tokio::task::JoinHandle<()>, oneshot::Receiver<u16>) {
     let (status_tx, status_rx) = oneshot::channel::<u16>();
     let future = suite.call(&method, params, channel.clone());
     let task = actix_rt::spawn(async move {
-        let result = AssertUnwindSafe(future)
-            .catch_unwind()
-            .await
-            .unwrap_or_else(|_| {
+        let _guard = guard;
+        let outcome =
+            tokio::time::timeout(deadlines.request, AssertUnwindSafe(future).catch_unwind()).await;
+        let result = match outcome {
+            Ok(Ok(result)) => result,
+            Ok(Err(_)) => {
                 tracing::error!(method = %method, "request handler panicked");
                 Err(McpError::internal("Internal error: request handler failed"))
-            });
+            }
+            Err(_) => {
+                tracing::warn!(method = %method, deadline = ?deadlines.request, "request timed out; handler dropped");
+                Err(McpError::internal(TIMED_OUT))
+            }
+        };
         let id = channel.id();
         let (bytes, status) = match result {
             Ok(result) => (encode_result(id, &result), 200),
@@ -113,7 +140,12 @@ pub(crate) fn spawn_unary<H: SubscriptionHandler>(
             ),
         };
         let _ = status_tx.send(status);
-        let _ = channel.respond(bytes).await;
+        if tokio::time::timeout(deadlines.stall, channel.respond(bytes))
+            .await
+            .is_err()
+        {
+            tracing::debug!(method = %method, "response dropped: the outbox stayed full past the stall timeout");
+        }
     });
     (task, status_rx)
 }

@@ -18,7 +18,7 @@ use actix::prelude::*;
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::task::AbortHandle;
 
-use super::dispatch::{ListenRequest, Routed, route, spawn_unary, validate_meta};
+use super::dispatch::{Deadlines, ListenRequest, Routed, route, spawn_unary, validate_meta};
 use crate::mux::{Assigns, Frame, Outbox, OutboxReceiver, outbox};
 use crate::protocol::jsonrpc::encode_error;
 use crate::protocol::{Incoming, McpError, Request, RequestId, methods};
@@ -37,6 +37,10 @@ pub struct StdioConfig {
     pub max_line: usize,
     /// Unary requests in flight at once (default 1,024); past it `-32603`.
     pub max_in_flight: usize,
+    /// How long a unary request's handler may run (default 60 s); past it the
+    /// handler's future is dropped and the client gets `-32603` "Request timed
+    /// out".
+    pub request_timeout: Duration,
     /// How long teardown waits for streams and output to finish (default 5 s).
     pub drain_timeout: Duration,
 }
@@ -47,6 +51,7 @@ impl Default for StdioConfig {
             limits: Limits::default(),
             max_line: 4 * 1024 * 1024,
             max_in_flight: 1_024,
+            request_timeout: Duration::from_secs(60),
             drain_timeout: Duration::from_secs(5),
         }
     }
@@ -162,9 +167,17 @@ async fn write_frames<W: AsyncWrite + Unpin>(
     Ok(())
 }
 
-/// Writes an error response (the outbox is bounded: this waits for room).
-async fn send_error(outbox: &Outbox, id: Option<&RequestId>, error: &McpError) {
-    let _ = outbox.send(Frame::last(encode_error(id, error))).await;
+/// Writes an error response. The outbox is bounded: this waits for room, at most
+/// `stall` (`Limits::stall_timeout`); a peer that stopped reading loses the reply
+/// instead of stalling the read loop (and with it, shutdown).
+async fn send_error(outbox: &Outbox, stall: Duration, id: Option<&RequestId>, error: &McpError) {
+    let frame = Frame::last(encode_error(id, error));
+    if tokio::time::timeout(stall, outbox.send(frame))
+        .await
+        .is_err()
+    {
+        tracing::debug!("error reply dropped: stdout stayed full past the stall timeout");
+    }
 }
 
 /// Unary requests in flight, by id, so a cancel can abort them.
@@ -270,7 +283,7 @@ where
             Ok(Some(Line::TooLong)) => {
                 let error =
                     McpError::InvalidRequest(format!("line longer than {} bytes", config.max_line));
-                send_error(&tx, None, &error).await;
+                send_error(&tx, server.limits().stall_timeout, None, &error).await;
             }
             Ok(None) => break,
             Err(e) => {
@@ -313,11 +326,13 @@ struct Pipe<'a, H: SubscriptionHandler> {
 
 async fn handle_line<H: SubscriptionHandler>(pipe: &Pipe<'_, H>, text: &[u8]) {
     let Pipe {
+        server,
         connection,
         outbox,
         in_flight,
         ..
     } = pipe;
+    let stall = server.limits().stall_timeout;
     let request = match Incoming::parse(text) {
         Ok(Incoming::Request(r)) => r,
         Ok(Incoming::Notification(n)) => {
@@ -332,13 +347,13 @@ async fn handle_line<H: SubscriptionHandler>(pipe: &Pipe<'_, H>, text: &[u8]) {
             return;
         }
         Err(e) => {
-            send_error(outbox, e.id.as_ref(), &e.error).await;
+            send_error(outbox, stall, e.id.as_ref(), &e.error).await;
             return;
         }
     };
     let id = request.id.clone();
     if let Err(error) = dispatch(pipe, request).await {
-        send_error(outbox, Some(&id), &error).await;
+        send_error(outbox, stall, Some(&id), &error).await;
     }
 }
 
@@ -380,7 +395,11 @@ async fn dispatch<H: SubscriptionHandler>(
             if in_flight.len() >= config.max_in_flight {
                 return Err(McpError::internal("Too many requests in flight"));
             }
-            let (task, _status) = spawn_unary(suite, method, params, channel);
+            let deadlines = Deadlines {
+                request: config.request_timeout,
+                stall: server.limits().stall_timeout,
+            };
+            let (task, _status) = spawn_unary(suite, method, params, channel, deadlines, ());
             in_flight.insert(id, task);
         }
         Routed::Listen(listen_request) => {

@@ -34,15 +34,20 @@ fn host_allowed(host: &str, allowed: &[String]) -> bool {
 }
 
 /// DNS-rebinding protection: a `Host` or `Origin` naming a host outside
-/// `allowed_hosts` is refused. An absent header is accepted.
+/// `allowed_hosts` is refused. An absent `Host` (HTTP/1.0 allows it) is refused
+/// too unless `allowed_hosts` contains `"*"`; an absent `Origin` is accepted.
 pub fn check_host_and_origin(req: &HttpRequest, allowed_hosts: &[String]) -> Result<(), String> {
-    if let Some(host) = req.headers().get(header::HOST) {
-        let host = host
-            .to_str()
-            .map_err(|_| "invalid Host header".to_owned())?;
-        if !host_allowed(hostname(host.trim()), allowed_hosts) {
-            return Err(format!("Host {host:?} is not allowed"));
+    match req.headers().get(header::HOST) {
+        Some(host) => {
+            let host = host
+                .to_str()
+                .map_err(|_| "invalid Host header".to_owned())?;
+            if !host_allowed(hostname(host.trim()), allowed_hosts) {
+                return Err(format!("Host {host:?} is not allowed"));
+            }
         }
+        None if allowed_hosts.iter().any(|a| a == "*") => {}
+        None => return Err("a Host header is required".to_owned()),
     }
     if let Some(origin) = req.headers().get(header::ORIGIN) {
         let origin = origin

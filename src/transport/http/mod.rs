@@ -2,10 +2,12 @@
 //! message per POST, JSON or SSE replies, listen streams as SSE.
 //!
 //! Validation runs in the order the reference fixes (see `docs/http.md`): Host and
-//! Origin (403), method (405), Accept (406), Content-Type (415), body size (413),
-//! JSON (-32700), envelope (-32600), notifications (202), header/body cross-checks
-//! (-32020), `_meta` (-32602), version (-32022), required headers (-32020), method
-//! (-32601, 404), params (-32602), dispatch.
+//! Origin (403), method (405), in-flight limit (503), Accept (406), Content-Type
+//! (415), declared body size (413), the assigns hook on the head (401), body
+//! (413 past the size, 408 past the body deadline), JSON (-32700), envelope
+//! (-32600), notifications (202), header/body cross-checks (-32020), `_meta`
+//! (-32602), version (-32022), required headers (-32020), method (-32601, 404),
+//! params (-32602), dispatch. Every bound is listed in `docs/security.md`.
 
 mod headers;
 mod sse;
@@ -20,9 +22,9 @@ use actix_web::http::{StatusCode, header};
 use actix_web::{App, HttpRequest, HttpResponse, HttpServer, web};
 use futures_util::StreamExt as _;
 use serde_json::{Map, Value};
-use tokio::sync::oneshot;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, oneshot};
 
-use super::dispatch::{ListenRequest, Routed, route, spawn_unary, validate_meta};
+use super::dispatch::{Deadlines, ListenRequest, Routed, route, spawn_unary, validate_meta};
 use crate::mux::{Assigns, Channel, Outbox, OutboxReceiver, outbox};
 use crate::protocol::error::status_for_code;
 use crate::protocol::jsonrpc::encode_error;
@@ -37,7 +39,9 @@ pub use headers::decode_value as decode_header_value;
 use sse::{AbortOnDrop, SseBody};
 
 /// Builds the [`Assigns`] of a request from its HTTP head (e.g. an authenticated
-/// principal from `Authorization`). Returning `Err(message)` answers 401.
+/// principal from `Authorization`). Returning `Err(message)` answers 401. It runs
+/// before the body is read, so an unauthenticated client cannot make the server
+/// read and parse a body.
 pub type AssignsHook = Arc<dyn Fn(&HttpRequest) -> Result<Assigns, String> + Send + Sync>;
 
 /// Configuration of the HTTP transport. Every bound has a default.
@@ -55,6 +59,19 @@ pub struct HttpConfig {
     pub keep_alive: Duration,
     /// Largest request body (default 4 MiB); larger is 413.
     pub max_body: usize,
+    /// How long reading a request body may take (default 10 s), from the end of
+    /// the head; past it the request is answered 408 and the connection closed
+    /// (a slow-drip body cannot hold a connection and a buffer).
+    pub body_timeout: Duration,
+    /// How long a unary request's handler may run (default 60 s); past it the
+    /// handler's future is dropped and the client gets `-32603` "Request timed
+    /// out".
+    pub request_timeout: Duration,
+    /// HTTP requests in flight at once (default 1,024): from the head until a
+    /// unary request is answered, or until a listen stream is set up (an open
+    /// stream then counts against `Limits::max_streams` instead). Past it: 503
+    /// with `Retry-After` and a `-32603` body, without reading the body.
+    pub max_in_flight: usize,
     /// Hostnames accepted in `Host` and `Origin` (default loopback only:
     /// `127.0.0.1`, `localhost`, `::1`); `"*"` accepts any. Others get 403.
     pub allowed_hosts: Vec<String>,
@@ -76,6 +93,9 @@ impl Default for HttpConfig {
             path: "/mcp".into(),
             keep_alive: Duration::from_secs(15),
             max_body: 4 * 1024 * 1024,
+            body_timeout: Duration::from_secs(10),
+            request_timeout: Duration::from_secs(60),
+            max_in_flight: 1_024,
             allowed_hosts: vec!["127.0.0.1".into(), "localhost".into(), "::1".into()],
             workers: std::thread::available_parallelism().map_or(2, |n| n.get()),
             drain_timeout: Duration::from_secs(5),
@@ -93,6 +113,9 @@ impl std::fmt::Debug for HttpConfig {
             .field("path", &self.path)
             .field("keep_alive", &self.keep_alive)
             .field("max_body", &self.max_body)
+            .field("body_timeout", &self.body_timeout)
+            .field("request_timeout", &self.request_timeout)
+            .field("max_in_flight", &self.max_in_flight)
             .field("allowed_hosts", &self.allowed_hosts)
             .field("workers", &self.workers)
             .field("limits", &self.limits)
@@ -104,6 +127,7 @@ struct AppState<H: SubscriptionHandler> {
     suite: Suite<H>,
     server: Server,
     config: HttpConfig,
+    in_flight: Arc<Semaphore>,
 }
 
 /// A started HTTP server.
@@ -142,6 +166,7 @@ pub fn start<H: SubscriptionHandler>(
         suite,
         server: server.clone(),
         config: config.clone(),
+        in_flight: Arc::new(Semaphore::new(config.max_in_flight.max(1))),
     });
     let path = config.path.clone();
     let http = HttpServer::new(move || {
@@ -313,27 +338,79 @@ fn refusal(status: StatusCode, message: String) -> HttpResponse {
         .body(body.to_string())
 }
 
-async fn read_body(mut payload: web::Payload, limit: usize) -> Result<Vec<u8>, HttpResponse> {
-    let mut body = Vec::new();
+/// The message of a 503: stable, so clients can match it.
+const OVERLOADED: &str = "Server overloaded: too many requests in flight; retry later";
+
+fn overloaded() -> HttpResponse {
+    HttpResponse::ServiceUnavailable()
+        .insert_header((header::RETRY_AFTER, "1"))
+        .content_type("application/json")
+        .body(encode_error(None, &McpError::internal(OVERLOADED)))
+}
+
+fn too_large(limit: usize) -> HttpResponse {
+    json_response(
+        413,
+        encode_error(
+            None,
+            &McpError::InvalidRequest(format!("request body larger than {limit} bytes")),
+        ),
+    )
+}
+
+/// Reads the body, at most `limit` bytes. A transport error is logged and
+/// answered with a short stable message: its detail is the server's business.
+/// `expected` is the declared `Content-Length` (already checked against `limit`);
+/// at most 64 KiB are allocated up front on its word alone, so a client that
+/// declares a large body and sends nothing costs little.
+async fn read_body(
+    mut payload: web::Payload,
+    limit: usize,
+    expected: Option<usize>,
+) -> Result<Vec<u8>, HttpResponse> {
+    let mut body = Vec::with_capacity(expected.unwrap_or(0).min(limit).min(64 * 1024));
     while let Some(chunk) = payload.next().await {
         let chunk = chunk.map_err(|e| {
-            refusal(
+            tracing::debug!(error = %e, "could not read a request body");
+            let mut resp = refusal(
                 StatusCode::BAD_REQUEST,
-                format!("could not read the body: {e}"),
-            )
+                "Bad Request: could not read the body".into(),
+            );
+            resp.head_mut()
+                .set_connection_type(actix_web::http::ConnectionType::Close);
+            resp
         })?;
         if body.len() + chunk.len() > limit {
-            return Err(json_response(
-                413,
-                encode_error(
-                    None,
-                    &McpError::InvalidRequest(format!("request body larger than {limit} bytes")),
-                ),
-            ));
+            return Err(too_large(limit));
         }
         body.extend_from_slice(&chunk);
     }
     Ok(body)
+}
+
+/// [`read_body`] within `deadline`: past it, 408 and the connection is closed.
+async fn read_body_within(
+    payload: web::Payload,
+    limit: usize,
+    expected: Option<usize>,
+    deadline: Duration,
+) -> Result<Vec<u8>, HttpResponse> {
+    match tokio::time::timeout(deadline, read_body(payload, limit, expected)).await {
+        Ok(result) => result,
+        Err(_) => {
+            tracing::debug!(?deadline, "request body not received in time");
+            let mut resp = refusal(
+                StatusCode::REQUEST_TIMEOUT,
+                format!(
+                    "Request Timeout: the body was not received within {} ms",
+                    deadline.as_millis()
+                ),
+            );
+            resp.head_mut()
+                .set_connection_type(actix_web::http::ConnectionType::Close);
+            Err(resp)
+        }
+    }
 }
 
 async fn post<H: SubscriptionHandler>(
@@ -345,6 +422,10 @@ async fn post<H: SubscriptionHandler>(
     if let Err(why) = headers::check_host_and_origin(&req, &config.allowed_hosts) {
         return refusal(StatusCode::FORBIDDEN, format!("Forbidden: {why}"));
     }
+    // Held until a unary request is answered, or until a listen is set up.
+    let Ok(permit) = state.in_flight.clone().try_acquire_owned() else {
+        return overloaded();
+    };
     let head = req.headers();
     if !headers::accepts(head, "application/json") {
         return refusal(
@@ -358,32 +439,14 @@ async fn post<H: SubscriptionHandler>(
             "Unsupported Media Type: Content-Type must be application/json".into(),
         );
     }
-    if let Some(len) = head
+    let declared = head
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<usize>().ok())
-        && len > config.max_body
-    {
-        return json_response(
-            413,
-            encode_error(
-                None,
-                &McpError::InvalidRequest(format!(
-                    "request body larger than {} bytes",
-                    config.max_body
-                )),
-            ),
-        );
+        .and_then(|v| v.parse::<usize>().ok());
+    if declared.is_some_and(|len| len > config.max_body) {
+        return too_large(config.max_body);
     }
-    let body = match read_body(payload, config.max_body).await {
-        Ok(b) => b,
-        Err(resp) => return resp,
-    };
-    let request = match Incoming::parse(&body) {
-        Ok(Incoming::Request(r)) => r,
-        Ok(Incoming::Notification(_)) => return HttpResponse::Accepted().finish(),
-        Err(e) => return error_response(e.id.as_ref(), &e.error, Phase::Validation),
-    };
+    // Authentication looks at the head only, before any body is read.
     let assigns = match &config.assigns {
         Some(hook) => match hook(&req) {
             Ok(a) => a,
@@ -393,11 +456,24 @@ async fn post<H: SubscriptionHandler>(
                     header::WWW_AUTHENTICATE,
                     header::HeaderValue::from_static("Bearer"),
                 );
+                resp.head_mut()
+                    .set_connection_type(actix_web::http::ConnectionType::Close);
                 return resp;
             }
         },
         None => Assigns::new(),
     };
+    let body = match read_body_within(payload, config.max_body, declared, config.body_timeout).await
+    {
+        Ok(b) => b,
+        Err(resp) => return resp,
+    };
+    let request = match Incoming::parse(&body) {
+        Ok(Incoming::Request(r)) => r,
+        Ok(Incoming::Notification(_)) => return HttpResponse::Accepted().finish(),
+        Err(e) => return error_response(e.id.as_ref(), &e.error, Phase::Validation),
+    };
+    drop(body);
     let id = request.id.clone();
     let (tx, rx) = outbox(state.server.limits().outbox_capacity);
     match validate(&state.suite, &req, request, assigns, &state.server, tx) {
@@ -405,7 +481,7 @@ async fn post<H: SubscriptionHandler>(
             method,
             params,
             channel,
-        }) => unary(&state, method, params, channel, rx).await,
+        }) => unary(&state, method, params, channel, rx, permit).await,
         Ok(Routed::Listen(listen_request)) => {
             let ListenRequest {
                 meta,
@@ -418,7 +494,9 @@ async fn post<H: SubscriptionHandler>(
                     "Not Acceptable: subscriptions/listen answers with text/event-stream".into(),
                 );
             }
-            listen(&state, id, meta, assigns, filter).await
+            let response = listen(&state, id, meta, assigns, filter).await;
+            drop(permit);
+            response
         }
         Err(error) => error_response(Some(&id), &error, Phase::Validation),
     }
@@ -508,8 +586,13 @@ async fn unary<H: SubscriptionHandler>(
     params: Map<String, Value>,
     channel: Channel,
     mut rx: OutboxReceiver,
+    permit: OwnedSemaphorePermit,
 ) -> HttpResponse {
-    let (task, status_rx) = spawn_unary(&state.suite, method, params, channel);
+    let deadlines = Deadlines {
+        request: state.config.request_timeout,
+        stall: state.server.limits().stall_timeout,
+    };
+    let (task, status_rx) = spawn_unary(&state.suite, method, params, channel, deadlines, permit);
     let mut task = AbortOnDrop(Some(task));
     let Some(first) = rx.recv().await else {
         task.0.take();

@@ -1,0 +1,213 @@
+#!/usr/bin/env python3
+"""Churn soak for genmcp: memory under listen churn.
+
+Starts `genmcp serve` (release build), holds N `subscriptions/listen` streams
+open, drops M of them a second abruptly (TCP reset) and opens replacements,
+calls the demo's `burst` tool (a small tools/list_changed burst to every
+stream) every 5 s, and samples the server's resident memory (VmRSS from
+/proc/PID/status). Prints a table and a summary; exits non-zero if a listen
+was not acknowledged or the server died.
+
+    cargo build --release
+    scripts/churn-soak.py --streams 500 --churn 150 --duration 480
+    scripts/churn-soak.py --lifecycles 1000000 --sample 30
+
+Standard library only. See docs/security.md.
+"""
+
+import argparse
+import json
+import os
+import random
+import selectors
+import socket
+import struct
+import subprocess
+import sys
+import time
+
+VERSION = "2026-07-28"
+META = {
+    "io.modelcontextprotocol/protocolVersion": VERSION,
+    "io.modelcontextprotocol/clientCapabilities": {},
+    "io.modelcontextprotocol/clientInfo": {"name": "churn-soak", "version": "1"},
+}
+
+
+def request_bytes(host, port, ident, method, params, name=None):
+    body = json.dumps({"jsonrpc": "2.0", "id": ident, "method": method,
+                       "params": dict(params, _meta=META)}).encode()
+    head = (f"POST /mcp HTTP/1.1\r\nHost: {host}:{port}\r\n"
+            "Content-Type: application/json\r\n"
+            "Accept: application/json, text/event-stream\r\n"
+            f"MCP-Protocol-Version: {VERSION}\r\nMcp-Method: {method}\r\n")
+    if name:
+        head += f"Mcp-Name: {name}\r\n"
+    head += f"Content-Length: {len(body)}\r\n\r\n"
+    return head.encode() + body
+
+
+def rss_kib(pid):
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1])
+    except OSError:
+        return None
+    return None
+
+
+class Stream:
+    __slots__ = ("sock", "buf", "acked")
+
+    def __init__(self, sock):
+        self.sock = sock
+        self.buf = b""
+        self.acked = False
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--binary", default="target/release/genmcp")
+    ap.add_argument("--port", type=int, default=18931)
+    ap.add_argument("--streams", type=int, default=500, help="listens held open (N)")
+    ap.add_argument("--churn", type=int, default=150, help="listens replaced per second (M)")
+    ap.add_argument("--duration", type=float, default=180, help="seconds (default 180)")
+    ap.add_argument("--lifecycles", type=int, default=0,
+                    help="stop after this many finished listens instead")
+    ap.add_argument("--sample", type=float, default=15, help="seconds between RSS samples")
+    ap.add_argument("--burst", type=int, default=5, help="events per burst (every 5 s)")
+    args = ap.parse_args()
+
+    host = "127.0.0.1"
+    env = dict(os.environ, RUST_LOG=os.environ.get("RUST_LOG", "genmcp=warn"))
+    server = subprocess.Popen([args.binary, "serve", "--host", host, "--port", str(args.port)],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+    try:
+        for _ in range(100):
+            try:
+                socket.create_connection((host, args.port), timeout=0.2).close()
+                break
+            except OSError:
+                time.sleep(0.05)
+        sel = selectors.DefaultSelector()
+        streams = {}
+        next_id = [0]
+        unacked_failures = [0]
+        server_closed = [0]
+
+        def open_listen():
+            next_id[0] += 1
+            s = socket.create_connection((host, args.port))
+            s.setblocking(False)
+            s.sendall(request_bytes(host, args.port, f"l{next_id[0]}", "subscriptions/listen",
+                                    {"notifications": {"toolsListChanged": True}}))
+            st = Stream(s)
+            streams[s.fileno()] = st
+            sel.register(s, selectors.EVENT_READ, st)
+
+        def drop(st):
+            sel.unregister(st.sock)
+            streams.pop(st.sock.fileno(), None)
+            if not st.acked:
+                unacked_failures[0] += 1
+            # Abrupt: RST instead of FIN.
+            st.sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            st.sock.close()
+
+        def burst(n):
+            s = socket.create_connection((host, args.port), timeout=10)
+            s.sendall(request_bytes(host, args.port, 1, "tools/call",
+                                    {"name": "burst", "arguments": {"count": n}}, name="burst"))
+            data = b""
+            while b"\r\n\r\n" not in data:
+                chunk = s.recv(65536)
+                if not chunk:
+                    break
+                data += chunk
+            s.close()
+            return data.split(b" ", 2)[1] if data else b"?"
+
+        for _ in range(args.streams):
+            open_listen()
+        start = time.monotonic()
+        next_sample = start
+        next_burst = start + 5
+        finished = 0
+        rows = []
+        print(f"{'t (s)':>7} {'RSS (KiB)':>10} {'open':>6} {'lifecycles':>11}")
+        tick = 0.05
+        churn_due = 0.0
+        last = start
+        while True:
+            now = time.monotonic()
+            if args.lifecycles and finished >= args.lifecycles:
+                break
+            if not args.lifecycles and now - start >= args.duration:
+                break
+            if server.poll() is not None:
+                print("server exited", file=sys.stderr)
+                return 2
+            # Read whatever arrived (acks, notifications, keep-alives).
+            for key, _ in sel.select(timeout=tick):
+                st = key.data
+                try:
+                    chunk = st.sock.recv(65536)
+                except BlockingIOError:
+                    continue
+                except OSError:
+                    chunk = b""
+                if not chunk:
+                    # The server ended the stream (it should not, in this soak).
+                    server_closed[0] += 1
+                    drop(st)
+                    finished += 1
+                    open_listen()
+                    continue
+                if not st.acked:
+                    st.buf += chunk
+                    if b"notifications/subscriptions/acknowledged" in st.buf:
+                        st.acked = True
+                        st.buf = b""
+            # Churn: replace M per second among the acknowledged streams.
+            churn_due += args.churn * (now - last)
+            last = now
+            k = int(churn_due)
+            churn_due -= k
+            acked = [st for st in streams.values() if st.acked]
+            for st in random.sample(acked, min(k, len(acked))):
+                drop(st)
+                finished += 1
+                open_listen()
+            if now >= next_burst:
+                status = burst(args.burst)
+                if status != b"200":
+                    print(f"burst answered {status!r}", file=sys.stderr)
+                next_burst += 5
+            if now >= next_sample:
+                rss = rss_kib(server.pid)
+                rows.append((now - start, rss, finished))
+                print(f"{now - start:7.0f} {rss:>10} {len(streams):>6} {finished:>11}", flush=True)
+                next_sample += args.sample
+        rss = rss_kib(server.pid)
+        rows.append((time.monotonic() - start, rss, finished))
+        print(f"{rows[-1][0]:7.0f} {rss:>10} {len(streams):>6} {finished:>11}")
+        first = rows[1][1] if len(rows) > 1 else rows[0][1]
+        print(f"\n{finished} listen lifecycles in {rows[-1][0]:.0f} s; "
+              f"RSS {rows[0][1]} KiB at start, {first} KiB at the first sample after it, "
+              f"{rss} KiB at the end ({rss - first:+d} KiB); "
+              f"{unacked_failures[0]} listens dropped before their acknowledgement, "
+              f"{server_closed[0]} ended by the server")
+        return 0
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            server.kill()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
