@@ -5,7 +5,7 @@
 
 use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context as TaskContext, Poll};
+use std::task::{Context as TaskContext, Poll, Waker};
 
 use actix::prelude::*;
 
@@ -23,11 +23,18 @@ const BUDGET: usize = 256;
 pub(crate) struct Feed<M> {
     rx: queue::Receiver<M>,
     overflow: Arc<OverflowSignal>,
+    /// The waker last registered with the signals: registering again costs
+    /// atomics on every wake-up, and an actor's task keeps its waker.
+    registered: Option<Waker>,
 }
 
 impl<M> Feed<M> {
     pub(crate) fn new(rx: queue::Receiver<M>, overflow: Arc<OverflowSignal>) -> Self {
-        Feed { rx, overflow }
+        Feed {
+            rx,
+            overflow,
+            registered: None,
+        }
     }
 }
 
@@ -41,8 +48,15 @@ impl<H: SubscriptionHandler> ActorFuture<Stream<H>> for Feed<H::Message> {
         task: &mut TaskContext<'_>,
     ) -> Poll<()> {
         let this = self.get_mut();
-        this.overflow.register(task.waker());
-        act.channel().register_attention(task.waker());
+        if !this
+            .registered
+            .as_ref()
+            .is_some_and(|w| w.will_wake(task.waker()))
+        {
+            this.overflow.register(task.waker());
+            act.channel().register_attention(task.waker());
+            this.registered = Some(task.waker().clone());
+        }
         if this.overflow.is_set() {
             act.on_inbox_overflow(ctx);
         }

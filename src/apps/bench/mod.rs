@@ -25,6 +25,7 @@
 //! compares across machines and commits.
 
 pub mod baseline;
+pub mod fanout;
 pub mod load;
 
 use std::net::{SocketAddr, TcpListener, TcpStream};
