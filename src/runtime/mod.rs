@@ -20,6 +20,7 @@ pub use connection::{
     CancelStream, CloseTransport, Connection, OpenStream, SpawnStream, StreamEnded, StreamSlot,
 };
 pub use listen::{listen_filter, spawn_listen};
+pub(crate) use listen::spawn_legacy_stream;
 pub use server::{Metrics, Server, StreamPermit};
 pub use stream::{Deliver, StopStream, Stream};
 
