@@ -42,7 +42,8 @@ fn compat_get_stream_has_no_ack_no_ids_and_a_second_get_is_409() {
     srv.wait_subscribers(1);
     let second = legacy::get(srv.addr(), Some(&session)).into_response();
     assert_eq!(second.status, 409);
-    srv.bus.publish("all", send(Notification::tools_list_changed()));
+    srv.bus
+        .publish("all", send(Notification::tools_list_changed()));
     let n = next(&mut stream).expect("a notification");
     assert_eq!(
         n,
@@ -50,11 +51,14 @@ fn compat_get_stream_has_no_ack_no_ids_and_a_second_get_is_409() {
     );
     // Once the first GET is gone, the session may open another.
     stream.disconnect();
-    assert!(wait_until(Duration::from_secs(5), || srv.closed().contains(&id(1))));
+    assert!(wait_until(Duration::from_secs(5), || srv
+        .closed()
+        .contains(&id(1))));
     let mut again = legacy::get(srv.addr(), Some(&session));
     assert_eq!(again.status, 200);
     srv.wait_subscribers(1);
-    srv.bus.publish("all", send(Notification::tools_list_changed()));
+    srv.bus
+        .publish("all", send(Notification::tools_list_changed()));
     assert!(next(&mut again).is_some());
 }
 
@@ -81,14 +85,21 @@ fn compat_a_panicking_handler_ends_that_get_stream_only() {
     let mut second = legacy::get(srv.addr(), Some(&b));
     srv.wait_subscribers(2);
     srv.bus.publish("all", Msg::PanicFor(id(1)));
-    assert!(next(&mut first).is_none(), "the panicking stream ends, no frame");
-    srv.bus.publish("all", send(Notification::tools_list_changed()));
+    assert!(
+        next(&mut first).is_none(),
+        "the panicking stream ends, no frame"
+    );
+    srv.bus
+        .publish("all", send(Notification::tools_list_changed()));
     assert_eq!(
         next(&mut second).expect("the other stream lives")["method"],
         "notifications/tools/list_changed"
     );
     assert_eq!(srv.metrics().closed(CloseReason::Panicked), 1);
-    assert!(srv.closed().is_empty(), "handle_close does not run after a panic");
+    assert!(
+        srv.closed().is_empty(),
+        "handle_close does not run after a panic"
+    );
 }
 
 #[test]
@@ -120,7 +131,8 @@ fn compat_a_2025_and_a_2026_client_both_receive_the_same_change() {
     let ack = next(&mut modern).unwrap();
     assert_eq!(ack["method"], "notifications/subscriptions/acknowledged");
     srv.wait_subscribers(2);
-    srv.bus.publish("all", send(Notification::tools_list_changed()));
+    srv.bus
+        .publish("all", send(Notification::tools_list_changed()));
     let a = next(&mut old).unwrap();
     let b = next(&mut modern).unwrap();
     assert_eq!(a["method"], "notifications/tools/list_changed");
@@ -136,21 +148,31 @@ fn compat_subscribe_and_unsubscribe_change_the_live_get_streams_uris() {
     let mut stream = legacy::get(srv.addr(), Some(&session));
     srv.wait_subscribers(1);
     let sub = |method: &str| {
-        let resp = legacy::request(srv.addr(), &session, json!(1), method, json!({"uri": "a://x"}));
+        let resp = legacy::request(
+            srv.addr(),
+            &session,
+            json!(1),
+            method,
+            json!({"uri": "a://x"}),
+        );
         assert_eq!(resp.json()["result"], json!({}), "{method}");
     };
     // Before subscribing, an update for a://x is outside the filter.
-    srv.bus.publish("all", send(Notification::resource_updated("a://x")));
+    srv.bus
+        .publish("all", send(Notification::resource_updated("a://x")));
     sub("resources/subscribe");
-    srv.bus.publish("all", send(Notification::resource_updated("a://x")));
+    srv.bus
+        .publish("all", send(Notification::resource_updated("a://x")));
     let n = next(&mut stream).unwrap();
     assert_eq!(
         n,
         json!({"jsonrpc": "2.0", "method": "notifications/resources/updated", "params": {"uri": "a://x"}})
     );
     sub("resources/unsubscribe");
-    srv.bus.publish("all", send(Notification::resource_updated("a://x")));
-    srv.bus.publish("all", send(Notification::tools_list_changed()));
+    srv.bus
+        .publish("all", send(Notification::resource_updated("a://x")));
+    srv.bus
+        .publish("all", send(Notification::tools_list_changed()));
     assert_eq!(
         next(&mut stream).unwrap()["method"],
         "notifications/tools/list_changed",

@@ -7,8 +7,8 @@ mod common;
 use std::time::Duration;
 
 use common::legacy::{self, LEGACY};
-use common::probe::{self, Mode};
 use common::post;
+use common::probe::{self, Mode};
 use genmcp::prelude::*;
 use serde_json::{Value, json};
 
@@ -75,7 +75,9 @@ fn compat_missing_session_is_400_and_forged_or_expired_sessions_are_404() {
         let resp = post(srv.addr(), &legacy::headers(Some(&forged)), &ping);
         assert_eq!(resp.status, 404, "{forged}");
         assert_eq!(
-            legacy::get(srv.addr(), Some(&forged)).into_response().status,
+            legacy::get(srv.addr(), Some(&forged))
+                .into_response()
+                .status,
             404
         );
         assert_eq!(legacy::delete(srv.addr(), &forged).status, 404);
@@ -85,7 +87,9 @@ fn compat_missing_session_is_400_and_forged_or_expired_sessions_are_404() {
     let expired = post(srv.addr(), &legacy::headers(Some(&session)), &ping);
     assert_eq!(expired.status, 404);
     assert_eq!(
-        legacy::get(srv.addr(), Some(&session)).into_response().status,
+        legacy::get(srv.addr(), Some(&session))
+            .into_response()
+            .status,
         404
     );
 }
@@ -117,7 +121,11 @@ fn compat_the_2025_surface_and_its_error_codes() {
         .into_iter()
         .enumerate()
     {
-        assert_eq!(error_code(&call(i as i64, method, json!({}))), -32601, "{method}");
+        assert_eq!(
+            error_code(&call(i as i64, method, json!({}))),
+            -32601,
+            "{method}"
+        );
     }
     // Resource not found is -32002 in 2025.
     let resp = call(10, "resources/read", json!({"uri": "test://missing"}));
@@ -140,7 +148,11 @@ fn compat_the_2025_surface_and_its_error_codes() {
         assert!(!result.contains_key(key), "{key}");
     }
     // The session's log level reaches the request's channel.
-    let resp = call(14, "tools/call", json!({"name": "test_tool_with_logging", "arguments": {}}));
+    let resp = call(
+        14,
+        "tools/call",
+        json!({"name": "test_tool_with_logging", "arguments": {}}),
+    );
     assert_eq!(resp.header("content-type"), Some("text/event-stream"));
     let frames = resp.sse_messages();
     let logs = frames
@@ -153,7 +165,11 @@ fn compat_the_2025_surface_and_its_error_codes() {
     let mut h = legacy::headers(Some(&session));
     h.retain(|(k, _)| k != "MCP-Protocol-Version");
     h.push(("MCP-Protocol-Version".into(), "1999-01-01".into()));
-    let resp = post(srv.addr, &h, &json!({"jsonrpc": "2.0", "id": 1, "method": "ping"}));
+    let resp = post(
+        srv.addr,
+        &h,
+        &json!({"jsonrpc": "2.0", "id": 1, "method": "ping"}),
+    );
     assert_eq!(resp.status, 400);
     let _ = LEGACY;
 }
@@ -181,13 +197,24 @@ fn compat_elicitation_goes_to_the_client_and_the_answer_comes_back_by_post() {
         json!({"jsonrpc": "2.0", "id": id, "result": {"action": "accept",
             "content": {"username": "ada", "email": "ada@example.com"}}})
     };
-    let resp = post(srv.addr, &legacy::headers(Some(&other)), &answer(&request["id"]));
+    let resp = post(
+        srv.addr,
+        &legacy::headers(Some(&other)),
+        &answer(&request["id"]),
+    );
     assert_eq!(resp.status, 202);
-    let resp = post(srv.addr, &legacy::headers(Some(&session)), &answer(&request["id"]));
+    let resp = post(
+        srv.addr,
+        &legacy::headers(Some(&session)),
+        &answer(&request["id"]),
+    );
     assert_eq!(resp.status, 202);
     let result = call.next_message().expect("the tool result");
     assert_eq!(result["id"], 5);
     let text = result["result"]["content"][0]["text"].as_str().unwrap();
-    assert!(text.contains("action=accept") && text.contains("ada@example.com"), "{text}");
+    assert!(
+        text.contains("action=accept") && text.contains("ada@example.com"),
+        "{text}"
+    );
     assert!(call.next_message().is_none());
 }

@@ -56,7 +56,13 @@ pub fn initialize(addr: SocketAddr) -> String {
 }
 
 /// A request of the session.
-pub fn request(addr: SocketAddr, session: &str, id: Value, method: &str, params: Value) -> Response {
+pub fn request(
+    addr: SocketAddr,
+    session: &str,
+    id: Value,
+    method: &str,
+    params: Value,
+) -> Response {
     post(
         addr,
         &headers(Some(session)),

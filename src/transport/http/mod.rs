@@ -175,7 +175,10 @@ pub fn start<H: SubscriptionHandler>(
         server: server.clone(),
         config: config.clone(),
         in_flight: Arc::new(Semaphore::new(config.max_in_flight.max(1))),
-        compat: config.compat.clone().map(|c| Arc::new(compat::Compat::new(c))),
+        compat: config
+            .compat
+            .clone()
+            .map(|c| Arc::new(compat::Compat::new(c))),
     });
     let path = config.path.clone();
     let http = HttpServer::new(move || {

@@ -127,7 +127,12 @@ pub(in crate::transport::http) async fn get<H: SubscriptionHandler>(
     };
     let server = &state.server;
     let (tx, rx) = outbox(server.limits().outbox_capacity);
-    let probe = Channel::for_request(RequestId::Number(0), meta.clone(), assigns.clone(), tx.clone());
+    let probe = Channel::for_request(
+        RequestId::Number(0),
+        meta.clone(),
+        assigns.clone(),
+        tx.clone(),
+    );
     let caps = state.suite.subscription_capabilities(&probe);
     drop(probe);
     if !caps.any() {

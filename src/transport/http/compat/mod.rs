@@ -221,7 +221,9 @@ fn legacy_result(mut result: Map<String, Value>) -> Map<String, Value> {
 /// `-32002`; a missing client capability (`-32021`, new in 2026) is `-32602`.
 fn legacy_error(method: &str, error: &McpError) -> ErrorObject {
     let mut obj = error.to_error_object();
-    if method == methods::RESOURCES_READ && obj.code == -32602 && obj.message == "Resource not found"
+    if method == methods::RESOURCES_READ
+        && obj.code == -32602
+        && obj.message == "Resource not found"
     {
         obj.code = -32002;
     }
@@ -277,10 +279,7 @@ pub(super) async fn post<H: SubscriptionHandler>(
             "Invalid Request: jsonrpc must be \"2.0\"",
         );
     }
-    let method = msg
-        .get("method")
-        .and_then(Value::as_str)
-        .map(str::to_owned);
+    let method = msg.get("method").and_then(Value::as_str).map(str::to_owned);
     let raw_id = msg.get("id").cloned();
     if method.as_deref() == Some("initialize") {
         let Some(id) = raw_id.as_ref().and_then(RequestId::from_value) else {
@@ -397,7 +396,11 @@ pub(super) async fn post<H: SubscriptionHandler>(
             )
             .await
         }
-        _ => error_response(Some(&id), &method, &McpError::MethodNotFound(method.clone())),
+        _ => error_response(
+            Some(&id),
+            &method,
+            &McpError::MethodNotFound(method.clone()),
+        ),
     }
 }
 
@@ -436,7 +439,11 @@ async fn subscription<H: SubscriptionHandler>(
     } else {
         "resources/unsubscribe"
     };
-    if !state.suite.subscription_capabilities(channel).resources_updated {
+    if !state
+        .suite
+        .subscription_capabilities(channel)
+        .resources_updated
+    {
         return Err(McpError::MethodNotFound(method.into()));
     }
     let uri = params
@@ -537,7 +544,10 @@ mod tests {
         };
         assert_eq!(Value::Object(legacy_result(result)), json!({"tools": []}));
         let not_found = McpError::invalid_params_with("Resource not found", json!({"uri": "x"}));
-        assert_eq!(legacy_error(methods::RESOURCES_READ, &not_found).code, -32002);
+        assert_eq!(
+            legacy_error(methods::RESOURCES_READ, &not_found).code,
+            -32002
+        );
         assert_eq!(legacy_error(methods::TOOLS_CALL, &not_found).code, -32602);
     }
 }

@@ -59,7 +59,9 @@ impl Pending {
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, (String, oneshot::Sender<Answer>)>> {
+    fn lock(
+        &self,
+    ) -> std::sync::MutexGuard<'_, HashMap<String, (String, oneshot::Sender<Answer>)>> {
         self.waiting.lock().unwrap_or_else(|p| p.into_inner())
     }
 
@@ -175,16 +177,15 @@ async fn rounds<H: SubscriptionHandler>(
 ) -> Result<Map<String, Value>, McpError> {
     for _ in 0..MAX_ROUNDS {
         let future = suite.call(method, params.clone(), channel.clone());
-        let result = match tokio::time::timeout(timeout, AssertUnwindSafe(future).catch_unwind())
-            .await
-        {
-            Ok(Ok(result)) => result?,
-            Ok(Err(_)) => {
-                tracing::error!(method = %method, "request handler panicked");
-                return Err(McpError::internal("Internal error: request handler failed"));
-            }
-            Err(_) => return Err(McpError::internal(TIMED_OUT)),
-        };
+        let result =
+            match tokio::time::timeout(timeout, AssertUnwindSafe(future).catch_unwind()).await {
+                Ok(Ok(result)) => result?,
+                Ok(Err(_)) => {
+                    tracing::error!(method = %method, "request handler panicked");
+                    return Err(McpError::internal("Internal error: request handler failed"));
+                }
+                Err(_) => return Err(McpError::internal(TIMED_OUT)),
+            };
         if result.get("resultType").and_then(Value::as_str) != Some("input_required") {
             return Ok(result);
         }

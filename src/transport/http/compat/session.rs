@@ -320,8 +320,7 @@ impl SessionStore {
     pub(crate) fn release_get(&self, session: &Session, generation: u64) {
         let mut entries = self.lock();
         if let Some(e) = entries.get_mut(&session.sid)
-            && e
-                .get
+            && e.get
                 .as_ref()
                 .is_some_and(|g| g.generation == generation && g.live.is_none())
         {
