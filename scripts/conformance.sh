@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Run the official MCP conformance suite (@modelcontextprotocol/conformance)
-# against genmcp at protocol revision 2026-07-28.
+# against genmcp at protocol revision 2026-07-28, and at 2025-11-25 (the
+# compatibility path: initialize, sessions, the GET stream).
 #
 # Needs only: Rust (cargo), Python 3, Node 20 + npm, the npm registry.
 # The suite itself needs Node >= 22, which is installed from the npm registry
@@ -22,6 +23,7 @@
 # Legs:
 #   req  conformance server --requirements 2026-07-28   (exit code = scored verdict)
 #   all  conformance server --suite all --spec-version 2026-07-28
+#   2025 conformance server --suite all --spec-version 2025-11-25
 #
 # Exit status is non-zero if the req leg exits non-zero (a scored scenario
 # failed), if any scenario in either leg has a FAILURE check (this includes the
@@ -34,6 +36,7 @@ CONFORMANCE_PKG="@modelcontextprotocol/conformance"
 CONFORMANCE_VERSION="0.2.0-alpha.12"
 NODE_MAJOR="22"
 SPEC="2026-07-28"
+LEGACY_SPEC="2025-11-25"
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 CACHE="$ROOT/.cache/conformance"
@@ -280,9 +283,14 @@ run_leg all --suite all --spec-version "$SPEC" || all_rc=$?
 if ((all_rc == 124 || all_rc == 137)); then status=1; fi
 summarize_leg all || status=1
 
+legacy_rc=0
+run_leg 2025 --suite all --spec-version "$LEGACY_SPEC" || legacy_rc=$?
+if ((legacy_rc == 124 || legacy_rc == 137)); then status=1; fi
+summarize_leg 2025 || status=1
+
 if ! kill -0 "$SERVER_PID" 2>/dev/null; then
   log "server died during the run; see $OUT/server.log"
   status=1
 fi
-log "results in $OUT (per-leg logs: $OUT/req.log, $OUT/all.log; server log: $OUT/server.log)"
+log "results in $OUT (per-leg logs: $OUT/req.log, $OUT/all.log, $OUT/2025.log; server log: $OUT/server.log)"
 exit "$status"

@@ -330,8 +330,20 @@ fn unknown_and_removed_methods_are_404_with_a_json_rpc_body() {
 }
 
 #[test]
-fn a_legacy_initialize_learns_the_supported_versions() {
-    let srv = server();
+fn a_legacy_initialize_learns_the_supported_versions_when_compat_is_off() {
+    // With the compatibility path off (`HttpConfig::compat = None`) a 2025-era
+    // initialize gets -32022 naming the served versions; with it on (the
+    // default) it is served: see tests/compat_sessions.rs.
+    let mut config = common::config();
+    config.compat = None;
+    let srv = ServerThread::spawn(
+        || {
+            let (suite, _bus) = genmcp::apps::demo::suite();
+            suite
+        },
+        config,
+    )
+    .expect("server starts");
     // A 2025-era client: no modern _meta, no MCP-Protocol-Version, no Mcp-Method.
     let body = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
         "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "old", "version": "1"}}});

@@ -131,9 +131,34 @@ impl Channel {
         outbox: Outbox,
         spill_limit: usize,
     ) -> Self {
+        Self::listen_channel(id, meta, assigns, outbox, spill_limit, false)
+    }
+
+    /// The channel of a 2025-era GET stream: like [`Channel::for_listen`], but
+    /// nothing of the listen protocol reaches the client: no acknowledgement, no
+    /// subscription id on notifications, no final frame (the stream just ends).
+    pub(crate) fn for_legacy_listen(
+        id: RequestId,
+        meta: RequestMeta,
+        assigns: Assigns,
+        outbox: Outbox,
+        spill_limit: usize,
+    ) -> Self {
+        Self::listen_channel(id, meta, assigns, outbox, spill_limit, true)
+    }
+
+    fn listen_channel(
+        id: RequestId,
+        meta: RequestMeta,
+        assigns: Assigns,
+        outbox: Outbox,
+        spill_limit: usize,
+        legacy: bool,
+    ) -> Self {
         let tag = Arc::new(StreamTag {
             id_json: serde_json::to_vec(&id).unwrap_or_default().into(),
             revoked: AtomicBool::new(false),
+            legacy,
         });
         let listen = Listen {
             honoured: OnceLock::new(),
@@ -362,17 +387,21 @@ impl Channel {
             .listen
             .as_ref()
             .ok_or(ChannelError::NotAListenStream(methods::ACKNOWLEDGED.into()))?;
-        let mut params = Map::new();
-        self.stamp(&mut params);
-        params.insert(
-            "notifications".into(),
-            serde_json::to_value(&honoured).unwrap_or_default(),
-        );
-        // The ack is queued before the stream opens for other notifications.
-        self.push(
-            self.frame(encode_notification(methods::ACKNOWLEDGED, &params), false),
-            false,
-        )?;
+        if !listen.tag.legacy {
+            let mut params = Map::new();
+            self.stamp(&mut params);
+            params.insert(
+                "notifications".into(),
+                serde_json::to_value(&honoured).unwrap_or_default(),
+            );
+            // The ack is queued before the stream opens for other notifications.
+            self.push(
+                self.frame(encode_notification(methods::ACKNOWLEDGED, &params), false),
+                false,
+            )?;
+        } else if self.is_closed() {
+            return Err(ChannelError::Closed);
+        }
         let mut honoured = honoured;
         honoured.resource_subscriptions.sort_unstable();
         honoured.resource_subscriptions.dedup();
@@ -384,6 +413,19 @@ impl Channel {
     /// after every frame already queued, and closes the channel in the same step.
     /// The final frame may use one spill slot past the limit. Runtime only.
     pub(crate) fn finish(&self, bytes: Vec<u8>) -> Result<(), ChannelError> {
+        if self.inner.listen.as_ref().is_some_and(|l| l.tag.legacy) {
+            // A 2025-era GET stream has no final frame: it just ends once its
+            // queued frames are out.
+            let _gate = lock(&self.inner.pending);
+            return match self.inner.state.load(Ordering::Acquire) {
+                OVERFLOW => Err(ChannelError::Overflow),
+                CLOSED => Err(ChannelError::Closed),
+                _ => {
+                    self.inner.state.store(CLOSED, Ordering::Release);
+                    Ok(())
+                }
+            };
+        }
         self.push(self.frame(bytes, true), true)
     }
 

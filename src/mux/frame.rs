@@ -11,6 +11,8 @@ use super::SharedNotification;
 pub(crate) struct StreamTag {
     pub(crate) id_json: Box<[u8]>,
     pub(crate) revoked: AtomicBool,
+    /// A 2025-era GET stream: notifications go out without a subscription id.
+    pub(crate) legacy: bool,
 }
 
 #[derive(Clone, Debug)]
@@ -83,10 +85,13 @@ impl Frame {
     pub fn len(&self) -> usize {
         match &self.body {
             Body::Whole(bytes) => bytes.len(),
-            Body::Shared(n) => {
-                let (head, tail) = n.parts();
-                head.len() + tail.len() + self.tag.as_ref().map_or(0, |t| t.id_json.len())
-            }
+            Body::Shared(n) => match &self.tag {
+                Some(tag) if tag.legacy => n.legacy().len(),
+                tag => {
+                    let (head, tail) = n.parts();
+                    head.len() + tail.len() + tag.as_ref().map_or(0, |t| t.id_json.len())
+                }
+            },
         }
     }
 
@@ -99,14 +104,17 @@ impl Frame {
     pub fn write_to(&self, buf: &mut impl BufMut) {
         match &self.body {
             Body::Whole(bytes) => buf.put_slice(bytes),
-            Body::Shared(n) => {
-                let (head, tail) = n.parts();
-                buf.put_slice(head);
-                if let Some(tag) = &self.tag {
-                    buf.put_slice(&tag.id_json);
+            Body::Shared(n) => match &self.tag {
+                Some(tag) if tag.legacy => buf.put_slice(n.legacy()),
+                tag => {
+                    let (head, tail) = n.parts();
+                    buf.put_slice(head);
+                    if let Some(tag) = tag {
+                        buf.put_slice(&tag.id_json);
+                    }
+                    buf.put_slice(tail);
                 }
-                buf.put_slice(tail);
-            }
+            },
         }
     }
 

@@ -1,6 +1,6 @@
 //! A subscription notification encoded once for every stream that receives it.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use bytes::Bytes;
 use serde_json::{Map, Value};
@@ -28,6 +28,13 @@ struct Inner {
     kind: Kind,
     head: Bytes,
     tail: Bytes,
+    /// Length of `head` before `"_meta":{"<subscriptionId key>":`.
+    prefix_len: usize,
+    /// Whether `_meta` holds other keys than the subscription id.
+    meta_rest: bool,
+    /// The 2025-era text (no subscription id), encoded on first use by a
+    /// legacy GET stream and then shared by all of them.
+    legacy: OnceLock<Bytes>,
 }
 
 /// A subscription notification serialized once, to be sent on many listen
@@ -97,7 +104,9 @@ impl SharedNotification {
         let mut head = Vec::with_capacity(96 + method.len());
         head.extend_from_slice(br#"{"jsonrpc":"2.0","method":"#);
         put_json(&mut head, &method);
-        head.extend_from_slice(br#","params":{"_meta":{"#);
+        head.extend_from_slice(br#","params":{"#);
+        let prefix_len = head.len();
+        head.extend_from_slice(br#""_meta":{"#);
         put_json(&mut head, keys::SUBSCRIPTION_ID);
         head.push(b':');
         let mut tail = Vec::with_capacity(16);
@@ -111,6 +120,9 @@ impl SharedNotification {
                 kind,
                 head: head.into(),
                 tail: tail.into(),
+                prefix_len,
+                meta_rest: !meta.is_empty(),
+                legacy: OnceLock::new(),
             }),
         }
     }
@@ -130,6 +142,29 @@ impl SharedNotification {
 
     pub(crate) fn kind(&self) -> &Kind {
         &self.inner.kind
+    }
+
+    /// The text without the subscription id (and without `_meta` when that was
+    /// its only key), as a 2025-era GET stream sends it: encoded once, on first
+    /// use, for every legacy stream.
+    pub(crate) fn legacy(&self) -> &Bytes {
+        self.inner.legacy.get_or_init(|| {
+            let inner = &*self.inner;
+            let prefix = &inner.head[..inner.prefix_len];
+            // tail = <,"k":v ...>} <,"p":v ...>}}
+            let mut out = Vec::with_capacity(inner.head.len() + inner.tail.len());
+            out.extend_from_slice(prefix);
+            if inner.meta_rest {
+                out.extend_from_slice(br#""_meta":{"#);
+                out.extend_from_slice(inner.tail.get(1..).unwrap_or_default());
+            } else {
+                // Skip the `}` closing `_meta`, then the comma before the first
+                // param, if any.
+                let rest = inner.tail.get(1..).unwrap_or_default();
+                out.extend_from_slice(rest.strip_prefix(b",").unwrap_or(rest));
+            }
+            out.into()
+        })
     }
 
     /// The encoded text before the subscription id, and after it.
@@ -173,6 +208,26 @@ mod tests {
                    "params": {"_meta": {keys::SUBSCRIPTION_ID: 7}}})
         );
         assert_eq!(plain.kind(), &Kind::ToolsListChanged);
+    }
+
+    #[test]
+    fn the_legacy_text_has_no_subscription_id() {
+        let plain = SharedNotification::new(Notification::tools_list_changed());
+        let v: Value = serde_json::from_slice(plain.legacy()).unwrap();
+        assert_eq!(
+            v,
+            json!({"jsonrpc": "2.0", "method": methods::TOOLS_LIST_CHANGED, "params": {}})
+        );
+        let updated = SharedNotification::new(Notification::resource_updated("a://x"));
+        let v: Value = serde_json::from_slice(updated.legacy()).unwrap();
+        assert_eq!(v["params"], json!({"uri": "a://x"}));
+        let mut params = Map::new();
+        params.insert("_meta".into(), json!({"trace": 1}));
+        params.insert("uri".into(), json!("a://y"));
+        let with_meta =
+            SharedNotification::new(Notification::new(methods::RESOURCES_UPDATED, params));
+        let v: Value = serde_json::from_slice(with_meta.legacy()).unwrap();
+        assert_eq!(v["params"], json!({"_meta": {"trace": 1}, "uri": "a://y"}));
     }
 
     #[test]

@@ -91,3 +91,49 @@ pub async fn spawn_listen<H: SubscriptionHandler>(
         .await
         .map_err(|_| McpError::internal("connection closed"))?
 }
+
+/// Opens the stream of a 2025-era `GET` (the compatibility path of the HTTP
+/// transport) under `connection`: the same [`Stream`] actor and handler
+/// callbacks as a listen, on a channel that sends no acknowledgement, no
+/// subscription ids and no final frame. Returns the stream's control recipient
+/// (to stop it when its session ends or its subscriptions change).
+#[allow(clippy::too_many_arguments)]
+pub(crate) async fn spawn_legacy_stream<H: SubscriptionHandler>(
+    suite: &Suite<H>,
+    server: &Server,
+    connection: &Addr<Connection>,
+    outbox: Outbox,
+    id: RequestId,
+    meta: RequestMeta,
+    assigns: Assigns,
+    filter: SubscriptionFilter,
+) -> Result<Recipient<StopStream>, McpError> {
+    let channel = Channel::for_legacy_listen(
+        id.clone(),
+        meta,
+        assigns,
+        outbox,
+        server.limits().spill_limit,
+    );
+    let handler = suite.handler();
+    let advertised = suite.subscription_capabilities(&channel);
+    let setup = StreamSetup {
+        channel: channel.clone(),
+        requested: filter,
+        advertised,
+        completion: Map::new(),
+        server: server.clone(),
+    };
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    let spawn = Box::new(move |slot: StreamSlot| -> Recipient<StopStream> {
+        let stop = Stream::new(handler, setup, slot).start().recipient();
+        let _ = tx.send(stop.clone());
+        stop
+    });
+    connection
+        .send(OpenStream { id, channel, spawn })
+        .await
+        .map_err(|_| McpError::internal("connection closed"))??;
+    rx.await
+        .map_err(|_| McpError::internal("Internal error: the stream did not start"))
+}

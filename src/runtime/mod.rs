@@ -19,6 +19,7 @@ use std::time::Duration;
 pub use connection::{
     CancelStream, CloseTransport, Connection, OpenStream, SpawnStream, StreamEnded, StreamSlot,
 };
+pub(crate) use listen::spawn_legacy_stream;
 pub use listen::{listen_filter, spawn_listen};
 pub use server::{Metrics, Server, StreamPermit};
 pub use stream::{Deliver, StopStream, Stream};

@@ -33,7 +33,7 @@ mod prompt_result;
 mod requests;
 mod resource;
 mod schema;
-mod seal;
+pub(crate) mod seal;
 mod tool;
 mod tools_call;
 mod typed;
@@ -161,6 +161,14 @@ const NO_CACHE: CacheHint = CacheHint {
     ttl_ms: 0,
     scope: CacheScope::Private,
 };
+
+impl<H> Suite<H> {
+    /// The key that seals cursors and request states (also the 2025-era
+    /// session ids of the HTTP transport's compatibility path).
+    pub(crate) fn sealer(&self) -> &Sealer {
+        &self.inner.sealer
+    }
+}
 
 #[cfg(test)]
 mod tests;

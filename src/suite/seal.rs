@@ -26,6 +26,8 @@ pub(crate) mod purpose {
     pub const CURSOR: &str = "genmcp/cursor/v1";
     /// MRTR `requestState`.
     pub const REQUEST_STATE: &str = "genmcp/request-state/v1";
+    /// 2025-era `Mcp-Session-Id` (the HTTP transport's compatibility path).
+    pub const SESSION: &str = "genmcp/session/v1";
 }
 
 /// Seals and opens tokens with one secret key. Cheap to clone.

@@ -3,6 +3,7 @@
 //! (chunked decoding included), slow readers and abrupt disconnects.
 #![allow(dead_code)]
 
+pub mod legacy;
 pub mod probe;
 
 use std::io::{BufRead, BufReader, Read, Write};

@@ -9,6 +9,7 @@
 //! (-32602), version (-32022), required headers (-32020), method (-32601, 404),
 //! params (-32602), dispatch. Every bound is listed in `docs/security.md`.
 
+mod compat;
 mod headers;
 mod sse;
 
@@ -35,6 +36,7 @@ use crate::runtime::{Connection, Limits, Server, spawn_listen};
 use crate::subscription::SubscriptionHandler;
 use crate::suite::Suite;
 
+pub use compat::{CompatConfig, LEGACY_VERSIONS};
 pub use headers::decode_value as decode_header_value;
 use sse::{AbortOnDrop, SseBody};
 
@@ -83,6 +85,9 @@ pub struct HttpConfig {
     pub limits: Limits,
     /// Optional hook that attaches application data to each request.
     pub assigns: Option<AssignsHook>,
+    /// The 2025-era compatibility path (`initialize`, sessions, the GET
+    /// stream; see `docs/compat-2025.md`); `None` serves 2026-07-28 only.
+    pub compat: Option<CompatConfig>,
 }
 
 impl Default for HttpConfig {
@@ -101,6 +106,7 @@ impl Default for HttpConfig {
             drain_timeout: Duration::from_secs(5),
             limits: Limits::default(),
             assigns: None,
+            compat: Some(CompatConfig::default()),
         }
     }
 }
@@ -119,6 +125,7 @@ impl std::fmt::Debug for HttpConfig {
             .field("allowed_hosts", &self.allowed_hosts)
             .field("workers", &self.workers)
             .field("limits", &self.limits)
+            .field("compat", &self.compat)
             .finish()
     }
 }
@@ -128,6 +135,7 @@ struct AppState<H: SubscriptionHandler> {
     server: Server,
     config: HttpConfig,
     in_flight: Arc<Semaphore>,
+    compat: Option<Arc<compat::Compat>>,
 }
 
 /// A started HTTP server.
@@ -167,12 +175,18 @@ pub fn start<H: SubscriptionHandler>(
         server: server.clone(),
         config: config.clone(),
         in_flight: Arc::new(Semaphore::new(config.max_in_flight.max(1))),
+        compat: config
+            .compat
+            .clone()
+            .map(|c| Arc::new(compat::Compat::new(c))),
     });
     let path = config.path.clone();
     let http = HttpServer::new(move || {
         App::new().app_data(state.clone()).service(
             web::resource(path.as_str())
                 .route(web::post().to(post::<H>))
+                .route(web::get().to(compat::get::<H>))
+                .route(web::delete().to(compat::delete::<H>))
                 .default_service(web::to(method_not_allowed)),
         )
     })
@@ -468,6 +482,11 @@ async fn post<H: SubscriptionHandler>(
         Ok(b) => b,
         Err(resp) => return resp,
     };
+    if let Some(compat) = &state.compat
+        && let Some(legacy) = compat::legacy_body(&req, &body)
+    {
+        return compat::post(&state, compat, &req, legacy, assigns, permit).await;
+    }
     let request = match Incoming::parse(&body) {
         Ok(Incoming::Request(r)) => r,
         Ok(Incoming::Notification(_)) => return HttpResponse::Accepted().finish(),

@@ -50,6 +50,8 @@ pub(crate) struct SseBody {
     /// next to nothing.
     buf: BytesMut,
     first: Option<Frame>,
+    /// Written before anything else (a stream that has no first frame).
+    greeting: Option<&'static [u8]>,
     done: Option<oneshot::Receiver<()>>,
     closing: bool,
     finished: bool,
@@ -72,6 +74,7 @@ impl SseBody {
             rx,
             buf: BytesMut::new(),
             first: Some(first),
+            greeting: None,
             done,
             closing: false,
             finished: false,
@@ -79,6 +82,29 @@ impl SseBody {
             interval,
             server,
             _task: task,
+        }
+    }
+
+    /// A body with no first frame (a 2025-era GET stream): it opens with an SSE
+    /// comment so the client sees the response head at once.
+    pub(crate) fn opened(
+        rx: OutboxReceiver,
+        done: Option<oneshot::Receiver<()>>,
+        interval: Duration,
+        server: Server,
+    ) -> Self {
+        SseBody {
+            rx,
+            buf: BytesMut::new(),
+            first: None,
+            greeting: Some(b": stream open\n\n"),
+            done,
+            closing: false,
+            finished: false,
+            keepalive: Box::pin(tokio::time::sleep(interval)),
+            interval,
+            server,
+            _task: AbortOnDrop(None),
         }
     }
 
@@ -106,6 +132,9 @@ impl Stream for SseBody {
         let this = &mut *self;
         if this.finished {
             return Poll::Ready(None);
+        }
+        if let Some(greeting) = this.greeting.take() {
+            return Poll::Ready(Some(Ok(Bytes::from_static(greeting))));
         }
         let mut frames = 0u64;
         if let Some(first) = this.first.take()

@@ -1,0 +1,553 @@
+//! The 2025-era compatibility path (MCP 2025-11-25 and 2025-06-18) of the
+//! Streamable HTTP transport: `initialize`, sessions, the GET stream, `ping`,
+//! `logging/setLevel`, `resources/subscribe`, server-to-client requests.
+//!
+//! Everything is translated here, at the transport boundary: the suite and the
+//! subscription handler only ever see 2026-07-28 shapes (a per-request
+//! `_meta`, a listen filter, MRTR rounds). See `docs/compat-2025.md`.
+//!
+//! Routing: a POST whose body carries a 2026-07-28 `_meta` version is modern,
+//! whatever its headers. Otherwise it is legacy when it carries an
+//! `Mcp-Session-Id`, names a 2025 version in `MCP-Protocol-Version`, is an
+//! `initialize`, or is a JSON-RPC response (an answer to a server-to-client
+//! request). Modern requests always carry `Mcp-Method`, so they are decided
+//! from the headers alone: the body is parsed here only for legacy candidates.
+
+mod get_stream;
+mod requests;
+mod session;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use actix_web::http::{StatusCode, header};
+use actix_web::{HttpRequest, HttpResponse};
+use serde_json::{Map, Value, json};
+use tokio::sync::OwnedSemaphorePermit;
+
+use super::AppState;
+use super::headers::{METHOD, PROTOCOL_VERSION};
+use crate::mux::{Assigns, Channel, outbox};
+use crate::protocol::error::ErrorObject;
+use crate::protocol::jsonrpc::encode_result;
+use crate::protocol::types::MAX_RESOURCE_URI_LEN;
+use crate::protocol::{LogLevel, McpError, RequestId, RequestMeta, keys, methods};
+use crate::subscription::SubscriptionHandler;
+
+pub(super) use get_stream::{delete, get};
+use session::{SESSION_HEADER, Session, SessionStore};
+
+/// The 2025-era versions served, newest first.
+pub const LEGACY_VERSIONS: &[&str] = &["2025-11-25", "2025-06-18"];
+
+/// Settings of the 2025-era compatibility path (`HttpConfig::compat`; `None`
+/// there serves 2026-07-28 only).
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub struct CompatConfig {
+    /// How long a session lives from its `initialize` (default 24 h); then its
+    /// id answers 404 and the client initializes again.
+    pub session_ttl: Duration,
+    /// Sessions that hold state at once (a log level, resource subscriptions,
+    /// a GET stream, or the mark of a DELETE), default 10,000. Past it a
+    /// `logging/setLevel`, `resources/subscribe` or GET gets `-32603` (503 for a
+    /// GET); expired and empty entries are swept first.
+    pub max_session_states: usize,
+    /// Server-to-client requests waiting for the client's answer, in the whole
+    /// server (default 1,024). Past it the tool call gets `-32603`.
+    pub max_pending_requests: usize,
+}
+
+impl Default for CompatConfig {
+    fn default() -> Self {
+        CompatConfig {
+            session_ttl: Duration::from_secs(24 * 60 * 60),
+            max_session_states: 10_000,
+            max_pending_requests: 1_024,
+        }
+    }
+}
+
+/// The shared state of the compatibility path (one per server).
+pub(super) struct Compat {
+    config: CompatConfig,
+    sessions: SessionStore,
+    pending: requests::Pending,
+    generation: AtomicU64,
+}
+
+impl Compat {
+    pub(super) fn new(config: CompatConfig) -> Self {
+        Compat {
+            sessions: SessionStore::new(config.max_session_states),
+            pending: requests::Pending::new(config.max_pending_requests),
+            generation: AtomicU64::new(0),
+            config,
+        }
+    }
+
+    fn next_generation(&self) -> u64 {
+        self.generation.fetch_add(1, Ordering::Relaxed) + 1
+    }
+}
+
+/// The parsed body of a POST that belongs to the compatibility path, or `None`
+/// for the modern path (see the module documentation).
+pub(super) fn legacy_body(req: &HttpRequest, body: &[u8]) -> Option<Value> {
+    let head = req.headers();
+    let session = head.contains_key(SESSION_HEADER);
+    let legacy_version = head
+        .get(PROTOCOL_VERSION)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| LEGACY_VERSIONS.contains(&v.trim()));
+    if !session && !legacy_version && head.contains_key(METHOD) {
+        return None;
+    }
+    let value: Value = serde_json::from_slice(body).ok()?;
+    let obj = value.as_object()?;
+    let params = obj.get("params").and_then(Value::as_object);
+    if RequestMeta::raw_version(params).is_some() {
+        return None;
+    }
+    let method = obj.get("method").and_then(Value::as_str);
+    let response = method.is_none()
+        && obj.contains_key("id")
+        && (obj.contains_key("result") || obj.contains_key("error"));
+    (session || legacy_version || method == Some("initialize") || response).then_some(value)
+}
+
+/// A 4xx with an id-less JSON-RPC error body.
+fn refusal(status: StatusCode, code: i64, message: &str) -> HttpResponse {
+    HttpResponse::build(status)
+        .content_type("application/json")
+        .body(
+            json!({"jsonrpc": "2.0", "id": null, "error": {"code": code, "message": message}})
+                .to_string(),
+        )
+}
+
+/// Reads and checks the session of a request: missing → 400, forged, expired
+/// or deleted → 404.
+#[allow(clippy::result_large_err)]
+fn session_of<H: SubscriptionHandler>(
+    req: &HttpRequest,
+    state: &AppState<H>,
+    compat: &Compat,
+) -> Result<Session, HttpResponse> {
+    let Some(raw) = req.headers().get(SESSION_HEADER) else {
+        return Err(refusal(
+            StatusCode::BAD_REQUEST,
+            -32600,
+            "Bad Request: Mcp-Session-Id header is required",
+        ));
+    };
+    let session = raw
+        .to_str()
+        .ok()
+        .and_then(|token| session::open(state.suite.sealer(), token.trim()))
+        .filter(|s| !compat.sessions.is_deleted(s));
+    session.ok_or_else(|| {
+        refusal(
+            StatusCode::NOT_FOUND,
+            -32600,
+            "Session not found: initialize a new session",
+        )
+    })
+}
+
+/// The 2026-07-28 `_meta` of a request of `session`: its capabilities and
+/// client info from `initialize`, its log level from `logging/setLevel`, and
+/// the request's own `_meta` (progress token, trace keys), validated and
+/// bounded exactly like a modern one.
+fn request_meta(
+    session: &Session,
+    log_level: Option<LogLevel>,
+    client_meta: Option<&Value>,
+) -> Result<Map<String, Value>, McpError> {
+    let mut meta = match client_meta {
+        Some(Value::Object(m)) => m.clone(),
+        _ => Map::new(),
+    };
+    meta.insert(
+        keys::PROTOCOL_VERSION.into(),
+        Value::from(crate::protocol::PROTOCOL_VERSION),
+    );
+    meta.insert(
+        keys::CLIENT_CAPABILITIES.into(),
+        Value::Object(session.capabilities.clone()),
+    );
+    meta.remove(keys::CLIENT_INFO);
+    meta.remove(keys::LOG_LEVEL);
+    if let Some(level) = log_level {
+        meta.insert(
+            keys::LOG_LEVEL.into(),
+            serde_json::to_value(level).unwrap_or(Value::Null),
+        );
+    }
+    if let Some(info) = &session.client_info {
+        let mut with_info = meta.clone();
+        with_info.insert(keys::CLIENT_INFO.into(), info.clone());
+        if parse_meta(&with_info).is_ok() {
+            return Ok(with_info);
+        }
+    }
+    parse_meta(&meta)?;
+    Ok(meta)
+}
+
+fn parse_meta(meta: &Map<String, Value>) -> Result<RequestMeta, McpError> {
+    let mut params = Map::new();
+    params.insert("_meta".into(), Value::Object(meta.clone()));
+    RequestMeta::from_params(Some(&params))
+}
+
+/// A 2026-07-28 result as a 2025 client expects it: no `resultType`, cache
+/// hints or server info.
+fn legacy_result(mut result: Map<String, Value>) -> Map<String, Value> {
+    result.remove("resultType");
+    result.remove("ttlMs");
+    result.remove("cacheScope");
+    if let Some(Value::Object(meta)) = result.get_mut("_meta") {
+        meta.remove(keys::SERVER_INFO);
+        if meta.is_empty() {
+            result.remove("_meta");
+        }
+    }
+    result
+}
+
+/// A 2026-07-28 error as a 2025 client expects it: resource not found is
+/// `-32002`; a missing client capability (`-32021`, new in 2026) is `-32602`.
+fn legacy_error(method: &str, error: &McpError) -> ErrorObject {
+    let mut obj = error.to_error_object();
+    if method == methods::RESOURCES_READ
+        && obj.code == -32602
+        && obj.message == "Resource not found"
+    {
+        obj.code = -32002;
+    }
+    if obj.code == -32021 {
+        obj.code = -32602;
+    }
+    obj
+}
+
+fn encode_legacy_error(id: Option<&RequestId>, error: &ErrorObject) -> Vec<u8> {
+    serde_json::to_vec(&json!({
+        "jsonrpc": "2.0",
+        "id": id.map_or(Value::Null, RequestId::to_value),
+        "error": error,
+    }))
+    .unwrap_or_default()
+}
+
+fn json_ok(body: Vec<u8>) -> HttpResponse {
+    HttpResponse::Ok()
+        .content_type("application/json")
+        .body(body)
+}
+
+fn result_response(id: &RequestId, result: Map<String, Value>) -> HttpResponse {
+    json_ok(encode_result(id, &result))
+}
+
+fn error_response(id: Option<&RequestId>, method: &str, error: &McpError) -> HttpResponse {
+    json_ok(encode_legacy_error(id, &legacy_error(method, error)))
+}
+
+/// Serves one legacy POST (its body already parsed by [`legacy_body`]).
+pub(super) async fn post<H: SubscriptionHandler>(
+    state: &AppState<H>,
+    compat: &Arc<Compat>,
+    req: &HttpRequest,
+    body: Value,
+    assigns: Assigns,
+    permit: OwnedSemaphorePermit,
+) -> HttpResponse {
+    let Value::Object(mut msg) = body else {
+        return refusal(
+            StatusCode::BAD_REQUEST,
+            -32600,
+            "Invalid Request: one JSON-RPC message per POST (no batches)",
+        );
+    };
+    if msg.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
+        return refusal(
+            StatusCode::BAD_REQUEST,
+            -32600,
+            "Invalid Request: jsonrpc must be \"2.0\"",
+        );
+    }
+    let method = msg.get("method").and_then(Value::as_str).map(str::to_owned);
+    let raw_id = msg.get("id").cloned();
+    if method.as_deref() == Some("initialize") {
+        let Some(id) = raw_id.as_ref().and_then(RequestId::from_value) else {
+            return refusal(
+                StatusCode::BAD_REQUEST,
+                -32600,
+                "Invalid Request: initialize needs a string or integer id",
+            );
+        };
+        let params = match msg.remove("params") {
+            Some(Value::Object(p)) => p,
+            _ => Map::new(),
+        };
+        return initialize(state, compat, id, params, assigns).await;
+    }
+    if let Some(version) = req
+        .headers()
+        .get(PROTOCOL_VERSION)
+        .map(|v| v.to_str().unwrap_or_default().trim())
+        && !LEGACY_VERSIONS.contains(&version)
+    {
+        return refusal(
+            StatusCode::BAD_REQUEST,
+            -32600,
+            &format!(
+                "Bad Request: unsupported MCP-Protocol-Version {version:?}; supported: {}",
+                LEGACY_VERSIONS.join(", ")
+            ),
+        );
+    }
+    let session = match session_of(req, state, compat) {
+        Ok(s) => s,
+        Err(resp) => return resp,
+    };
+    let Some(method) = method else {
+        // A response to a server-to-client request.
+        if let Some(id) = raw_id.as_ref() {
+            compat.pending.answer(&session, id, msg);
+        }
+        return HttpResponse::Accepted().finish();
+    };
+    let Some(raw_id) = raw_id else {
+        // notifications/initialized, cancelled, roots/list_changed: nothing to do.
+        return HttpResponse::Accepted().finish();
+    };
+    let Some(id) = RequestId::from_value(&raw_id) else {
+        return refusal(
+            StatusCode::BAD_REQUEST,
+            -32600,
+            "Invalid Request: the id must be a string or an integer",
+        );
+    };
+    let mut params = match msg.remove("params") {
+        None | Some(Value::Null) => Map::new(),
+        Some(Value::Object(p)) => p,
+        Some(_) => {
+            return error_response(
+                Some(&id),
+                &method,
+                &McpError::invalid_params("Invalid params: params must be an object"),
+            );
+        }
+    };
+    // MRTR fields belong to the server's side of the translation.
+    params.remove("inputResponses");
+    params.remove("requestState");
+    let log_level = compat.sessions.log_level(&session);
+    let meta = match request_meta(&session, log_level, params.get("_meta")) {
+        Ok(m) => m,
+        Err(e) => return error_response(Some(&id), &method, &e),
+    };
+    let parsed = match parse_meta(&meta) {
+        Ok(m) => m,
+        Err(e) => return error_response(Some(&id), &method, &e),
+    };
+    params.insert("_meta".into(), Value::Object(meta));
+    let (tx, rx) = outbox(state.server.limits().outbox_capacity);
+    let channel = Channel::for_request(id.clone(), parsed, assigns, tx.clone());
+    let empty = Map::new;
+    let done = |r: Result<(), McpError>| match r {
+        Ok(()) => result_response(&id, empty()),
+        Err(e) => error_response(Some(&id), &method, &e),
+    };
+    match method.as_str() {
+        "ping" => result_response(&id, empty()),
+        "logging/setLevel" => done(set_level(state, compat, &session, &params, &channel)),
+        "resources/subscribe" | "resources/unsubscribe" => {
+            let subscribe = method == "resources/subscribe";
+            done(subscription(state, compat, &session, &params, &channel, subscribe).await)
+        }
+        methods::TOOLS_LIST
+        | methods::TOOLS_CALL
+        | methods::PROMPTS_LIST
+        | methods::PROMPTS_GET
+        | methods::RESOURCES_LIST
+        | methods::RESOURCES_TEMPLATES_LIST
+        | methods::RESOURCES_READ
+        | methods::COMPLETE => {
+            if let Err(e) = state.suite.route(&method, &channel) {
+                return error_response(Some(&id), &method, &e);
+            }
+            requests::unary(
+                state,
+                compat.clone(),
+                session,
+                requests::Call {
+                    method,
+                    params,
+                    channel,
+                    outbox: tx,
+                },
+                rx,
+                permit,
+            )
+            .await
+        }
+        _ => error_response(
+            Some(&id),
+            &method,
+            &McpError::MethodNotFound(method.clone()),
+        ),
+    }
+}
+
+fn set_level<H: SubscriptionHandler>(
+    state: &AppState<H>,
+    compat: &Compat,
+    session: &Session,
+    params: &Map<String, Value>,
+    channel: &Channel,
+) -> Result<(), McpError> {
+    if state.suite.capabilities(channel).logging.is_none() {
+        return Err(McpError::MethodNotFound("logging/setLevel".into()));
+    }
+    let level = params
+        .get("level")
+        .and_then(Value::as_str)
+        .and_then(LogLevel::parse)
+        .ok_or_else(|| {
+            McpError::invalid_params(
+                "Invalid params: level must be one of debug, info, notice, warning, error, critical, alert, emergency",
+            )
+        })?;
+    compat.sessions.set_log_level(session, level)
+}
+
+async fn subscription<H: SubscriptionHandler>(
+    state: &AppState<H>,
+    compat: &Compat,
+    session: &Session,
+    params: &Map<String, Value>,
+    channel: &Channel,
+    subscribe: bool,
+) -> Result<(), McpError> {
+    let method = if subscribe {
+        "resources/subscribe"
+    } else {
+        "resources/unsubscribe"
+    };
+    if !state
+        .suite
+        .subscription_capabilities(channel)
+        .resources_updated
+    {
+        return Err(McpError::MethodNotFound(method.into()));
+    }
+    let uri = params
+        .get("uri")
+        .and_then(Value::as_str)
+        .filter(|u| !u.is_empty() && u.len() <= MAX_RESOURCE_URI_LEN)
+        .ok_or_else(|| {
+            McpError::invalid_params(format!(
+                "Invalid params: uri must be a non-empty string of at most {MAX_RESOURCE_URI_LEN} bytes"
+            ))
+        })?;
+    let live = compat.sessions.change_uri(
+        session,
+        uri,
+        subscribe,
+        state.server.limits().max_resource_uris,
+    )?;
+    if let Some(live) = live {
+        get_stream::restart(state, compat, session, live).await;
+    }
+    Ok(())
+}
+
+async fn initialize<H: SubscriptionHandler>(
+    state: &AppState<H>,
+    compat: &Compat,
+    id: RequestId,
+    params: Map<String, Value>,
+    assigns: Assigns,
+) -> HttpResponse {
+    let requested = params
+        .get("protocolVersion")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    // Echo a supported version; otherwise offer the newest (2025-11-25 rules).
+    let version = LEGACY_VERSIONS
+        .iter()
+        .find(|v| **v == requested)
+        .copied()
+        .unwrap_or(LEGACY_VERSIONS[0]);
+    let capabilities = match params.get("capabilities") {
+        Some(Value::Object(c)) => c.clone(),
+        _ => Map::new(),
+    };
+    let client_info = params.get("clientInfo").filter(|i| i.is_object()).cloned();
+    let (token, session) = match session::mint(
+        state.suite.sealer(),
+        compat.config.session_ttl,
+        version,
+        capabilities,
+        client_info,
+    ) {
+        Ok(s) => s,
+        Err(e) => return error_response(Some(&id), "initialize", &e),
+    };
+    let meta = match request_meta(&session, None, None).and_then(|m| parse_meta(&m)) {
+        Ok(m) => m,
+        Err(e) => return error_response(Some(&id), "initialize", &e),
+    };
+    let (tx, _rx) = outbox(1);
+    let channel = Channel::for_request(id.clone(), meta, assigns, tx);
+    let discover = state
+        .suite
+        .call(methods::DISCOVER, Map::new(), channel)
+        .await
+        .unwrap_or_default();
+    let mut result = Map::new();
+    result.insert("protocolVersion".into(), Value::from(version));
+    let mut capabilities = match discover.get("capabilities") {
+        Some(Value::Object(c)) => c.clone(),
+        _ => Map::new(),
+    };
+    capabilities.remove("extensions");
+    result.insert("capabilities".into(), Value::Object(capabilities));
+    result.insert(
+        "serverInfo".into(),
+        serde_json::to_value(state.suite.info()).unwrap_or(Value::Null),
+    );
+    if let Some(instructions) = discover.get("instructions") {
+        result.insert("instructions".into(), instructions.clone());
+    }
+    HttpResponse::Ok()
+        .content_type("application/json")
+        .insert_header((header::HeaderName::from_static(SESSION_HEADER), token))
+        .body(encode_result(&id, &result))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn results_and_errors_take_their_2025_shape() {
+        let result = json!({"resultType": "complete", "ttlMs": 0, "cacheScope": "private",
+            "_meta": {keys::SERVER_INFO: {"name": "x"}}, "tools": []});
+        let Value::Object(result) = result else {
+            unreachable!()
+        };
+        assert_eq!(Value::Object(legacy_result(result)), json!({"tools": []}));
+        let not_found = McpError::invalid_params_with("Resource not found", json!({"uri": "x"}));
+        assert_eq!(
+            legacy_error(methods::RESOURCES_READ, &not_found).code,
+            -32002
+        );
+        assert_eq!(legacy_error(methods::TOOLS_CALL, &not_found).code, -32602);
+    }
+}

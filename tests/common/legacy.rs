@@ -1,0 +1,92 @@
+//! A 2025-era client for the compatibility-path tests: initialize, session
+//! headers, GET streams.
+
+use std::net::SocketAddr;
+
+use serde_json::{Value, json};
+
+use super::{Exchange, Response, post};
+
+pub const LEGACY: &str = "2025-11-25";
+
+/// POST headers of a 2025 client (no Mcp-Method), with a session when given.
+pub fn headers(session: Option<&str>) -> Vec<(String, String)> {
+    let mut h = vec![
+        ("Content-Type".to_owned(), "application/json".to_owned()),
+        (
+            "Accept".to_owned(),
+            "application/json, text/event-stream".to_owned(),
+        ),
+        ("MCP-Protocol-Version".to_owned(), LEGACY.to_owned()),
+    ];
+    if let Some(s) = session {
+        h.push(("Mcp-Session-Id".to_owned(), s.to_owned()));
+    }
+    h
+}
+
+/// `initialize` asking for `version`; returns the response.
+pub fn initialize_with(addr: SocketAddr, version: &str, capabilities: Value) -> Response {
+    let mut h = headers(None);
+    h.retain(|(k, _)| k != "MCP-Protocol-Version");
+    post(
+        addr,
+        &h,
+        &json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": version, "capabilities": capabilities,
+            "clientInfo": {"name": "legacy-tests", "version": "1"}}}),
+    )
+}
+
+/// Initializes a session and returns its id.
+pub fn initialize(addr: SocketAddr) -> String {
+    let resp = initialize_with(addr, LEGACY, json!({}));
+    assert_eq!(resp.status, 200, "{}", String::from_utf8_lossy(&resp.body));
+    let session = resp
+        .header("mcp-session-id")
+        .expect("a session id")
+        .to_owned();
+    let n = post(
+        addr,
+        &headers(Some(&session)),
+        &json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+    );
+    assert_eq!(n.status, 202);
+    session
+}
+
+/// A request of the session.
+pub fn request(
+    addr: SocketAddr,
+    session: &str,
+    id: Value,
+    method: &str,
+    params: Value,
+) -> Response {
+    post(
+        addr,
+        &headers(Some(session)),
+        &json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}),
+    )
+}
+
+/// Opens the session's GET stream.
+pub fn get(addr: SocketAddr, session: Option<&str>) -> Exchange {
+    let mut h = vec![
+        ("Accept".to_owned(), "text/event-stream".to_owned()),
+        ("MCP-Protocol-Version".to_owned(), LEGACY.to_owned()),
+    ];
+    if let Some(s) = session {
+        h.push(("Mcp-Session-Id".to_owned(), s.to_owned()));
+    }
+    Exchange::open_with(addr, "GET", &h, b"")
+}
+
+/// DELETEs the session.
+pub fn delete(addr: SocketAddr, session: &str) -> Response {
+    let h = vec![
+        ("Mcp-Session-Id".to_owned(), session.to_owned()),
+        ("MCP-Protocol-Version".to_owned(), LEGACY.to_owned()),
+    ];
+    Exchange::open_with(addr, "DELETE", &h, b"").into_response()
+}
