@@ -20,7 +20,6 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 
 use crate::queue::{self, TrySendError};
-use futures_util::task::AtomicWaker;
 
 /// Why a delivery into an [`Inbox`] failed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
@@ -54,7 +53,7 @@ pub trait InboxSink<M>: Send + Sync {
 #[derive(Debug, Default)]
 pub(crate) struct OverflowSignal {
     overflowed: AtomicBool,
-    waker: AtomicWaker,
+    waker: queue::WakeSlot,
 }
 
 impl OverflowSignal {

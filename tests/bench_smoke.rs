@@ -25,10 +25,25 @@ fn every_mode_and_kind_measures_both_servers_and_reports_a_ratio() {
     for args in [
         &["--streams", "3", "--events", "20", "--rounds", "1"][..],
         &[
-            "--kind", "resources", "--streams", "3", "--events", "20", "--rounds", "1",
+            "--kind",
+            "resources",
+            "--streams",
+            "3",
+            "--events",
+            "20",
+            "--rounds",
+            "1",
         ],
         &[
-            "--mode", "latency", "--streams", "2", "--events", "5", "--rate", "50", "--rounds",
+            "--mode",
+            "latency",
+            "--streams",
+            "2",
+            "--events",
+            "5",
+            "--rate",
+            "50",
+            "--rounds",
             "1",
         ],
         &["--mode", "memory", "--streams", "20", "--rounds", "1"],
@@ -58,5 +73,8 @@ fn in_process_fanout_encodes_every_frame_for_every_stream() {
     assert_eq!(fanout.frames(), 50, "one acknowledgement per stream");
     fanout.run(70);
     assert_eq!(fanout.frames(), 50 + 50 * 70);
-    assert!(fanout.bytes() > 50 * 70 * 60, "each frame is a whole notification");
+    assert!(
+        fanout.bytes() > 50 * 70 * 60,
+        "each frame is a whole notification"
+    );
 }

@@ -2,8 +2,7 @@ use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
-use crate::queue::TrySendError;
-use futures_util::task::AtomicWaker;
+use crate::queue::{TrySendError, WakeSlot};
 use serde_json::{Map, Value};
 
 use super::frame::StreamTag;
@@ -73,7 +72,7 @@ struct Listen {
     spilled: AtomicBool,
     /// The stream actor's task, woken when a frame spills (from any thread) so
     /// that the actor drains the spill at once, not at its next event.
-    attention: AtomicWaker,
+    attention: WakeSlot,
 }
 
 struct Inner {
@@ -166,7 +165,7 @@ impl Channel {
             spill_limit,
             cancelled: AtomicBool::new(false),
             spilled: AtomicBool::new(false),
-            attention: AtomicWaker::new(),
+            attention: WakeSlot::default(),
         };
         Self::new(id, meta, assigns, outbox, Some(listen))
     }
