@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod probe;
+pub mod user_server;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpStream};
