@@ -166,21 +166,23 @@ fn mcp_suite(room: Addr<Room>) -> Suite<RoomListeners> {
                     }
                 }),
         )
-        .resources(ResourceSet::new("room://").dynamic(
-            Resource::new(ROOM, "messages")
-                .description("Every message so far, one per line")
-                .mime_type("text/plain"),
-            move |read| {
-                let room = reader.clone();
-                async move {
-                    let text = room
-                        .send(Transcript)
-                        .await
-                        .map_err(|_| McpError::internal("the room is not available"))?;
-                    Ok(ResourceContents::text(read.uri, "text/plain", text).into())
-                }
-            },
-        ))
+        .resources(
+            ResourceSet::new("room://").dynamic(
+                Resource::new(ROOM, "messages")
+                    .description("Every message so far, one per line")
+                    .mime_type("text/plain"),
+                move |read| {
+                    let room = reader.clone();
+                    async move {
+                        let text = room
+                            .send(Transcript)
+                            .await
+                            .map_err(|_| McpError::internal("the room is not available"))?;
+                        Ok(ResourceContents::text(read.uri, "text/plain", text).into())
+                    }
+                },
+            ),
+        )
         .subscriptions(RoomListeners { room })
         .build()
 }
