@@ -26,14 +26,14 @@ pub use transport::http;
 
 /// Everything a handler or server author needs.
 pub mod prelude {
-    pub use crate::http::{HttpConfig, ServerThread};
+    pub use crate::http::{DrainHandle, Endpoint, HttpConfig, ServerThread};
     pub use crate::mux::{Assigns, Channel, ChannelError};
     pub use crate::protocol::{
         CacheHint, CacheScope, Implementation, LogLevel, McpError, Notification, RequestId,
         SubscriptionCapabilities, SubscriptionFilter,
     };
     pub use crate::pubsub::{Bus, BusSubscription, Inbox, InboxError};
-    pub use crate::runtime::{CloseReason, Limits};
+    pub use crate::runtime::{CloseReason, Limits, Subscriber, Subscribers};
     pub use crate::subscription::{
         Flow, NoSubscriptions, StopReason, Subscribe, SubscribeCx, SubscriptionHandler,
     };

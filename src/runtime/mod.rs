@@ -7,12 +7,15 @@
 //! - [`Stream`]: one actor per `subscriptions/listen`; `started` runs
 //!   `subscribe`, its message handler runs `handle_message`, `stopping` runs
 //!   `handle_close` for teardown from the outside.
+//! - [`Subscriber`] / [`Subscribers`]: streams fed by application actors (a
+//!   stream's bounded inbox in the actix idiom, and the set an actor keeps).
 
 mod connection;
 mod inbox;
 mod listen;
 mod server;
 mod stream;
+mod subscribers;
 
 use std::time::Duration;
 
@@ -23,6 +26,7 @@ pub(crate) use listen::spawn_legacy_stream;
 pub use listen::{listen_filter, spawn_listen};
 pub use server::{Metrics, Server, StreamPermit};
 pub use stream::{Deliver, StopStream, Stream};
+pub use subscribers::{Subscriber, SubscriberKey, Subscribers};
 
 /// Why a subscription stream ended. Counted per reason in [`Metrics`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

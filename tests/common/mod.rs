@@ -5,6 +5,7 @@
 
 pub mod legacy;
 pub mod probe;
+pub mod user_server;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpStream};
@@ -117,6 +118,7 @@ pub enum Event {
 fn write_request(
     addr: SocketAddr,
     http_method: &str,
+    path: &str,
     headers: &[(String, String)],
     body: &[u8],
 ) -> TcpStream {
@@ -124,7 +126,7 @@ fn write_request(
     stream
         .set_read_timeout(Some(Duration::from_secs(20)))
         .unwrap();
-    let mut head = format!("{http_method} /mcp HTTP/1.1\r\n");
+    let mut head = format!("{http_method} {path} HTTP/1.1\r\n");
     if !headers.iter().any(|(k, _)| k.eq_ignore_ascii_case("host")) {
         head.push_str(&format!("Host: {addr}\r\n"));
     }
@@ -152,7 +154,19 @@ impl Exchange {
         headers: &[(String, String)],
         body: &[u8],
     ) -> Exchange {
-        let stream = write_request(addr, http_method, headers, body);
+        Self::open_at(addr, http_method, "/mcp", headers, body)
+    }
+
+    /// A request to `path` instead of `/mcp` (an endpoint mounted elsewhere,
+    /// the application's own routes).
+    pub fn open_at(
+        addr: SocketAddr,
+        http_method: &str,
+        path: &str,
+        headers: &[(String, String)],
+        body: &[u8],
+    ) -> Exchange {
+        let stream = write_request(addr, http_method, path, headers, body);
         let mut reader = BufReader::new(stream);
         let mut status_line = String::new();
         reader.read_line(&mut status_line).expect("status line");

@@ -190,7 +190,7 @@ pub(in crate::transport::http) async fn get<H: SubscriptionHandler>(
         },
     );
     drop(reservation);
-    crate::transport::http::sse_response(SseBody::opened(
+    crate::transport::http::post::sse_response(SseBody::opened(
         rx,
         Some(done_rx),
         state.config.keep_alive,

@@ -26,7 +26,7 @@ use actix_web::{HttpRequest, HttpResponse};
 use serde_json::{Map, Value, json};
 use tokio::sync::OwnedSemaphorePermit;
 
-use super::AppState;
+use super::post::AppState;
 use super::headers::{METHOD, PROTOCOL_VERSION};
 use crate::mux::{Assigns, Channel, outbox};
 use crate::protocol::error::ErrorObject;

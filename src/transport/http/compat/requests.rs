@@ -152,7 +152,7 @@ pub(super) async fn unary<H: SubscriptionHandler>(
         state.server.count_frames(1);
         return super::json_ok(first.to_bytes().to_vec());
     }
-    crate::transport::http::sse_response(SseBody::new(
+    crate::transport::http::post::sse_response(SseBody::new(
         first,
         rx,
         None,

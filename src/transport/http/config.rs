@@ -1,0 +1,121 @@
+//! [`HttpConfig`]: every bound and setting of the HTTP transport, mounted or
+//! served on its own.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use actix_web::HttpRequest;
+
+use super::compat::CompatConfig;
+use crate::mux::Assigns;
+use crate::runtime::Limits;
+
+/// Builds the [`Assigns`] of a request from its HTTP head (e.g. an authenticated
+/// principal from `Authorization`). Returning `Err(message)` answers 401. It runs
+/// before the body is read, so an unauthenticated client cannot make the server
+/// read and parse a body.
+///
+/// When genmcp is mounted in your own `App`, your middleware runs first, so the
+/// hook can read what it left in the request's extensions
+/// (`req.extensions().get::<User>()`).
+pub type AssignsHook = Arc<dyn Fn(&HttpRequest) -> Result<Assigns, String> + Send + Sync>;
+
+/// Configuration of the HTTP transport. Every bound has a default.
+///
+/// When the endpoint is mounted in your own `App` ([`super::Endpoint`]), `host`,
+/// `port` and `workers` are not used (your `HttpServer` binds and runs), and
+/// `path` is only the default of [`super::Endpoint::service`]; every other
+/// field applies the same way.
+///
+/// ```
+/// let mut config = genmcp::http::HttpConfig::default();
+/// config.max_body = 1024 * 1024;
+/// config.allowed_hosts.push("mcp.example.com".into());
+/// assert_eq!(config.path, "/mcp");
+/// ```
+#[derive(Clone)]
+#[non_exhaustive]
+pub struct HttpConfig {
+    /// Address to bind (default `127.0.0.1`); `start`/`serve` only.
+    pub host: String,
+    /// Port to bind (default 8080; 0 picks a free port); `start`/`serve` only.
+    pub port: u16,
+    /// The MCP endpoint path (default `/mcp`); relative to the enclosing
+    /// `web::scope` when mounted.
+    pub path: String,
+    /// SSE keep-alive comment interval on idle streams (default 15 s). It is also
+    /// how a dead client is noticed: within about two intervals.
+    pub keep_alive: Duration,
+    /// Largest request body (default 4 MiB); larger is 413.
+    pub max_body: usize,
+    /// How long reading a request body may take (default 10 s), from the end of
+    /// the head; past it the request is answered 408 and the connection closed
+    /// (a slow-drip body cannot hold a connection and a buffer).
+    pub body_timeout: Duration,
+    /// How long a unary request's handler may run (default 60 s); past it the
+    /// handler's future is dropped and the client gets `-32603` "Request timed
+    /// out".
+    pub request_timeout: Duration,
+    /// HTTP requests in flight at once (default 1,024): from the head until a
+    /// unary request is answered, or until a listen stream is set up (an open
+    /// stream then counts against `Limits::max_streams` instead). Past it: 503
+    /// with `Retry-After` and a `-32603` body, without reading the body.
+    pub max_in_flight: usize,
+    /// Hostnames accepted in `Host` and `Origin` (default loopback only:
+    /// `127.0.0.1`, `localhost`, `::1`); `"*"` accepts any. Others get 403.
+    pub allowed_hosts: Vec<String>,
+    /// Worker threads (default: the number of CPUs); `start`/`serve` only.
+    pub workers: usize,
+    /// How long a graceful shutdown waits for streams to finish (default 5 s):
+    /// the timeout of [`super::DrainHandle::drain_and_stop`].
+    pub drain_timeout: Duration,
+    /// Runtime limits.
+    pub limits: Limits,
+    /// Optional hook that attaches application data to each request.
+    pub assigns: Option<AssignsHook>,
+    /// The 2025-era compatibility path (`initialize`, sessions, the GET
+    /// stream; see `docs/compat-2025.md`); `None` serves 2026-07-28 only.
+    pub compat: Option<CompatConfig>,
+}
+
+impl Default for HttpConfig {
+    fn default() -> Self {
+        HttpConfig {
+            host: "127.0.0.1".into(),
+            port: 8080,
+            path: "/mcp".into(),
+            keep_alive: Duration::from_secs(15),
+            max_body: 4 * 1024 * 1024,
+            body_timeout: Duration::from_secs(10),
+            request_timeout: Duration::from_secs(60),
+            max_in_flight: 1_024,
+            allowed_hosts: vec!["127.0.0.1".into(), "localhost".into(), "::1".into()],
+            workers: std::thread::available_parallelism().map_or(2, |n| n.get()),
+            drain_timeout: Duration::from_secs(5),
+            limits: Limits::default(),
+            assigns: None,
+            compat: Some(CompatConfig::default()),
+        }
+    }
+}
+
+impl std::fmt::Debug for HttpConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HttpConfig")
+            .field("host", &self.host)
+            .field("port", &self.port)
+            .field("path", &self.path)
+            .field("keep_alive", &self.keep_alive)
+            .field("max_body", &self.max_body)
+            .field("body_timeout", &self.body_timeout)
+            .field("request_timeout", &self.request_timeout)
+            .field("max_in_flight", &self.max_in_flight)
+            .field("allowed_hosts", &self.allowed_hosts)
+            .field("workers", &self.workers)
+            .field("drain_timeout", &self.drain_timeout)
+            .field("limits", &self.limits)
+            .field("compat", &self.compat)
+            .field("assigns", &self.assigns.is_some())
+            .finish()
+    }
+}

@@ -1,0 +1,429 @@
+//! The POST handler: validation in the reference's order, then a unary reply
+//! (JSON, or SSE once the handler streams) or a listen stream (SSE).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use actix_web::http::{StatusCode, header};
+use actix_web::{HttpRequest, HttpResponse, web};
+use futures_util::StreamExt as _;
+use serde_json::{Map, Value};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, oneshot};
+
+use super::config::HttpConfig;
+use super::headers;
+use super::sse::{AbortOnDrop, SseBody};
+use crate::mux::{Assigns, Channel, Outbox, OutboxReceiver, outbox};
+use crate::protocol::error::status_for_code;
+use crate::protocol::jsonrpc::encode_error;
+use crate::protocol::{
+    Incoming, McpError, Phase, Request, RequestId, RequestMeta, SubscriptionFilter, methods,
+};
+use crate::runtime::{Connection, Server, spawn_listen};
+use crate::subscription::SubscriptionHandler;
+use crate::suite::Suite;
+use crate::transport::dispatch::{
+    Deadlines, ListenRequest, Routed, route, spawn_unary, validate_meta,
+};
+
+/// What every request of one endpoint shares: built once (outside the
+/// `HttpServer::new` factory, which runs per worker) and registered as the
+/// endpoint resource's app data.
+pub(crate) struct AppState<H: SubscriptionHandler> {
+    pub(crate) suite: Suite<H>,
+    pub(crate) server: Server,
+    pub(crate) config: HttpConfig,
+    pub(crate) in_flight: Arc<Semaphore>,
+    pub(crate) compat: Option<Arc<super::compat::Compat>>,
+}
+
+impl<H: SubscriptionHandler> AppState<H> {
+    pub(crate) fn new(suite: Suite<H>, config: HttpConfig) -> Self {
+        AppState {
+            suite,
+            server: Server::new(config.limits.clone()),
+            in_flight: Arc::new(Semaphore::new(config.max_in_flight.max(1))),
+            compat: config
+                .compat
+                .clone()
+                .map(|c| Arc::new(super::compat::Compat::new(c))),
+            config,
+        }
+    }
+}
+
+pub(crate) async fn method_not_allowed() -> HttpResponse {
+    HttpResponse::MethodNotAllowed()
+        .insert_header((header::ALLOW, "POST"))
+        .finish()
+}
+
+pub(super) fn json_response(status: u16, body: Vec<u8>) -> HttpResponse {
+    HttpResponse::build(StatusCode::from_u16(status).unwrap_or(StatusCode::OK))
+        .content_type("application/json")
+        .body(body)
+}
+
+pub(super) fn error_response(
+    id: Option<&RequestId>,
+    error: &McpError,
+    phase: Phase,
+) -> HttpResponse {
+    json_response(error.http_status(phase), encode_error(id, error))
+}
+
+/// A 4xx with an id-less JSON-RPC error body (transport-level refusals).
+pub(super) fn refusal(status: StatusCode, message: String) -> HttpResponse {
+    let body = serde_json::json!({
+        "jsonrpc": "2.0",
+        "error": {"code": -32600, "message": message},
+    });
+    HttpResponse::build(status)
+        .content_type("application/json")
+        .body(body.to_string())
+}
+
+/// The message of a 503: stable, so clients can match it.
+const OVERLOADED: &str = "Server overloaded: too many requests in flight; retry later";
+
+pub(super) fn overloaded() -> HttpResponse {
+    HttpResponse::ServiceUnavailable()
+        .insert_header((header::RETRY_AFTER, "1"))
+        .content_type("application/json")
+        .body(encode_error(None, &McpError::internal(OVERLOADED)))
+}
+
+pub(super) fn too_large(limit: usize) -> HttpResponse {
+    json_response(
+        413,
+        encode_error(
+            None,
+            &McpError::InvalidRequest(format!("request body larger than {limit} bytes")),
+        ),
+    )
+}
+
+/// Reads the body, at most `limit` bytes. A transport error is logged and
+/// answered with a short stable message: its detail is the server's business.
+/// `expected` is the declared `Content-Length` (already checked against `limit`);
+/// at most 64 KiB are allocated up front on its word alone, so a client that
+/// declares a large body and sends nothing costs little.
+pub(super) async fn read_body(
+    mut payload: web::Payload,
+    limit: usize,
+    expected: Option<usize>,
+) -> Result<Vec<u8>, HttpResponse> {
+    let mut body = Vec::with_capacity(expected.unwrap_or(0).min(limit).min(64 * 1024));
+    while let Some(chunk) = payload.next().await {
+        let chunk = chunk.map_err(|e| {
+            tracing::debug!(error = %e, "could not read a request body");
+            let mut resp = refusal(
+                StatusCode::BAD_REQUEST,
+                "Bad Request: could not read the body".into(),
+            );
+            resp.head_mut()
+                .set_connection_type(actix_web::http::ConnectionType::Close);
+            resp
+        })?;
+        if body.len() + chunk.len() > limit {
+            return Err(too_large(limit));
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(body)
+}
+
+/// [`read_body`] within `deadline`: past it, 408 and the connection is closed.
+pub(super) async fn read_body_within(
+    payload: web::Payload,
+    limit: usize,
+    expected: Option<usize>,
+    deadline: Duration,
+) -> Result<Vec<u8>, HttpResponse> {
+    match tokio::time::timeout(deadline, read_body(payload, limit, expected)).await {
+        Ok(result) => result,
+        Err(_) => {
+            tracing::debug!(?deadline, "request body not received in time");
+            let mut resp = refusal(
+                StatusCode::REQUEST_TIMEOUT,
+                format!(
+                    "Request Timeout: the body was not received within {} ms",
+                    deadline.as_millis()
+                ),
+            );
+            resp.head_mut()
+                .set_connection_type(actix_web::http::ConnectionType::Close);
+            Err(resp)
+        }
+    }
+}
+
+pub(crate) async fn post<H: SubscriptionHandler>(
+    req: HttpRequest,
+    payload: web::Payload,
+    state: web::Data<AppState<H>>,
+) -> HttpResponse {
+    let config = &state.config;
+    if let Err(why) = headers::check_host_and_origin(&req, &config.allowed_hosts) {
+        return refusal(StatusCode::FORBIDDEN, format!("Forbidden: {why}"));
+    }
+    // Held until a unary request is answered, or until a listen is set up.
+    let Ok(permit) = state.in_flight.clone().try_acquire_owned() else {
+        return overloaded();
+    };
+    let head = req.headers();
+    if !headers::accepts(head, "application/json") {
+        return refusal(
+            StatusCode::NOT_ACCEPTABLE,
+            "Not Acceptable: Accept must include application/json and text/event-stream".into(),
+        );
+    }
+    if !headers::is_json(head) {
+        return refusal(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "Unsupported Media Type: Content-Type must be application/json".into(),
+        );
+    }
+    let declared = head
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<usize>().ok());
+    if declared.is_some_and(|len| len > config.max_body) {
+        return too_large(config.max_body);
+    }
+    // Authentication looks at the head only, before any body is read.
+    let assigns = match &config.assigns {
+        Some(hook) => match hook(&req) {
+            Ok(a) => a,
+            Err(why) => {
+                let mut resp = refusal(StatusCode::UNAUTHORIZED, format!("Unauthorized: {why}"));
+                resp.headers_mut().insert(
+                    header::WWW_AUTHENTICATE,
+                    header::HeaderValue::from_static("Bearer"),
+                );
+                resp.head_mut()
+                    .set_connection_type(actix_web::http::ConnectionType::Close);
+                return resp;
+            }
+        },
+        None => Assigns::new(),
+    };
+    let body = match read_body_within(payload, config.max_body, declared, config.body_timeout).await
+    {
+        Ok(b) => b,
+        Err(resp) => return resp,
+    };
+    if let Some(compat) = &state.compat
+        && let Some(legacy) = super::compat::legacy_body(&req, &body)
+    {
+        return super::compat::post(&state, compat, &req, legacy, assigns, permit).await;
+    }
+    let request = match Incoming::parse(&body) {
+        Ok(Incoming::Request(r)) => r,
+        Ok(Incoming::Notification(_)) => return HttpResponse::Accepted().finish(),
+        Err(e) => return error_response(e.id.as_ref(), &e.error, Phase::Validation),
+    };
+    drop(body);
+    let id = request.id.clone();
+    let (tx, rx) = outbox(state.server.limits().outbox_capacity);
+    match validate(&state.suite, &req, request, assigns, &state.server, tx) {
+        Ok(Routed::Unary {
+            method,
+            params,
+            channel,
+        }) => unary(&state, method, params, channel, rx, permit).await,
+        Ok(Routed::Listen(listen_request)) => {
+            let ListenRequest {
+                meta,
+                assigns,
+                filter,
+            } = *listen_request;
+            if !headers::accepts(req.headers(), "text/event-stream") {
+                return refusal(
+                    StatusCode::NOT_ACCEPTABLE,
+                    "Not Acceptable: subscriptions/listen answers with text/event-stream".into(),
+                );
+            }
+            let response = listen(&state, id, meta, assigns, filter).await;
+            drop(permit);
+            response
+        }
+        Err(error) => error_response(Some(&id), &error, Phase::Validation),
+    }
+}
+
+pub(super) fn validate<H: SubscriptionHandler>(
+    suite: &Suite<H>,
+    req: &HttpRequest,
+    request: Request,
+    assigns: Assigns,
+    server: &Server,
+    outbox: Outbox,
+) -> Result<Routed, McpError> {
+    let head = req.headers();
+    let header_version = headers::routing_header(head, headers::PROTOCOL_VERSION)?;
+    let header_method = headers::routing_header(head, headers::METHOD)?;
+    let header_name = headers::routing_header(head, headers::NAME)?;
+    let params = request.params;
+    if let (Some(h), Some(body)) = (header_version, RequestMeta::raw_version(params.as_ref()))
+        && h != body
+    {
+        return Err(McpError::HeaderMismatch(format!(
+            "Header mismatch: MCP-Protocol-Version header value '{h}' does not match body value '{body}'"
+        )));
+    }
+    if let Some(h) = header_method
+        && h != request.method
+    {
+        return Err(McpError::HeaderMismatch(format!(
+            "Header mismatch: Mcp-Method header value '{h}' does not match body value '{}'",
+            request.method
+        )));
+    }
+    let meta = validate_meta(&request.method, params.as_ref())?;
+    if header_version.is_none() {
+        return Err(McpError::HeaderMismatch(
+            "Header mismatch: required MCP-Protocol-Version header is missing".into(),
+        ));
+    }
+    if header_method.is_none() {
+        return Err(McpError::HeaderMismatch(
+            "Header mismatch: required Mcp-Method header is missing".into(),
+        ));
+    }
+    let params = params.unwrap_or_default();
+    let name_field = match request.method.as_str() {
+        methods::TOOLS_CALL | methods::PROMPTS_GET => Some("name"),
+        methods::RESOURCES_READ => Some("uri"),
+        _ => None,
+    };
+    if let Some(field) = name_field {
+        let raw = header_name.ok_or_else(|| {
+            McpError::HeaderMismatch("Header mismatch: required Mcp-Name header is missing".into())
+        })?;
+        let decoded = headers::decode_value(raw)?;
+        let body = params
+            .get(field)
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        if decoded != body {
+            return Err(McpError::HeaderMismatch(format!(
+                "Header mismatch: Mcp-Name header value '{decoded}' does not match body value '{body}'"
+            )));
+        }
+    }
+    let routed = route(
+        suite,
+        server,
+        request.id,
+        request.method,
+        params,
+        meta,
+        assigns,
+        outbox,
+    )?;
+    if let Routed::Unary { method, params, .. } = &routed {
+        for expected in suite.param_headers(method, params)? {
+            headers::check_param_header(head, &expected)?;
+        }
+    }
+    Ok(routed)
+}
+
+pub(super) async fn unary<H: SubscriptionHandler>(
+    state: &AppState<H>,
+    method: String,
+    params: Map<String, Value>,
+    channel: Channel,
+    mut rx: OutboxReceiver,
+    permit: OwnedSemaphorePermit,
+) -> HttpResponse {
+    let deadlines = Deadlines {
+        request: state.config.request_timeout,
+        stall: state.server.limits().stall_timeout,
+    };
+    let (task, status_rx) = spawn_unary(&state.suite, method, params, channel, deadlines, permit);
+    let mut task = AbortOnDrop(Some(task));
+    let Some(first) = rx.recv().await else {
+        task.0.take();
+        return error_response(
+            None,
+            &McpError::internal("Internal error: no response"),
+            Phase::Dispatch,
+        );
+    };
+    if first.last {
+        let status = status_rx.await.unwrap_or(200);
+        state.server.count_frames(1);
+        return json_response(status, first.to_bytes().to_vec());
+    }
+    sse_response(SseBody::new(
+        first,
+        rx,
+        None,
+        state.config.keep_alive,
+        state.server.clone(),
+        task,
+    ))
+}
+
+pub(super) async fn listen<H: SubscriptionHandler>(
+    state: &AppState<H>,
+    id: RequestId,
+    meta: RequestMeta,
+    assigns: Assigns,
+    filter: SubscriptionFilter,
+) -> HttpResponse {
+    let server = &state.server;
+    let (tx, mut rx) = outbox(server.limits().outbox_capacity);
+    let (done_tx, done_rx) = oneshot::channel();
+    let connection = actix::Actor::start(Connection::exchange(server.clone(), tx.clone(), done_tx));
+    if let Err(error) = spawn_listen(
+        &state.suite,
+        server,
+        &connection,
+        tx,
+        id.clone(),
+        meta,
+        assigns,
+        filter,
+    )
+    .await
+    {
+        return error_response(Some(&id), &error, Phase::Dispatch);
+    }
+    drop(connection);
+    let Some(first) = rx.recv().await else {
+        return error_response(
+            Some(&id),
+            &McpError::internal("Internal error: stream ended before its acknowledgement"),
+            Phase::Dispatch,
+        );
+    };
+    if first.last {
+        // Rejected before the acknowledgement: a plain JSON error reply.
+        let status = serde_json::from_slice::<Value>(&first.to_bytes())
+            .ok()
+            .and_then(|v| v.pointer("/error/code").and_then(Value::as_i64))
+            .map_or(200, |code| status_for_code(code, Phase::Dispatch));
+        server.count_frames(1);
+        return json_response(status, first.to_bytes().to_vec());
+    }
+    sse_response(SseBody::new(
+        first,
+        rx,
+        Some(done_rx),
+        state.config.keep_alive,
+        server.clone(),
+        AbortOnDrop(None),
+    ))
+}
+
+pub(super) fn sse_response(body: SseBody) -> HttpResponse {
+    HttpResponse::Ok()
+        .content_type("text/event-stream")
+        .insert_header((header::CACHE_CONTROL, "no-cache, no-transform"))
+        .insert_header(("X-Accel-Buffering", "no"))
+        .insert_header((header::CONTENT_ENCODING, "identity"))
+        .streaming(body)
+}

@@ -1,0 +1,187 @@
+//! `start`, `serve` and `ServerThread`: conveniences that bind an `HttpServer`
+//! of their own around one [`Endpoint`], the same service and drain an
+//! application mounts itself.
+
+use std::io;
+use std::net::SocketAddr;
+
+use actix_web::dev::ServerHandle;
+use actix_web::{App, HttpServer};
+use tokio::sync::oneshot;
+
+use super::config::HttpConfig;
+use super::mount::{DrainHandle, Endpoint};
+use crate::runtime::Server;
+use crate::subscription::SubscriptionHandler;
+use crate::suite::Suite;
+
+/// A started HTTP server.
+pub struct Running {
+    /// The bound address.
+    pub addr: SocketAddr,
+    /// The runtime root: metrics, shutdown.
+    pub server: Server,
+    handle: ServerHandle,
+    drain: DrainHandle,
+}
+
+impl Running {
+    /// Graceful stop: every open stream gets its completion result (and its
+    /// `handle_close`), then the HTTP server stops.
+    pub async fn stop(&self) {
+        self.drain.drain_and_stop(&self.handle).await;
+    }
+
+    /// The actix-web handle (to await or stop the server directly).
+    pub fn handle(&self) -> ServerHandle {
+        self.handle.clone()
+    }
+}
+
+/// Binds and starts the server on the current actix System, returning at once.
+/// The server runs until [`Running::stop`]. It is an `HttpServer` whose `App`
+/// holds nothing but [`Endpoint::service`].
+pub fn start<H: SubscriptionHandler>(
+    suite: Suite<H>,
+    config: HttpConfig,
+) -> io::Result<(Running, actix_web::dev::Server)> {
+    let endpoint = Endpoint::new(suite, config.clone());
+    let drain = endpoint.drain_handle();
+    let http = HttpServer::new(move || App::new().service(endpoint.service()))
+        .workers(config.workers.max(1))
+        .disable_signals()
+        .shutdown_timeout(1)
+        .bind((config.host.as_str(), config.port))?;
+    let addr = http
+        .addrs()
+        .first()
+        .copied()
+        .ok_or_else(|| io::Error::other("no address bound"))?;
+    let running = http.run();
+    Ok((
+        Running {
+            addr,
+            server: drain.server().clone(),
+            handle: running.handle(),
+            drain,
+        },
+        running,
+    ))
+}
+
+/// Serves `suite` until SIGINT or SIGTERM, then drains gracefully: every open
+/// stream gets its completion result before the process exits.
+pub async fn serve<H: SubscriptionHandler>(suite: Suite<H>, config: HttpConfig) -> io::Result<()> {
+    let (running, http) = start(suite, config)?;
+    tracing::info!(addr = %running.addr, "genmcp listening");
+    let http = actix_rt::spawn(http);
+    shutdown_signal().await;
+    tracing::info!("shutting down: completing open streams");
+    running.stop().await;
+    let _ = http.await;
+    Ok(())
+}
+
+/// Resolves on SIGINT or SIGTERM (Ctrl-C elsewhere): what [`serve`] waits
+/// for before it drains. For a mounted endpoint, run the server with
+/// `.disable_signals()` and await this, then [`DrainHandle::drain_and_stop`].
+pub async fn shutdown_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = tokio::signal::ctrl_c() => {}
+                    _ = term.recv() => {}
+                }
+            }
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}
+
+/// A server running on its own thread with its own actix System: for tests,
+/// benchmarks and embedding in non-actix programs.
+pub struct ServerThread {
+    /// The bound address.
+    pub addr: SocketAddr,
+    /// The runtime root: metrics, shutdown.
+    pub server: Server,
+    stop: Option<std::sync::mpsc::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl ServerThread {
+    /// Starts `make_suite()` on a new thread (the suite is built there).
+    pub fn spawn<H, F>(make_suite: F, config: HttpConfig) -> io::Result<ServerThread>
+    where
+        H: SubscriptionHandler,
+        F: FnOnce() -> Suite<H> + Send + 'static,
+    {
+        let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+        let (stop_tx, stop_rx) = std::sync::mpsc::channel::<()>();
+        let thread = std::thread::spawn(move || {
+            let system = actix_rt::System::new();
+            system.block_on(async move {
+                let (running, http) = match start(make_suite(), config) {
+                    Ok(r) => r,
+                    Err(e) => {
+                        let _ = ready_tx.send(Err(e));
+                        return;
+                    }
+                };
+                let _ = ready_tx.send(Ok((running.addr, running.server.clone())));
+                let http = actix_rt::spawn(http);
+                let (tx, rx) = oneshot::channel::<()>();
+                std::thread::spawn(move || {
+                    let _ = stop_rx.recv();
+                    let _ = tx.send(());
+                });
+                let _ = rx.await;
+                running.stop().await;
+                let _ = http.await;
+            });
+        });
+        let (addr, server) = ready_rx
+            .recv()
+            .map_err(|_| io::Error::other("server thread died"))??;
+        Ok(ServerThread {
+            addr,
+            server,
+            stop: Some(stop_tx),
+            thread: Some(thread),
+        })
+    }
+
+    /// The endpoint URL.
+    pub fn url(&self) -> String {
+        format!("http://{}/mcp", self.addr)
+    }
+
+    /// Graceful stop, waiting for the thread to end.
+    pub fn stop(mut self) {
+        self.stop_inner();
+    }
+
+    fn stop_inner(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+impl Drop for ServerThread {
+    fn drop(&mut self) {
+        self.stop_inner();
+    }
+}
