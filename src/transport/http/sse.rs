@@ -18,8 +18,6 @@ use crate::runtime::Server;
 const MAX_FRAMES_PER_CHUNK: usize = 1024;
 /// Bytes coalesced into one write at most.
 const MAX_CHUNK_BYTES: usize = 256 * 1024;
-/// What the write buffer keeps reserved between writes.
-const BUFFER_CAPACITY: usize = 16 * 1024;
 
 const KEEPALIVE: &[u8] = b": keepalive\n\n";
 const EVENT_HEAD: &[u8] = b"event: message\ndata: ";
@@ -47,7 +45,9 @@ impl Drop for AbortOnDrop {
 pub(crate) struct SseBody {
     rx: OutboxReceiver,
     /// Reused between writes: each write takes the filled part, and the
-    /// capacity comes back once actix-web has sent it.
+    /// capacity comes back once actix-web has sent it. It grows only as far as
+    /// the frames written need (an idle stream keeps just its acknowledgement's
+    /// worth, not a fixed reserve), then keeps that size.
     buf: BytesMut,
     first: Option<Frame>,
     done: Option<oneshot::Receiver<()>>,
@@ -106,9 +106,6 @@ impl Stream for SseBody {
         let this = &mut *self;
         if this.finished {
             return Poll::Ready(None);
-        }
-        if this.buf.capacity() < BUFFER_CAPACITY {
-            this.buf.reserve(BUFFER_CAPACITY);
         }
         let mut frames = 0u64;
         if let Some(first) = this.first.take()
