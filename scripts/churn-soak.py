@@ -67,6 +67,25 @@ class Stream:
         self.acked = False
 
 
+class Attached:
+    """A server this script did not start: sampled and churned, never stopped."""
+
+    def __init__(self, pid):
+        self.pid = pid
+
+    def poll(self):
+        return None if os.path.exists(f"/proc/{self.pid}") else 0
+
+    def terminate(self):
+        pass
+
+    def wait(self, timeout=None):
+        return None
+
+    def kill(self):
+        pass
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -79,12 +98,19 @@ def main():
                     help="stop after this many finished listens instead")
     ap.add_argument("--sample", type=float, default=15, help="seconds between RSS samples")
     ap.add_argument("--burst", type=int, default=5, help="events per burst (every 5 s)")
+    ap.add_argument("--attach", type=int, metavar="PID", default=0,
+                    help="churn an already running server (process PID, listening on "
+                         "--port, e.g. under heaptrack) instead of starting one")
     args = ap.parse_args()
 
     host = "127.0.0.1"
     env = dict(os.environ, RUST_LOG=os.environ.get("RUST_LOG", "genmcp=warn"))
-    server = subprocess.Popen([args.binary, "serve", "--host", host, "--port", str(args.port)],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+    if args.attach:
+        server = Attached(args.attach)
+    else:
+        server = subprocess.Popen([args.binary, "serve", "--host", host, "--port",
+                                   str(args.port)],
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
     try:
         for _ in range(100):
             try:
@@ -200,6 +226,12 @@ def main():
               f"{rss} KiB at the end ({rss - first:+d} KiB); "
               f"{unacked_failures[0]} listens dropped before their acknowledgement, "
               f"{server_closed[0]} ended by the server")
+        # Drop the rest the same way, then look at what the server keeps with
+        # no stream open.
+        for st in list(streams.values()):
+            drop(st)
+        time.sleep(2)
+        print(f"RSS with every stream dropped (2 s later): {rss_kib(server.pid)} KiB")
         return 0
     finally:
         server.terminate()

@@ -257,6 +257,12 @@ impl<M: Clone + Send + 'static> Bus<M> {
         }
     }
 
+    /// How many topics have at least one subscriber. A topic is removed with
+    /// its last subscription, so a bus whose streams have all ended has none.
+    pub fn topic_count(&self) -> usize {
+        lock(&self.inner.topics).len()
+    }
+
     /// The live inboxes subscribed to `topic`.
     pub fn subscribers(&self, topic: &str) -> Vec<Inbox<M>> {
         lock(&self.inner.topics)
@@ -376,9 +382,11 @@ mod tests {
             assert_eq!(bus.publish("t", i), 1);
         }
         assert_eq!(*r.got.lock().unwrap(), vec![0, 1, 2, 3, 4]);
+        assert_eq!(bus.topic_count(), 1);
         drop(sub);
         assert_eq!(bus.publish("t", 9), 0);
         assert!(bus.subscribers("t").is_empty());
+        assert_eq!(bus.topic_count(), 0);
     }
 
     #[test]

@@ -187,3 +187,67 @@ fn toggle_extra_tool_changes_the_tool_list() {
     tool(&srv, 3, "toggle_extra_tool", json!({}));
     assert!(!names(&srv).contains(&"extra_tool".to_owned()));
 }
+
+/// Issue 11.8, memory under churn: a finished listen leaves nothing behind. After
+/// many listens over real HTTP, each dropped by the client while open (as the
+/// churn soak does, `scripts/churn-soak.py`), the bus has no topic left, no
+/// stream is open and every close was counted.
+#[test]
+fn churned_listens_leave_no_topic_subscriber_or_open_stream_behind() {
+    let (suite, bus) = genmcp::apps::demo::suite();
+    let mut config = HttpConfig::default();
+    config.port = 0;
+    config.workers = 2;
+    // A client that closed its socket is noticed at the next write: a short
+    // keep-alive makes that write come soon.
+    config.keep_alive = std::time::Duration::from_millis(100);
+    let srv = ServerThread::spawn(move || suite, config).expect("server starts");
+    const ROUNDS: usize = 10;
+    const PER_ROUND: usize = 20;
+    for round in 0..ROUNDS {
+        let mut streams: Vec<_> = (0..PER_ROUND)
+            .map(|i| {
+                listen(
+                    srv.addr,
+                    json!(format!("r{round}-{i}")),
+                    json!({
+                        "toolsListChanged": true,
+                        "resourcesListChanged": true,
+                        "resourceSubscriptions": ["note://1"],
+                    }),
+                )
+            })
+            .collect();
+        for s in &mut streams {
+            let ack = s.next_message().expect("acknowledged");
+            assert_eq!(
+                ack["method"], "notifications/subscriptions/acknowledged",
+                "{ack}"
+            );
+        }
+        assert_eq!(bus.topic_count(), 3, "tools, notes, note-updates");
+        // Half go away with a shutdown, half by closing the socket.
+        for (i, s) in streams.into_iter().enumerate() {
+            if i % 2 == 0 {
+                s.disconnect();
+            } else {
+                drop(s);
+            }
+        }
+    }
+    let n = (ROUNDS * PER_ROUND) as u64;
+    assert!(
+        common::wait_until(std::time::Duration::from_secs(10), || {
+            let m = srv.server.metrics();
+            m.open_streams == 0 && m.closed(CloseReason::Disconnected) == n
+        }),
+        "{:?}",
+        srv.server.metrics()
+    );
+    assert_eq!(srv.server.metrics().streams_opened, n);
+    assert!(
+        common::wait_until(std::time::Duration::from_secs(5), || bus.topic_count() == 0),
+        "topics left: {}",
+        bus.topic_count()
+    );
+}
