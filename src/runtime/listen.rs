@@ -7,6 +7,7 @@ use super::connection::{Connection, OpenStream, StreamSlot};
 use super::stream::{StopStream, Stream, StreamSetup};
 use super::{Limits, Server};
 use crate::mux::{Assigns, Channel, Outbox};
+use crate::protocol::jsonrpc::encode_result;
 use crate::protocol::{McpError, RequestId, RequestMeta, SubscriptionFilter, keys};
 use crate::subscription::SubscriptionHandler;
 use crate::suite::Suite;
@@ -80,7 +81,9 @@ pub async fn spawn_listen<H: SubscriptionHandler>(
         channel: channel.clone(),
         requested: filter,
         advertised,
-        completion,
+        // Encoded now: a few hundred bytes held for the stream's life instead
+        // of a JSON tree of small allocations.
+        completion: encode_result(&id, &completion).into(),
         server: server.clone(),
     };
     let spawn = Box::new(move |slot: StreamSlot| -> Recipient<StopStream> {
@@ -121,7 +124,7 @@ pub(crate) async fn spawn_legacy_stream<H: SubscriptionHandler>(
         channel: channel.clone(),
         requested: filter,
         advertised,
-        completion: Map::new(),
+        completion: Box::default(),
         server: server.clone(),
     };
     let (tx, rx) = tokio::sync::oneshot::channel();

@@ -2,13 +2,12 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 
 use actix::prelude::*;
-use serde_json::{Map, Value};
 
 use super::connection::{Connection, StreamEnded, StreamSlot};
 use super::inbox::Feed;
 use super::{CloseReason, Limits, Server, StreamPermit};
 use crate::mux::{Channel, ChannelError};
-use crate::protocol::jsonrpc::{encode_error, encode_result};
+use crate::protocol::jsonrpc::encode_error;
 use crate::protocol::{McpError, SubscriptionCapabilities, SubscriptionFilter};
 use crate::pubsub::Inbox;
 use crate::subscription::{Flow, Subscribe, SubscribeCx, SubscriptionHandler};
@@ -57,7 +56,8 @@ pub struct Stream<H: SubscriptionHandler> {
     channel: Channel,
     requested: SubscriptionFilter,
     advertised: SubscriptionCapabilities,
-    completion: Map<String, Value>,
+    /// The completion result, encoded.
+    completion: Box<[u8]>,
     /// Boxed: actors must be `Unpin`, handler state need not be.
     state: Option<Box<H::State>>,
     phase: Phase,
@@ -77,9 +77,9 @@ pub(crate) struct StreamSetup {
     pub(crate) channel: Channel,
     pub(crate) requested: SubscriptionFilter,
     pub(crate) advertised: SubscriptionCapabilities,
-    /// The completion result body (`resultType`, `_meta` with the subscription id
-    /// and server info).
-    pub(crate) completion: Map<String, Value>,
+    /// The encoded completion result (`resultType`, `_meta` with the
+    /// subscription id and server info); empty for a 2025-era GET stream.
+    pub(crate) completion: Box<[u8]>,
     pub(crate) server: Server,
 }
 
@@ -145,7 +145,7 @@ impl<H: SubscriptionHandler> Stream<H> {
 
     /// Ends the stream gracefully with the completion result.
     fn complete(&mut self, ctx: &mut Context<Self>, reason: CloseReason) {
-        let bytes = encode_result(self.channel.id(), &self.completion);
+        let bytes = std::mem::take(&mut self.completion).into_vec();
         self.finish(ctx, bytes, reason);
     }
 
@@ -312,7 +312,8 @@ impl<H: SubscriptionHandler> Actor for Stream<H> {
         let (inbox, rx, overflow) = Inbox::channel(self.limits.mailbox_capacity);
         let mut cx = SubscribeCx::new(&self.channel, inbox);
         let handler = &self.handler;
-        let requested = &self.requested;
+        // Only needed here: not kept for the stream's life.
+        let requested = &std::mem::take(&mut self.requested);
         let outcome = catch_unwind(AssertUnwindSafe(|| handler.subscribe(requested, &mut cx)));
         let SubscribeCx {
             self_messages,
@@ -320,8 +321,8 @@ impl<H: SubscriptionHandler> Actor for Stream<H> {
             ..
         } = cx;
         let (wanted, state) = match outcome {
-            Ok(Subscribe::Accept(state)) => (self.requested.clone(), state),
-            Ok(Subscribe::Narrow(filter, state)) => (filter.intersect(&self.requested), state),
+            Ok(Subscribe::Accept(state)) => (requested.clone(), state),
+            Ok(Subscribe::Narrow(filter, state)) => (filter.intersect(requested), state),
             Ok(Subscribe::Reject(error)) => {
                 tracing::debug!(id = %self.channel.id(), %error, "listen rejected");
                 return self.fail(ctx, error, CloseReason::Rejected);

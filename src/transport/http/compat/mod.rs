@@ -26,8 +26,8 @@ use actix_web::{HttpRequest, HttpResponse};
 use serde_json::{Map, Value, json};
 use tokio::sync::OwnedSemaphorePermit;
 
-use super::post::AppState;
 use super::headers::{METHOD, PROTOCOL_VERSION};
+use super::post::AppState;
 use crate::mux::{Assigns, Channel, outbox};
 use crate::protocol::error::ErrorObject;
 use crate::protocol::jsonrpc::encode_result;
