@@ -276,7 +276,13 @@ impl<T> Receiver<T> {
             std::mem::swap(&mut *queue, &mut self.batch);
         }
         let item = self.batch.pop_front()?;
-        self.shared.free(1);
+        let shared = &self.shared;
+        shared.len.fetch_sub(1, Ordering::SeqCst);
+        // Waiting senders are told once per batch, when the batch is used up,
+        // not once per item.
+        if self.batch.is_empty() && shared.waiting.load(Ordering::SeqCst) > 0 {
+            shared.room.notify_waiters();
+        }
         Some(item)
     }
 
