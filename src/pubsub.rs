@@ -335,20 +335,24 @@ impl<M: Clone + Send + 'static> Bus<M> {
     }
 }
 
+/// A recording [`InboxSink`] for the tests of event sources.
 #[cfg(test)]
-mod tests {
+pub(crate) mod test_sink {
     use super::*;
-    use std::sync::atomic::AtomicBool;
 
-    struct Recorder {
-        got: Mutex<Vec<u32>>,
+    /// A mailbox of `cap` messages that ends as overflowed when full.
+    pub(crate) struct Recorder {
+        pub(crate) got: Mutex<Vec<u32>>,
         cap: usize,
-        closed: AtomicBool,
+        pub(crate) closed: AtomicBool,
     }
 
     impl InboxSink<u32> for Recorder {
         fn try_deliver(&self, msg: u32) -> Result<(), InboxError> {
-            let mut got = self.got.lock().unwrap();
+            if self.closed.load(Ordering::SeqCst) {
+                return Err(InboxError::Closed);
+            }
+            let mut got = lock(&self.got);
             if got.len() >= self.cap {
                 self.closed.store(true, Ordering::SeqCst);
                 return Err(InboxError::Full);
@@ -365,13 +369,19 @@ mod tests {
         }
     }
 
-    fn recorder(cap: usize) -> Arc<Recorder> {
+    pub(crate) fn recorder(cap: usize) -> Arc<Recorder> {
         Arc::new(Recorder {
             got: Mutex::new(vec![]),
             cap,
             closed: AtomicBool::new(false),
         })
     }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use test_sink::recorder;
 
     #[test]
     fn publish_reaches_subscribers_in_order_and_drop_unsubscribes() {

@@ -387,8 +387,10 @@ impl Channel {
             .as_ref()
             .ok_or(ChannelError::NotAListenStream(methods::ACKNOWLEDGED.into()))?;
         if !listen.tag.legacy {
+            let mut meta = Map::new();
+            meta.insert(keys::SUBSCRIPTION_ID.into(), self.inner.id.to_value());
             let mut params = Map::new();
-            self.stamp(&mut params);
+            params.insert("_meta".into(), Value::Object(meta));
             params.insert(
                 "notifications".into(),
                 serde_json::to_value(&honoured).unwrap_or_default(),
@@ -570,19 +572,6 @@ impl Channel {
         match &self.inner.listen {
             Some(listen) => frame.tagged(&listen.tag),
             None => frame,
-        }
-    }
-
-    fn stamp(&self, params: &mut Map<String, Value>) {
-        let meta = params
-            .entry("_meta")
-            .or_insert_with(|| Value::Object(Map::new()));
-        if !meta.is_object() {
-            // `_meta` must be an object; anything else cannot carry the id.
-            *meta = Value::Object(Map::new());
-        }
-        if let Value::Object(meta) = meta {
-            meta.insert(keys::SUBSCRIPTION_ID.into(), self.inner.id.to_value());
         }
     }
 

@@ -69,30 +69,18 @@ pub async fn spawn_listen<H: SubscriptionHandler>(
         outbox,
         server.limits().spill_limit,
     );
-    let handler = suite.handler();
-    let advertised = suite.subscription_capabilities(&channel);
     let mut completion = Map::new();
     completion.insert("resultType".into(), Value::from("complete"));
     suite.stamp_result(&mut completion);
     if let Some(Value::Object(meta)) = completion.get_mut("_meta") {
         meta.insert(keys::SUBSCRIPTION_ID.into(), id.to_value());
     }
-    let setup = StreamSetup {
-        channel: channel.clone(),
-        requested: filter,
-        advertised,
-        // Encoded now: a few hundred bytes held for the stream's life instead
-        // of a JSON tree of small allocations.
-        completion: encode_result(&id, &completion).into(),
-        server: server.clone(),
-    };
-    let spawn = Box::new(move |slot: StreamSlot| -> Recipient<StopStream> {
-        Stream::new(handler, setup, slot).start().recipient()
-    });
-    connection
-        .send(OpenStream { id, channel, spawn })
+    // Encoded now: a few hundred bytes held for the stream's life instead of a
+    // JSON tree of small allocations.
+    let completion = encode_result(&id, &completion).into();
+    open(suite, server, connection, channel, id, filter, completion)
         .await
-        .map_err(|_| McpError::internal("connection closed"))?
+        .map(drop)
 }
 
 /// Opens the stream of a 2025-era `GET` (the compatibility path of the HTTP
@@ -118,13 +106,36 @@ pub(crate) async fn spawn_legacy_stream<H: SubscriptionHandler>(
         outbox,
         server.limits().spill_limit,
     );
+    open(
+        suite,
+        server,
+        connection,
+        channel,
+        id,
+        filter,
+        Box::default(),
+    )
+    .await
+}
+
+/// Starts the stream actor for `channel` under `connection` and returns its
+/// control recipient once the connection has registered it.
+async fn open<H: SubscriptionHandler>(
+    suite: &Suite<H>,
+    server: &Server,
+    connection: &Addr<Connection>,
+    channel: Channel,
+    id: RequestId,
+    filter: SubscriptionFilter,
+    completion: Box<[u8]>,
+) -> Result<Recipient<StopStream>, McpError> {
     let handler = suite.handler();
     let advertised = suite.subscription_capabilities(&channel);
     let setup = StreamSetup {
         channel: channel.clone(),
         requested: filter,
         advertised,
-        completion: Box::default(),
+        completion,
         server: server.clone(),
     };
     let (tx, rx) = tokio::sync::oneshot::channel();

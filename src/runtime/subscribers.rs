@@ -240,47 +240,14 @@ impl<M: Send + 'static> Subscribers<M> {
 
 #[cfg(test)]
 mod tests {
-    use std::sync::atomic::{AtomicBool, Ordering};
-    use std::sync::{Arc, Mutex};
+    use std::sync::Arc;
+    use std::sync::atomic::Ordering;
 
     use super::*;
-    use crate::pubsub::{DeliverFuture, InboxSink};
+    use crate::pubsub::test_sink::{Recorder, recorder};
 
-    /// A mailbox of `cap` messages that ends as overflowed when full.
-    struct Mailbox {
-        got: Mutex<Vec<u32>>,
-        cap: usize,
-        closed: AtomicBool,
-    }
-
-    impl InboxSink<u32> for Mailbox {
-        fn try_deliver(&self, msg: u32) -> Result<(), InboxError> {
-            if self.closed.load(Ordering::SeqCst) {
-                return Err(InboxError::Closed);
-            }
-            let mut got = self.got.lock().unwrap();
-            if got.len() >= self.cap {
-                self.closed.store(true, Ordering::SeqCst);
-                return Err(InboxError::Full);
-            }
-            got.push(msg);
-            Ok(())
-        }
-        fn deliver(&self, msg: u32) -> DeliverFuture {
-            let r = self.try_deliver(msg);
-            Box::pin(async move { r })
-        }
-        fn is_closed(&self) -> bool {
-            self.closed.load(Ordering::SeqCst)
-        }
-    }
-
-    fn mailbox(cap: usize) -> (Arc<Mailbox>, Subscriber<u32>) {
-        let m = Arc::new(Mailbox {
-            got: Mutex::new(vec![]),
-            cap,
-            closed: AtomicBool::new(false),
-        });
+    fn mailbox(cap: usize) -> (Arc<Recorder>, Subscriber<u32>) {
+        let m = recorder(cap);
         (m.clone(), Inbox::from_sink(m).into())
     }
 

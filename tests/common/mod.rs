@@ -168,25 +168,7 @@ impl Exchange {
     ) -> Exchange {
         let stream = write_request(addr, http_method, path, headers, body);
         let mut reader = BufReader::new(stream);
-        let mut status_line = String::new();
-        reader.read_line(&mut status_line).expect("status line");
-        let status: u16 = status_line
-            .split_whitespace()
-            .nth(1)
-            .and_then(|s| s.parse().ok())
-            .unwrap_or_else(|| panic!("bad status line {status_line:?}"));
-        let mut headers = Vec::new();
-        loop {
-            let mut line = String::new();
-            reader.read_line(&mut line).expect("header line");
-            let line = line.trim_end();
-            if line.is_empty() {
-                break;
-            }
-            if let Some((k, v)) = line.split_once(':') {
-                headers.push((k.trim().to_owned(), v.trim().to_owned()));
-            }
-        }
+        let (status, headers) = read_head(&mut reader);
         let find = |name: &str| {
             headers
                 .iter()
@@ -413,4 +395,28 @@ pub fn wait_until(timeout: Duration, mut f: impl FnMut() -> bool) -> bool {
         }
         std::thread::sleep(Duration::from_millis(10));
     }
+}
+
+/// Reads an HTTP/1.1 response's status line and headers (names as sent).
+pub fn read_head(reader: &mut BufReader<TcpStream>) -> (u16, Vec<(String, String)>) {
+    let mut status_line = String::new();
+    reader.read_line(&mut status_line).expect("status line");
+    let status: u16 = status_line
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("bad status line {status_line:?}"));
+    let mut headers = Vec::new();
+    loop {
+        let mut line = String::new();
+        reader.read_line(&mut line).expect("header line");
+        let line = line.trim_end();
+        if line.is_empty() {
+            break;
+        }
+        if let Some((k, v)) = line.split_once(':') {
+            headers.push((k.trim().to_owned(), v.trim().to_owned()));
+        }
+    }
+    (status, headers)
 }
