@@ -64,6 +64,36 @@ impl From<Notification> for SharedNotification {
     }
 }
 
+/// Serialized as the notification's JSON-RPC text without the subscription id
+/// (what a [`crate::pubsub::Bus`] backed by Redis sends to the other nodes);
+/// with `serde_json` the cached text is written as is, not re-encoded.
+impl serde::Serialize for SharedNotification {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let text = std::str::from_utf8(self.legacy()).map_err(serde::ser::Error::custom)?;
+        let raw = serde_json::value::RawValue::from_string(text.to_owned())
+            .map_err(serde::ser::Error::custom)?;
+        raw.serialize(serializer)
+    }
+}
+
+/// Read back from its JSON-RPC text and encoded once again, for every stream
+/// of the receiving node.
+impl<'de> serde::Deserialize<'de> for SharedNotification {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        #[derive(serde::Deserialize)]
+        struct Wire {
+            method: String,
+            #[serde(default)]
+            params: Map<String, Value>,
+        }
+        let wire = Wire::deserialize(deserializer)?;
+        Ok(SharedNotification::new(Notification::new(
+            wire.method,
+            wire.params,
+        )))
+    }
+}
+
 /// Appends `value` as compact JSON. Serializing JSON values cannot fail.
 fn put_json<T: serde::Serialize + ?Sized>(out: &mut Vec<u8>, value: &T) {
     let _ = serde_json::to_writer(&mut *out, value);
@@ -182,6 +212,18 @@ mod tests {
         let (head, tail) = shared.parts();
         let text = [&head[..], id.as_bytes(), &tail[..]].concat();
         serde_json::from_slice(&text).expect("valid JSON")
+    }
+
+    #[test]
+    fn a_notification_survives_serialization_for_another_node() {
+        let mut params = Map::new();
+        params.insert("uri".into(), json!("note://1"));
+        params.insert("_meta".into(), json!({"trace": 7}));
+        let shared = SharedNotification::new(Notification::new(methods::RESOURCES_UPDATED, params));
+        let text = serde_json::to_string(&[shared.clone()]).expect("serializes");
+        let back: Vec<SharedNotification> = serde_json::from_str(&text).expect("deserializes");
+        assert_eq!(back[0].uri(), Some("note://1"));
+        assert_eq!(spliced(&back[0], "7"), spliced(&shared, "7"));
     }
 
     #[test]

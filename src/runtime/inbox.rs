@@ -1,7 +1,7 @@
 //! The runtime side of [`crate::pubsub::Inbox`]: the future, spawned in a stream
 //! actor's context, that feeds the stream's bounded mailbox to `handle_message`
 //! and watches the signals that need the actor's attention outside its mailbox
-//! (an inbox overflow, frames spilled by a background clone of the channel).
+//! (an inbox overflow or completion request, frames spilled by a background clone of the channel).
 
 use std::pin::Pin;
 use std::sync::Arc;
@@ -59,6 +59,8 @@ impl<H: SubscriptionHandler> ActorFuture<Stream<H>> for Feed<H::Message> {
         }
         if this.overflow.is_set() {
             act.on_inbox_overflow(ctx);
+        } else if this.overflow.is_completed() {
+            act.on_inbox_completed(ctx);
         }
         act.on_attention(ctx);
         let mut handled = 0;

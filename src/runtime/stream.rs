@@ -255,6 +255,16 @@ impl<H: SubscriptionHandler> Stream<H> {
         }
     }
 
+    /// Called by the feed when the event source asked the stream to complete
+    /// ([`Inbox::complete`]): the same end as a handler's `Flow::Stop`.
+    pub(crate) fn on_inbox_completed(&mut self, ctx: &mut Context<Self>) {
+        if self.phase == Phase::Open {
+            tracing::debug!(id = %self.channel.id(), "event source completed the stream");
+            self.state = None;
+            self.complete(ctx, CloseReason::Completed);
+        }
+    }
+
     /// After a callback sent frames: notice overflow or a gone client, and wait for
     /// outbox room if frames spilled.
     fn after_send(&mut self, ctx: &mut Context<Self>) {

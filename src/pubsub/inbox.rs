@@ -1,0 +1,223 @@
+//! [`Inbox`]: the bounded handle through which anything reaches one
+//! subscription stream, and the signals the stream watches besides it.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use crate::queue::{self, TrySendError};
+
+/// Why a delivery into an [`Inbox`] failed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum InboxError {
+    /// The mailbox is full: the stream is ended as `Overflow`.
+    #[error("inbox full: the subscription stream is not keeping up and was ended")]
+    Full,
+    /// The stream has ended.
+    #[error("inbox closed: the subscription stream has ended")]
+    Closed,
+}
+
+/// A boxed, `Send` future returned by [`InboxSink::deliver`].
+pub type DeliverFuture = Pin<Box<dyn Future<Output = Result<(), InboxError>> + Send>>;
+
+/// A receiving end of your own behind an [`Inbox`], for testing an event source
+/// without a runtime. Stream actors use a built-in bounded channel instead.
+pub trait InboxSink<M>: Send + Sync {
+    /// Delivers without waiting. On a full mailbox the implementation must end the
+    /// receiver as overflowed and return [`InboxError::Full`].
+    fn try_deliver(&self, msg: M) -> Result<(), InboxError>;
+    /// Delivers, waiting for room and for the receiver to take the message.
+    fn deliver(&self, msg: M) -> DeliverFuture;
+    /// Whether the receiver has ended.
+    fn is_closed(&self) -> bool;
+    /// Asks the receiver to end gracefully, as if its handler had returned
+    /// [`crate::subscription::Flow::Stop`] (see [`Inbox::complete`]). The
+    /// default does nothing.
+    fn complete(&self) {}
+}
+
+/// What the receiving stream watches besides its messages: set when a
+/// [`Inbox::try_send`] found the mailbox full, or when its event source asked
+/// it to complete ([`Inbox::complete`]), with the waker to call then.
+#[derive(Debug, Default)]
+pub(crate) struct OverflowSignal {
+    overflowed: AtomicBool,
+    completed: AtomicBool,
+    waker: queue::WakeSlot,
+}
+
+impl OverflowSignal {
+    /// Whether a sender found the mailbox full.
+    pub(crate) fn is_set(&self) -> bool {
+        self.overflowed.load(Ordering::Acquire)
+    }
+
+    /// Whether the event source asked the stream to complete.
+    pub(crate) fn is_completed(&self) -> bool {
+        self.completed.load(Ordering::Acquire)
+    }
+
+    fn complete(&self) {
+        if !self.completed.swap(true, Ordering::AcqRel) {
+            self.waker.wake();
+        }
+    }
+
+    /// Registers the task to wake when the flag is set.
+    pub(crate) fn register(&self, waker: &std::task::Waker) {
+        self.waker.register(waker);
+    }
+
+    fn set(&self) {
+        if !self.overflowed.swap(true, Ordering::AcqRel) {
+            self.waker.wake();
+        }
+    }
+}
+
+enum Target<M> {
+    /// A stream actor's bounded mailbox.
+    Channel {
+        tx: queue::Sender<M>,
+        signal: Arc<OverflowSignal>,
+    },
+    Sink(Arc<dyn InboxSink<M>>),
+}
+
+/// A cheap, cloneable, `Send` handle that delivers typed messages to one
+/// subscription stream (its `handle_message`).
+pub struct Inbox<M> {
+    target: Target<M>,
+}
+
+impl<M> Clone for Inbox<M> {
+    fn clone(&self) -> Self {
+        Inbox {
+            target: match &self.target {
+                Target::Channel { tx, signal } => Target::Channel {
+                    tx: tx.clone(),
+                    signal: signal.clone(),
+                },
+                Target::Sink(sink) => Target::Sink(sink.clone()),
+            },
+        }
+    }
+}
+
+impl<M: Send + 'static> std::fmt::Debug for Inbox<M> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Inbox")
+            .field("closed", &self.is_closed())
+            .finish()
+    }
+}
+
+impl<M: Send + 'static> Inbox<M> {
+    /// An inbox backed by `sink`.
+    pub fn from_sink(sink: Arc<dyn InboxSink<M>>) -> Self {
+        Inbox {
+            target: Target::Sink(sink),
+        }
+    }
+
+    /// A bounded mailbox of `capacity` messages and its receiving side; the
+    /// runtime attaches the receiver to a stream actor.
+    pub(crate) fn channel(capacity: usize) -> (Self, queue::Receiver<M>, Arc<OverflowSignal>) {
+        let (tx, rx) = queue::bounded(capacity);
+        let signal = Arc::new(OverflowSignal::default());
+        let inbox = Inbox {
+            target: Target::Channel {
+                tx,
+                signal: signal.clone(),
+            },
+        };
+        (inbox, rx, signal)
+    }
+
+    /// Delivers without waiting; a full mailbox ends the stream as `Overflow`.
+    pub fn try_send(&self, msg: M) -> Result<(), InboxError> {
+        match &self.target {
+            Target::Channel { tx, signal } => {
+                if signal.is_set() {
+                    return Err(InboxError::Closed);
+                }
+                match tx.try_send(msg) {
+                    Ok(()) => Ok(()),
+                    Err(TrySendError::Full(_)) => {
+                        signal.set();
+                        Err(InboxError::Full)
+                    }
+                    Err(TrySendError::Closed(_)) => Err(InboxError::Closed),
+                }
+            }
+            Target::Sink(sink) => sink.try_deliver(msg),
+        }
+    }
+
+    /// Delivers if there is room at once, without ending the stream when there
+    /// is none: `Err(Some(msg))` gives the message back (full, or a custom
+    /// sink), `Err(None)` means the stream has ended.
+    pub(crate) fn try_offer(&self, msg: M) -> Result<(), Option<M>> {
+        match &self.target {
+            Target::Channel { tx, signal } => {
+                if signal.is_set() || signal.is_completed() {
+                    return Err(None);
+                }
+                match tx.try_send(msg) {
+                    Ok(()) => Ok(()),
+                    Err(TrySendError::Full(msg)) => Err(Some(msg)),
+                    Err(TrySendError::Closed(_)) => Err(None),
+                }
+            }
+            Target::Sink(_) => Err(Some(msg)),
+        }
+    }
+
+    /// Ends the stream as `Overflow`, as a full [`Inbox::try_send`] does.
+    pub(crate) fn overflow(&self) {
+        if let Target::Channel { signal, .. } = &self.target {
+            signal.set();
+        }
+    }
+
+    /// Delivers, waiting for room in the stream's bounded mailbox (back-pressure
+    /// instead of overflow). Fails with [`InboxError::Closed`] once the stream
+    /// has ended.
+    pub async fn send(&self, msg: M) -> Result<(), InboxError> {
+        match &self.target {
+            Target::Channel { tx, signal } => {
+                if signal.is_set() {
+                    return Err(InboxError::Closed);
+                }
+                tx.send(msg).await.map_err(|_| InboxError::Closed)
+            }
+            Target::Sink(sink) => sink.deliver(msg).await,
+        }
+    }
+
+    /// Whether the stream has ended (or was asked to complete).
+    pub fn is_closed(&self) -> bool {
+        match &self.target {
+            Target::Channel { tx, signal } => {
+                signal.is_set() || signal.is_completed() || tx.is_closed()
+            }
+            Target::Sink(sink) => sink.is_closed(),
+        }
+    }
+
+    /// Asks the stream to end gracefully with its completion result, as if its
+    /// handler had returned [`crate::subscription::Flow::Stop`]: the client
+    /// sees a normal end and may listen again. Events still in its mailbox are
+    /// dropped. A Redis-backed [`crate::pubsub::Bus`] does this to the streams
+    /// that depended on a lost connection.
+    pub fn complete(&self) {
+        match &self.target {
+            Target::Channel { signal, .. } => signal.complete(),
+            Target::Sink(sink) => sink.complete(),
+        }
+    }
+}
+

@@ -1,0 +1,424 @@
+//! The event bus: topics, `publish`, bounded delivery into [`Inbox`]es, on
+//! one node or across many.
+//!
+//! An [`Inbox`] is how an application reaches one subscription stream. Delivery is
+//! always bounded: [`Inbox::try_send`] fails at once when the stream's mailbox is
+//! full, and the runtime then ends that stream with the close reason `Overflow`
+//! (the client is not keeping up and must re-listen). [`Inbox::send`] waits for
+//! room instead, for producers that want back-pressure rather than loss.
+//!
+//! A [`Bus`] has one API and two engines, chosen when it is made:
+//!
+//! - **embedded** ([`Bus::new`]): topics live in this process, nothing leaves it;
+//! - **Redis** ([`Bus::redis`], module [`redis`]): the same local delivery, and
+//!   every publish also goes, serialized once, to the other nodes sharing a
+//!   Redis server, which hand it to their own subscribers. See
+//!   `docs/bus.md` for the guarantee (at most once, in order per topic per
+//!   publishing node) and the failure behaviour.
+//!
+//! ```
+//! use genmcp::pubsub::Bus;
+//! let bus: Bus<&'static str> = Bus::new();
+//! // Nobody listens yet: the event reaches no one and is not kept.
+//! assert_eq!(bus.publish("tools", "changed"), 0);
+//! ```
+
+mod inbox;
+mod local;
+pub mod redis;
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Weak};
+
+pub(crate) use inbox::OverflowSignal;
+pub use inbox::{DeliverFuture, Inbox, InboxError, InboxSink};
+use local::Topics;
+pub use redis::{RedisBusConfig, StartMode};
+
+/// Why a publish could not reach the other nodes, or a bus could not start.
+/// Local subscribers have already received a failed publish's events.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum BusError {
+    /// The bus is not connected to its Redis server (lost or never reached);
+    /// it is reconnecting in the background.
+    #[error("event bus unavailable: not connected to Redis at {url} ({reason})")]
+    Unavailable {
+        /// The server's address (without credentials).
+        url: String,
+        /// The last connection error.
+        reason: String,
+    },
+    /// The bounded queue of publishes waiting for Redis is full (Redis is
+    /// slower than the publishers): this publish was dropped.
+    #[error("event bus backlog full: {capacity} publishes already wait for Redis")]
+    Backlog {
+        /// The queue's bound ([`RedisBusConfig::publish_queue`]).
+        capacity: usize,
+    },
+    /// The configuration cannot work (a bad URL, for example).
+    #[error("event bus configuration: {0}")]
+    Config(String),
+    /// A message could not be serialized.
+    #[error("event bus: cannot serialize the message: {0}")]
+    Encode(String),
+}
+
+/// The state of a bus's link to the other nodes, cheap to query.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum BusHealth {
+    /// An embedded bus: there is nothing to lose.
+    Embedded,
+    /// Connected to Redis: events cross nodes.
+    Connected,
+    /// Not connected to Redis (never yet, or lost): local subscribers are
+    /// served, publishes fail with [`BusError::Unavailable`], the bus is
+    /// reconnecting.
+    Disconnected,
+}
+
+impl BusHealth {
+    /// Whether the bus can serve its purpose now (embedded, or connected).
+    pub fn is_ready(self) -> bool {
+        !matches!(self, BusHealth::Disconnected)
+    }
+
+    /// A short lowercase name: `embedded`, `connected`, `disconnected`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BusHealth::Embedded => "embedded",
+            BusHealth::Connected => "connected",
+            BusHealth::Disconnected => "disconnected",
+        }
+    }
+}
+
+/// A boxed `Send` future.
+type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// What carries a bus's events to and from the other nodes.
+pub(crate) trait Remote<M>: Send + Sync {
+    /// Sends `msgs` (one publish) to the other nodes without waiting.
+    fn publish(&self, topic: &str, msgs: &[M]) -> Result<(), BusError>;
+    /// Sends `msgs`, waiting for room in the queue to Redis.
+    fn publish_wait<'a>(&'a self, topic: &'a str, msgs: &'a [M])
+    -> BoxFuture<'a, Result<(), BusError>>;
+    /// The set of local topics changed (one appeared or went away).
+    fn topics_changed(&self);
+    /// The link's state.
+    fn health(&self) -> BusHealth;
+}
+
+pub(crate) struct BusInner<M> {
+    pub(crate) local: Topics<M>,
+    remote: Option<Box<dyn Remote<M>>>,
+}
+
+/// A publish/subscribe bus of typed messages, cheap to clone and `Send`:
+/// embedded ([`Bus::new`]) or shared by several nodes through Redis
+/// ([`Bus::redis`]), with the same API either way.
+pub struct Bus<M> {
+    inner: Arc<BusInner<M>>,
+}
+
+impl<M> Clone for Bus<M> {
+    fn clone(&self) -> Self {
+        Bus {
+            inner: self.inner.clone(),
+        }
+    }
+}
+
+impl<M: Clone + Send + 'static> Default for Bus<M> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<M> std::fmt::Debug for Bus<M> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Bus")
+            .field("remote", &self.inner.remote.is_some())
+            .finish()
+    }
+}
+
+/// Keeps an inbox subscribed to a topic; dropping it unsubscribes.
+#[must_use = "dropping the subscription unsubscribes at once"]
+pub struct BusSubscription<M> {
+    bus: Weak<BusInner<M>>,
+    topic: String,
+    id: u64,
+}
+
+impl<M> Drop for BusSubscription<M> {
+    fn drop(&mut self) {
+        if let Some(bus) = self.bus.upgrade() {
+            bus.unsubscribe(&self.topic, self.id);
+        }
+    }
+}
+
+impl<M> BusInner<M> {
+    fn unsubscribe(&self, topic: &str, id: u64) {
+        if self.local.remove(topic, id) {
+            self.topic_gone();
+        }
+    }
+
+    fn topic_gone(&self) {
+        if let Some(remote) = &self.remote {
+            remote.topics_changed();
+        }
+    }
+}
+
+impl<M: Clone + Send + 'static> Bus<M> {
+    /// An empty embedded bus.
+    pub fn new() -> Self {
+        Bus {
+            inner: Arc::new(BusInner {
+                local: Topics::new(),
+                remote: None,
+            }),
+        }
+    }
+
+    /// A bus whose remote link is made by `make` from a handle on the bus.
+    pub(crate) fn with_remote(make: impl FnOnce(Weak<BusInner<M>>) -> Box<dyn Remote<M>>) -> Self {
+        Bus {
+            inner: Arc::new_cyclic(|weak| BusInner {
+                local: Topics::new(),
+                remote: Some(make(weak.clone())),
+            }),
+        }
+    }
+
+    /// Subscribes `inbox` to `topic` until the returned guard is dropped. On a
+    /// Redis bus the node starts receiving `topic` from the other nodes when
+    /// its first local subscriber appears (asynchronously: events published
+    /// elsewhere before the node's `SUBSCRIBE` reached Redis are not received).
+    pub fn subscribe(&self, topic: impl Into<String>, inbox: Inbox<M>) -> BusSubscription<M> {
+        let topic = topic.into();
+        let (id, new) = self.inner.local.add(&topic, inbox);
+        if new && let Some(remote) = &self.inner.remote {
+            remote.topics_changed();
+        }
+        BusSubscription {
+            bus: Arc::downgrade(&self.inner),
+            topic,
+            id,
+        }
+    }
+
+    /// How many topics have at least one subscriber. A topic is removed with
+    /// its last subscription, so a bus whose streams have all ended has none.
+    pub fn topic_count(&self) -> usize {
+        self.inner.local.len()
+    }
+
+    /// The live inboxes subscribed to `topic` on this node.
+    pub fn subscribers(&self, topic: &str) -> Vec<Inbox<M>> {
+        self.inner.local.subscribers(topic)
+    }
+
+    /// The state of the link to the other nodes ([`BusHealth::Embedded`] for
+    /// an embedded bus). Cheap: one atomic load.
+    pub fn health(&self) -> BusHealth {
+        match &self.inner.remote {
+            Some(remote) => remote.health(),
+            None => BusHealth::Embedded,
+        }
+    }
+
+    /// Whether events published here reach the other nodes now (always true
+    /// for an embedded bus, which has none).
+    pub fn is_connected(&self) -> bool {
+        self.health().is_ready()
+    }
+
+    /// Whether this bus carries events between nodes.
+    pub fn is_distributed(&self) -> bool {
+        self.inner.remote.is_some()
+    }
+
+    /// Publishes without waiting: each local subscriber gets `msg` or, if its
+    /// mailbox is full, is ended as `Overflow` and dropped from the topic; on a
+    /// Redis bus the message also goes to the other nodes (see
+    /// [`Bus::try_publish`] to learn whether it could). Returns how many local
+    /// subscribers took the message. Nothing is allocated per subscriber:
+    /// with a cheap-to-clone message (an `Arc`, a
+    /// [`crate::mux::SharedNotification`]) a publish costs one clone and one
+    /// bounded `try_send` per subscriber.
+    pub fn publish(&self, topic: &str, msg: M) -> usize {
+        self.publish_batch(topic, std::slice::from_ref(&msg))
+    }
+
+    /// Publishes a burst without waiting: each subscriber gets every message of
+    /// `msgs`, in order, before the next subscriber gets any. The result is the
+    /// same as publishing them one by one (a subscriber whose mailbox fills is
+    /// ended as `Overflow` and dropped from the topic), but each subscriber's
+    /// mailbox is touched while it is hot: with thousands of subscribers this is
+    /// several times faster. On a Redis bus the burst crosses to the other nodes
+    /// as one message. Returns how many local subscribers took the whole burst.
+    pub fn publish_batch(&self, topic: &str, msgs: &[M]) -> usize {
+        match self.try_publish_batch(topic, msgs) {
+            Ok(n) => n,
+            Err((n, e)) => {
+                tracing::debug!(topic, error = %e, "publish did not reach the other nodes");
+                n
+            }
+        }
+    }
+
+    /// Like [`Bus::publish`], and says whether the other nodes could be
+    /// reached: on error the local subscribers have their message (the error
+    /// carries how many took it) and the other nodes do not.
+    pub fn try_publish(&self, topic: &str, msg: M) -> Result<usize, (usize, BusError)> {
+        self.try_publish_batch(topic, std::slice::from_ref(&msg))
+    }
+
+    /// Like [`Bus::publish_batch`], and says whether the other nodes could be
+    /// reached (see [`Bus::try_publish`]).
+    pub fn try_publish_batch(&self, topic: &str, msgs: &[M]) -> Result<usize, (usize, BusError)> {
+        let (delivered, gone) = self.inner.local.deliver(topic, msgs);
+        if gone {
+            self.inner.topic_gone();
+        }
+        match &self.inner.remote {
+            Some(remote) if !msgs.is_empty() => match remote.publish(topic, msgs) {
+                Ok(()) => Ok(delivered),
+                Err(e) => Err((delivered, e)),
+            },
+            _ => Ok(delivered),
+        }
+    }
+
+    /// Publishes and waits until every live local subscriber has taken `msg`
+    /// (back-pressure instead of overflow). Returns how many took it. On a
+    /// Redis bus the message also goes to the other nodes, waiting for room in
+    /// the queue to Redis; a failure there is logged.
+    pub async fn publish_wait(&self, topic: &str, msg: M) -> usize {
+        let subs = self.subscribers(topic);
+        let results =
+            futures_util::future::join_all(subs.iter().map(|inbox| inbox.send(msg.clone()))).await;
+        if let Some(remote) = &self.inner.remote
+            && let Err(e) = remote
+                .publish_wait(topic, std::slice::from_ref(&msg))
+                .await
+        {
+            tracing::debug!(topic, error = %e, "publish did not reach the other nodes");
+        }
+        results.iter().filter(|r| r.is_ok()).count()
+    }
+
+    /// Sends `msgs` to the other nodes only (not to this node's subscribers),
+    /// waiting for room in the queue to Redis. Ok at once on an embedded bus.
+    /// For producers that feed local subscribers themselves, with
+    /// back-pressure (the demo's `burst`).
+    pub async fn publish_remote_wait(&self, topic: &str, msgs: &[M]) -> Result<(), BusError> {
+        match &self.inner.remote {
+            Some(remote) if !msgs.is_empty() => remote.publish_wait(topic, msgs).await,
+            _ => Ok(()),
+        }
+    }
+}
+
+/// A recording [`InboxSink`] for the tests of event sources.
+#[cfg(test)]
+pub(crate) mod test_sink {
+    use super::*;
+    use local::lock;
+    use std::sync::Mutex;
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    /// A mailbox of `cap` messages that ends as overflowed when full.
+    pub(crate) struct Recorder {
+        pub(crate) got: Mutex<Vec<u32>>,
+        cap: usize,
+        pub(crate) closed: AtomicBool,
+    }
+
+    impl InboxSink<u32> for Recorder {
+        fn try_deliver(&self, msg: u32) -> Result<(), InboxError> {
+            if self.closed.load(Ordering::SeqCst) {
+                return Err(InboxError::Closed);
+            }
+            let mut got = lock(&self.got);
+            if got.len() >= self.cap {
+                self.closed.store(true, Ordering::SeqCst);
+                return Err(InboxError::Full);
+            }
+            got.push(msg);
+            Ok(())
+        }
+        fn deliver(&self, msg: u32) -> DeliverFuture {
+            let r = self.try_deliver(msg);
+            Box::pin(async move { r })
+        }
+        fn is_closed(&self) -> bool {
+            self.closed.load(Ordering::SeqCst)
+        }
+    }
+
+    pub(crate) fn recorder(cap: usize) -> Arc<Recorder> {
+        Arc::new(Recorder {
+            got: Mutex::new(vec![]),
+            cap,
+            closed: AtomicBool::new(false),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use test_sink::recorder;
+
+    #[test]
+    fn publish_reaches_subscribers_in_order_and_drop_unsubscribes() {
+        let bus = Bus::new();
+        let r = recorder(100);
+        let sub = bus.subscribe("t", Inbox::from_sink(r.clone()));
+        for i in 0..5 {
+            assert_eq!(bus.publish("t", i), 1);
+        }
+        assert_eq!(*r.got.lock().unwrap(), vec![0, 1, 2, 3, 4]);
+        assert_eq!(bus.topic_count(), 1);
+        drop(sub);
+        assert_eq!(bus.publish("t", 9), 0);
+        assert!(bus.subscribers("t").is_empty());
+        assert_eq!(bus.topic_count(), 0);
+    }
+
+    #[test]
+    fn a_batch_reaches_each_subscriber_in_order() {
+        let bus = Bus::new();
+        let a = recorder(100);
+        let slow = recorder(2);
+        let _a = bus.subscribe("t", Inbox::from_sink(a.clone()));
+        let _s = bus.subscribe("t", Inbox::from_sink(slow.clone()));
+        assert_eq!(bus.publish_batch("t", &[1, 2, 3]), 1);
+        assert_eq!(*a.got.lock().unwrap(), vec![1, 2, 3]);
+        assert_eq!(*slow.got.lock().unwrap(), vec![1, 2]);
+        assert_eq!(bus.subscribers("t").len(), 1, "the slow one was dropped");
+        assert_eq!(bus.publish_batch("none", &[1]), 0);
+    }
+
+    #[test]
+    fn a_full_subscriber_is_dropped_not_buffered() {
+        let bus = Bus::new();
+        let slow = recorder(2);
+        let fast = recorder(100);
+        let _a = bus.subscribe("t", Inbox::from_sink(slow.clone()));
+        let _b = bus.subscribe("t", Inbox::from_sink(fast.clone()));
+        for i in 0..10 {
+            bus.publish("t", i);
+        }
+        assert_eq!(slow.got.lock().unwrap().len(), 2);
+        assert_eq!(fast.got.lock().unwrap().len(), 10);
+        assert_eq!(bus.subscribers("t").len(), 1);
+    }
+}

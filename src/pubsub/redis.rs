@@ -1,0 +1,542 @@
+//! The Redis engine of [`super::Bus`]: several nodes share one Redis server,
+//! and an event published on any node reaches the subscribers of every node.
+//!
+//! - A publish is handed to this node's subscribers at once (no Redis round
+//!   trip), then serialized **once** (JSON, prefixed with the publishing
+//!   node's id) and queued for Redis `PUBLISH` on the channel
+//!   `<prefix><topic>`.
+//! - Each node holds **one** Redis subscription connection for all its topics:
+//!   it `SUBSCRIBE`s a channel when the topic's first local subscriber
+//!   appears and `UNSUBSCRIBE`s when the last one goes.
+//! - A node skips the messages it published itself (they carry its id), so
+//!   nothing is delivered twice.
+//!
+//! **Guarantee: at most once, in order per topic per publishing node.** An
+//! event may be lost (Redis down, a subscriber too slow, a topic subscribed
+//! after the event was published) but is never duplicated, and two events
+//! published on the same node on the same topic arrive everywhere in the order
+//! they were published. Events from different nodes have no relative order.
+//!
+//! All Redis I/O runs on one dedicated thread (`genmcp-redis`, a
+//! current-thread tokio runtime): a slow or hung Redis never blocks a worker
+//! thread. The bounds between the bus and that thread:
+//!
+//! | bound | default | when hit |
+//! |---|---|---|
+//! | publishes waiting for Redis ([`RedisBusConfig::publish_queue`]) | 4,096 | [`super::Bus::try_publish`] fails with [`BusError::Backlog`]; `publish_wait` waits |
+//! | wait for a local subscriber's mailbox room, events from other nodes ([`RedisBusConfig::stall`]) | 1 s | that stream is ended as `Overflow` |
+//! | a Redis command's answer ([`RedisBusConfig::command_timeout`]) | 2 s | the connection is treated as lost |
+//! | keep-alive `PING` on the subscription connection ([`RedisBusConfig::ping_interval`]) | 5 s | no answer within `command_timeout`: lost |
+//!
+//! When the connection is lost every local subscriber is asked to complete
+//! ([`super::Inbox::complete`]: its stream ends with its completion result,
+//! the client listens again), publishes fail with [`BusError::Unavailable`],
+//! and the thread reconnects with exponential back-off from
+//! [`RedisBusConfig::reconnect_min`] (100 ms) doubling up to
+//! [`RedisBusConfig::reconnect_max`] (5 s), for as long as the bus lives.
+//! Streams opened while disconnected stay open: they get this node's events at
+//! once and the other nodes' from the reconnection on.
+
+use std::collections::HashSet;
+use std::marker::PhantomData;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
+
+use ::redis::aio::{MultiplexedConnection, PubSub};
+use futures_util::StreamExt;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use tokio::sync::{Notify, mpsc, oneshot};
+
+use super::local::lock;
+use super::{Bus, BusError, BusHealth, BusInner, Remote};
+
+/// What to do when Redis cannot be reached when the bus starts.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum StartMode {
+    /// Fail: [`Bus::redis`] returns [`BusError::Unavailable`] (the default;
+    /// `genmcp serve` exits non-zero).
+    #[default]
+    Require,
+    /// Start disconnected ([`BusHealth::Disconnected`], logged), serving local
+    /// subscribers and reconnecting in the background.
+    Degraded,
+}
+
+/// How a Redis-backed bus connects, and its bounds. Every field has a default;
+/// only the URL is needed.
+///
+/// ```
+/// use genmcp::pubsub::RedisBusConfig;
+/// let config = RedisBusConfig::new("redis://127.0.0.1:6380");
+/// assert_eq!(config.prefix, "genmcp:");
+/// ```
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub struct RedisBusConfig {
+    /// `redis://[user:password@]HOST:PORT[/DB]`.
+    pub url: String,
+    /// Prefix of the Redis channel names (default `genmcp:`): a topic `t` is
+    /// the channel `genmcp:t`. Deployments sharing one Redis use different ones.
+    pub prefix: String,
+    /// When Redis cannot be reached at start (default [`StartMode::Require`]).
+    pub start: StartMode,
+    /// Publishes waiting to be sent to Redis (default 4,096).
+    pub publish_queue: usize,
+    /// How long connecting may take (default 2 s).
+    pub connect_timeout: Duration,
+    /// How long a Redis command may take before the connection is treated as
+    /// lost (default 2 s).
+    pub command_timeout: Duration,
+    /// The keep-alive `PING` on the subscription connection (default 5 s).
+    pub ping_interval: Duration,
+    /// First reconnection delay (default 100 ms); it doubles after each failure.
+    pub reconnect_min: Duration,
+    /// Largest reconnection delay (default 5 s).
+    pub reconnect_max: Duration,
+    /// How long an event from another node waits for room in a local stream's
+    /// mailbox before that stream is ended as `Overflow` (default 1 s).
+    pub stall: Duration,
+}
+
+impl RedisBusConfig {
+    /// The defaults, for the server at `url`.
+    pub fn new(url: impl Into<String>) -> Self {
+        RedisBusConfig {
+            url: url.into(),
+            prefix: "genmcp:".into(),
+            start: StartMode::Require,
+            publish_queue: 4096,
+            connect_timeout: Duration::from_secs(2),
+            command_timeout: Duration::from_secs(2),
+            ping_interval: Duration::from_secs(5),
+            reconnect_min: Duration::from_millis(100),
+            reconnect_max: Duration::from_secs(5),
+            stall: Duration::from_secs(1),
+        }
+    }
+
+    /// Sets the start mode.
+    pub fn start(mut self, start: StartMode) -> Self {
+        self.start = start;
+        self
+    }
+
+    /// Sets the channel prefix.
+    pub fn prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.prefix = prefix.into();
+        self
+    }
+}
+
+/// The URL without its password, for logs and errors.
+fn display_url(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(scheme), Some(at)) if at > scheme => {
+            format!("{}://***@{}", &url[..scheme], &url[at + 1..])
+        }
+        _ => url.to_owned(),
+    }
+}
+
+/// One publish on its way to Redis.
+struct Outgoing {
+    channel: String,
+    payload: Vec<u8>,
+}
+
+/// What the bus and the Redis thread share.
+struct Link {
+    node: u64,
+    prefix: String,
+    url: String,
+    connected: AtomicBool,
+    last_error: Mutex<String>,
+    queue: mpsc::Sender<Outgoing>,
+    capacity: usize,
+    topics_changed: Notify,
+}
+
+impl Link {
+    fn unavailable(&self) -> BusError {
+        BusError::Unavailable {
+            url: self.url.clone(),
+            reason: lock(&self.last_error).clone(),
+        }
+    }
+
+    fn set_lost(&self, reason: String) {
+        *lock(&self.last_error) = reason;
+        self.connected.store(false, Ordering::Release);
+    }
+}
+
+/// The node id that prefixes every payload: 16 lowercase hex digits.
+const NODE_LEN: usize = 16;
+
+struct RedisRemote<M> {
+    link: Arc<Link>,
+    _messages: PhantomData<fn(M)>,
+}
+
+impl<M: Serialize> RedisRemote<M> {
+    fn outgoing(&self, topic: &str, msgs: &[M]) -> Result<Outgoing, BusError> {
+        if !self.link.connected.load(Ordering::Acquire) {
+            return Err(self.link.unavailable());
+        }
+        let mut payload = Vec::with_capacity(NODE_LEN + 64 * msgs.len());
+        payload.extend_from_slice(format!("{:016x}", self.link.node).as_bytes());
+        serde_json::to_writer(&mut payload, msgs).map_err(|e| BusError::Encode(e.to_string()))?;
+        Ok(Outgoing {
+            channel: format!("{}{topic}", self.link.prefix),
+            payload,
+        })
+    }
+}
+
+impl<M: Serialize + Send + 'static> Remote<M> for RedisRemote<M> {
+    fn publish(&self, topic: &str, msgs: &[M]) -> Result<(), BusError> {
+        let out = self.outgoing(topic, msgs)?;
+        self.link.queue.try_send(out).map_err(|e| match e {
+            mpsc::error::TrySendError::Full(_) => BusError::Backlog {
+                capacity: self.link.capacity,
+            },
+            mpsc::error::TrySendError::Closed(_) => self.link.unavailable(),
+        })
+    }
+
+    fn publish_wait<'a>(
+        &'a self,
+        topic: &'a str,
+        msgs: &'a [M],
+    ) -> super::BoxFuture<'a, Result<(), BusError>> {
+        let out = self.outgoing(topic, msgs);
+        Box::pin(async move {
+            let out = out?;
+            self.link
+                .queue
+                .send(out)
+                .await
+                .map_err(|_| self.link.unavailable())
+        })
+    }
+
+    fn topics_changed(&self) {
+        self.link.topics_changed.notify_one();
+    }
+
+    fn health(&self) -> BusHealth {
+        if self.link.connected.load(Ordering::Acquire) {
+            BusHealth::Connected
+        } else {
+            BusHealth::Disconnected
+        }
+    }
+}
+
+impl<M> Bus<M>
+where
+    M: Clone + Send + Serialize + DeserializeOwned + 'static,
+{
+    /// A bus shared with the other nodes connected to the same Redis server
+    /// (see the [module docs](self) for the guarantee and the bounds). Waits
+    /// for the first connection (at most [`RedisBusConfig::connect_timeout`]);
+    /// if it fails, returns [`BusError::Unavailable`] or, with
+    /// [`StartMode::Degraded`], a disconnected bus that keeps trying. Works
+    /// from any async runtime or none: the Redis I/O runs on its own thread.
+    pub async fn redis(config: RedisBusConfig) -> Result<Bus<M>, BusError> {
+        let client = ::redis::Client::open(config.url.as_str())
+            .map_err(|e| BusError::Config(format!("bad Redis URL: {e}")))?;
+        if config.publish_queue == 0 {
+            return Err(BusError::Config("publish_queue must be at least 1".into()));
+        }
+        let mut node = [0u8; 8];
+        getrandom::fill(&mut node)
+            .map_err(|e| BusError::Config(format!("no random node id: {e}")))?;
+        let (tx, rx) = mpsc::channel(config.publish_queue);
+        let link = Arc::new(Link {
+            node: u64::from_le_bytes(node),
+            prefix: config.prefix.clone(),
+            url: display_url(&config.url),
+            connected: AtomicBool::new(false),
+            last_error: Mutex::new("not connected yet".into()),
+            queue: tx,
+            capacity: config.publish_queue,
+            topics_changed: Notify::new(),
+        });
+        let remote_link = link.clone();
+        let bus = Bus::with_remote(move |_| {
+            Box::new(RedisRemote::<M> {
+                link: remote_link,
+                _messages: PhantomData,
+            })
+        });
+        let (started_tx, started_rx) = oneshot::channel();
+        let task = Task {
+            client,
+            config,
+            link,
+            bus: Arc::downgrade(&bus.inner),
+            rx,
+        };
+        std::thread::Builder::new()
+            .name("genmcp-redis".into())
+            .spawn(move || {
+                match tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                {
+                    Ok(rt) => rt.block_on(task.run(started_tx)),
+                    Err(e) => {
+                        let _ = started_tx.send(Err(BusError::Config(format!(
+                            "cannot start the Redis thread's runtime: {e}"
+                        ))));
+                    }
+                }
+            })
+            .map_err(|e| BusError::Config(format!("cannot start the Redis thread: {e}")))?;
+        match started_rx.await {
+            Ok(Ok(())) => Ok(bus),
+            Ok(Err(e)) => Err(e),
+            Err(_) => Err(BusError::Config("the Redis thread ended at start".into())),
+        }
+    }
+}
+
+/// Why a connection's session ended.
+enum End {
+    /// The bus was dropped: the thread ends.
+    Shutdown,
+    /// The connection failed.
+    Lost(String),
+}
+
+/// The Redis thread's state.
+struct Task<M> {
+    client: ::redis::Client,
+    config: RedisBusConfig,
+    link: Arc<Link>,
+    bus: Weak<BusInner<M>>,
+    rx: mpsc::Receiver<Outgoing>,
+}
+
+impl<M: Clone + Send + DeserializeOwned + 'static> Task<M> {
+    async fn connect(&self) -> Result<(PubSub, MultiplexedConnection), String> {
+        let connect = async {
+            let pubsub = self.client.get_async_pubsub().await?;
+            let conn = self.client.get_multiplexed_async_connection().await?;
+            Ok::<_, ::redis::RedisError>((pubsub, conn))
+        };
+        match tokio::time::timeout(self.config.connect_timeout, connect).await {
+            Ok(Ok(pair)) => Ok(pair),
+            Ok(Err(e)) => Err(e.to_string()),
+            Err(_) => Err(format!(
+                "no connection within {:?}",
+                self.config.connect_timeout
+            )),
+        }
+    }
+
+    async fn run(mut self, started: oneshot::Sender<Result<(), BusError>>) {
+        let mut started = Some(started);
+        let mut backoff = self.config.reconnect_min;
+        loop {
+            if self.bus.strong_count() == 0 {
+                return;
+            }
+            match self.connect().await {
+                Ok((pubsub, conn)) => {
+                    self.link.connected.store(true, Ordering::Release);
+                    backoff = self.config.reconnect_min;
+                    if let Some(s) = started.take() {
+                        let _ = s.send(Ok(()));
+                    }
+                    tracing::info!(url = %self.link.url, node = %format!("{:016x}", self.link.node), "event bus connected to Redis");
+                    match self.session(pubsub, conn).await {
+                        End::Shutdown => return,
+                        End::Lost(reason) => {
+                            self.link.set_lost(reason.clone());
+                            // Publishes queued before the loss are dropped (at most once).
+                            while self.rx.try_recv().is_ok() {}
+                            let ended = self
+                                .bus
+                                .upgrade()
+                                .map(|bus| bus.local.complete_all())
+                                .unwrap_or(0);
+                            tracing::warn!(
+                                url = %self.link.url, %reason, streams_completed = ended,
+                                "event bus lost Redis: its streams were completed; reconnecting"
+                            );
+                        }
+                    }
+                }
+                Err(reason) => {
+                    self.link.set_lost(reason.clone());
+                    if let Some(s) = started.take() {
+                        if self.config.start == StartMode::Require {
+                            let _ = s.send(Err(self.link.unavailable()));
+                            return;
+                        }
+                        tracing::warn!(
+                            url = %self.link.url, %reason,
+                            "event bus starting DEGRADED: Redis unreachable, events stay on this node until it connects"
+                        );
+                        let _ = s.send(Ok(()));
+                    } else {
+                        tracing::debug!(url = %self.link.url, %reason, retry_in = ?backoff, "event bus: Redis still unreachable");
+                    }
+                    if !self.pause(backoff).await {
+                        return;
+                    }
+                    backoff = (backoff * 2).min(self.config.reconnect_max);
+                }
+            }
+        }
+    }
+
+    /// Waits `delay`, discarding stale publishes; false if the bus was dropped.
+    async fn pause(&mut self, delay: Duration) -> bool {
+        let sleep = tokio::time::sleep(delay);
+        tokio::pin!(sleep);
+        loop {
+            tokio::select! {
+                _ = &mut sleep => return self.bus.strong_count() > 0,
+                item = self.rx.recv() => if item.is_none() { return false },
+            }
+        }
+    }
+
+    async fn session(&mut self, pubsub: PubSub, mut conn: MultiplexedConnection) -> End {
+        let (mut sink, mut messages) = pubsub.split();
+        let command_timeout = self.config.command_timeout;
+        let rx = &mut self.rx;
+        let publishing = async {
+            let mut batch: Vec<Outgoing> = Vec::with_capacity(256);
+            loop {
+                if rx.recv_many(&mut batch, 256).await == 0 {
+                    return End::Shutdown;
+                }
+                let mut pipe = ::redis::pipe();
+                for out in batch.drain(..) {
+                    pipe.publish(out.channel, out.payload).ignore();
+                }
+                match tokio::time::timeout(command_timeout, pipe.exec_async(&mut conn)).await {
+                    Ok(Ok(())) => {}
+                    Ok(Err(e)) => return End::Lost(format!("PUBLISH failed: {e}")),
+                    Err(_) => return End::Lost(format!("PUBLISH unanswered in {command_timeout:?}")),
+                }
+            }
+        };
+        let link = &self.link;
+        let bus = &self.bus;
+        let config = &self.config;
+        let receiving = async {
+            let mut subscribed: HashSet<String> = HashSet::new();
+            let mut ping = tokio::time::interval(config.ping_interval);
+            ping.tick().await;
+            loop {
+                let Some(inner) = bus.upgrade() else {
+                    return End::Shutdown;
+                };
+                let wanted: HashSet<String> = inner
+                    .local
+                    .names()
+                    .into_iter()
+                    .map(|t| format!("{}{t}", link.prefix))
+                    .collect();
+                drop(inner);
+                let add: Vec<&String> = wanted.difference(&subscribed).collect();
+                if !add.is_empty() {
+                    match tokio::time::timeout(command_timeout, sink.subscribe(&add)).await {
+                        Ok(Ok(())) => {}
+                        Ok(Err(e)) => return End::Lost(format!("SUBSCRIBE failed: {e}")),
+                        Err(_) => return End::Lost("SUBSCRIBE unanswered".into()),
+                    }
+                }
+                let remove: Vec<&String> = subscribed.difference(&wanted).collect();
+                if !remove.is_empty() {
+                    match tokio::time::timeout(command_timeout, sink.unsubscribe(&remove)).await {
+                        Ok(Ok(())) => {}
+                        Ok(Err(e)) => return End::Lost(format!("UNSUBSCRIBE failed: {e}")),
+                        Err(_) => return End::Lost("UNSUBSCRIBE unanswered".into()),
+                    }
+                }
+                subscribed = wanted;
+                tokio::select! {
+                    biased;
+                    msg = messages.next() => match msg {
+                        Some(msg) => self_deliver(bus, link, config, &msg).await,
+                        None => return End::Lost("connection closed".into()),
+                    },
+                    _ = link.topics_changed.notified() => {}
+                    _ = ping.tick() => {
+                        match tokio::time::timeout(command_timeout, sink.ping::<String>()).await {
+                            Ok(Ok(_)) => {}
+                            Ok(Err(e)) => return End::Lost(format!("PING failed: {e}")),
+                            Err(_) => return End::Lost(format!("PING unanswered in {command_timeout:?}")),
+                        }
+                    }
+                }
+            }
+        };
+        tokio::select! {
+            end = publishing => end,
+            end = receiving => end,
+        }
+    }
+}
+
+/// Hands one message from Redis to this node's subscribers of its topic,
+/// unless this node published it.
+async fn self_deliver<M: Clone + Send + DeserializeOwned + 'static>(
+    bus: &Weak<BusInner<M>>,
+    link: &Link,
+    config: &RedisBusConfig,
+    msg: &::redis::Msg,
+) {
+    let Some(topic) = msg.get_channel_name().strip_prefix(link.prefix.as_str()) else {
+        return;
+    };
+    let payload = msg.get_payload_bytes();
+    let Some((node, body)) = payload.split_at_checked(NODE_LEN) else {
+        tracing::warn!(topic, "event bus: a message without a node id was ignored");
+        return;
+    };
+    let Some(node) = std::str::from_utf8(node)
+        .ok()
+        .and_then(|n| u64::from_str_radix(n, 16).ok())
+    else {
+        tracing::warn!(topic, "event bus: a message with a bad node id was ignored");
+        return;
+    };
+    if node == link.node {
+        return;
+    }
+    let msgs: Vec<M> = match serde_json::from_slice(body) {
+        Ok(msgs) => msgs,
+        Err(e) => {
+            tracing::warn!(topic, error = %e, "event bus: an undecodable message was ignored");
+            return;
+        }
+    };
+    let Some(inner) = bus.upgrade() else {
+        return;
+    };
+    inner.local.deliver_wait(topic, &msgs, config.stall).await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::display_url;
+
+    #[test]
+    fn passwords_stay_out_of_logs() {
+        assert_eq!(
+            display_url("redis://u:secret@10.0.0.1:6379/0"),
+            "redis://***@10.0.0.1:6379/0"
+        );
+        assert_eq!(display_url("redis://127.0.0.1:1"), "redis://127.0.0.1:1");
+    }
+}
