@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 use crate::mux::{Channel, SharedNotification};
 use crate::protocol::McpError;
 use crate::protocol::{Implementation, Notification, SubscriptionCapabilities, SubscriptionFilter};
-use crate::pubsub::{Bus, BusSubscription};
+use crate::pubsub::{Bus, BusError, BusSubscription};
 use crate::subscription::{Flow, Subscribe, SubscribeCx, SubscriptionHandler};
 use crate::suite::{
     BoxFuture, CallToolResult, Catalog, ReadOutcome, Resource, ResourceContents, ResourceProvider,
@@ -187,9 +187,28 @@ fn text_arg(args: &serde_json::Map<String, Value>, key: &str) -> Option<String> 
     args.get(key).and_then(Value::as_str).map(str::to_owned)
 }
 
-/// The demo suite and the bus its tools publish on.
+/// Events per message to the other nodes when `burst` publishes on a Redis bus.
+const BURST_CHUNK: usize = 64;
+
+/// A tool answer for a publish the other nodes did not get.
+fn bus_failed(e: &BusError) -> CallToolResult {
+    CallToolResult::error(format!("the change was made on this node only: {e}"))
+}
+
+/// The demo suite and the bus its tools publish on: an embedded bus and a
+/// random sealing key. See [`suite_with`].
 pub fn suite() -> (Suite<NotesSubscriptions>, Bus<SharedNotification>) {
-    let bus: Bus<SharedNotification> = Bus::new();
+    suite_with(Bus::new(), None)
+}
+
+/// The demo suite publishing on `bus` (embedded, or shared with other nodes
+/// through Redis: [`Bus::redis`]), sealing `requestState`s and cursors with
+/// `secret` (`None`: a random key of this process). A tool whose event could
+/// not reach the other nodes says so in an error result.
+pub fn suite_with(
+    bus: Bus<SharedNotification>,
+    secret: Option<[u8; 32]>,
+) -> (Suite<NotesSubscriptions>, Bus<SharedNotification>) {
     let notes = Notes::default();
     let catalog = Catalog::new();
     catalog.add_resources(notes.clone());
@@ -211,14 +230,22 @@ pub fn suite() -> (Suite<NotesSubscriptions>, Bus<SharedNotification>) {
                     let text = text_arg(&call.arguments, "text").unwrap_or_default();
                     match text_arg(&call.arguments, "uri") {
                         Some(uri) if notes.update(&uri, &text) => {
-                            bus.publish(topics::NOTE_UPDATES, note_updated(&uri));
+                            if let Err((_, e)) =
+                                bus.try_publish(topics::NOTE_UPDATES, note_updated(&uri))
+                            {
+                                return Ok(bus_failed(&e).into());
+                            }
                             Ok(CallToolResult::text(uri).into())
                         }
                         Some(uri) => Ok(CallToolResult::error(format!("no note {uri}")).into()),
                         None => {
                             let uri = notes.add(&text);
-                            bus.publish(topics::NOTES, notes_changed());
-                            bus.publish(topics::NOTE_UPDATES, note_updated(&uri));
+                            let sent = bus
+                                .try_publish(topics::NOTES, notes_changed())
+                                .and(bus.try_publish(topics::NOTE_UPDATES, note_updated(&uri)));
+                            if let Err((_, e)) = sent {
+                                return Ok(bus_failed(&e).into());
+                            }
                             Ok(CallToolResult::text(uri).into())
                         }
                     }
@@ -242,8 +269,12 @@ pub fn suite() -> (Suite<NotesSubscriptions>, Bus<SharedNotification>) {
                     if !notes.delete(&uri) {
                         return Ok(CallToolResult::error(format!("no note {uri}")).into());
                     }
-                    bus.publish(topics::NOTES, notes_changed());
-                    bus.publish(topics::NOTE_UPDATES, note_updated(&uri));
+                    let sent = bus
+                        .try_publish(topics::NOTES, notes_changed())
+                        .and(bus.try_publish(topics::NOTE_UPDATES, note_updated(&uri)));
+                    if let Err((_, e)) = sent {
+                        return Ok(bus_failed(&e).into());
+                    }
                     Ok(CallToolResult::text(format!("deleted {uri}")).into())
                 }
             }),
@@ -273,7 +304,9 @@ pub fn suite() -> (Suite<NotesSubscriptions>, Bus<SharedNotification>) {
                         );
                         true
                     };
-                    bus.publish(topics::TOOLS, tools_changed());
+                    if let Err((_, e)) = bus.try_publish(topics::TOOLS, tools_changed()) {
+                        return Ok(bus_failed(&e).into());
+                    }
                     Ok(CallToolResult::text(if added {
                         "extra_tool added"
                     } else {
@@ -328,7 +361,7 @@ pub fn suite() -> (Suite<NotesSubscriptions>, Bus<SharedNotification>) {
                     };
                     let inboxes = bus.subscribers(topic);
                     let streams = inboxes.len();
-                    futures_util::future::join_all(inboxes.into_iter().map(|inbox| {
+                    let local = futures_util::future::join_all(inboxes.into_iter().map(|inbox| {
                         let event = event.clone();
                         async move {
                             for _ in 0..count {
@@ -337,8 +370,26 @@ pub fn suite() -> (Suite<NotesSubscriptions>, Bus<SharedNotification>) {
                                 }
                             }
                         }
-                    }))
-                    .await;
+                    }));
+                    // The other nodes (a Redis bus): the same events, in order,
+                    // a chunk per message, waiting for room in the queue.
+                    let remote = async {
+                        if !bus.is_distributed() {
+                            return Ok(());
+                        }
+                        let chunk = vec![event.clone(); BURST_CHUNK.min(count as usize)];
+                        let mut left = count as usize;
+                        while left > 0 {
+                            let n = left.min(BURST_CHUNK);
+                            bus.publish_remote_wait(topic, &chunk[..n]).await?;
+                            left -= n;
+                        }
+                        Ok::<(), BusError>(())
+                    };
+                    let (_, remote) = futures_util::future::join(local, remote).await;
+                    if let Err(e) = remote {
+                        return Ok(bus_failed(&e).into());
+                    }
                     let summary = json!({"streams": streams, "count": count});
                     Ok(CallToolResult::text(summary.to_string())
                         .with_structured(summary)
@@ -347,13 +398,16 @@ pub fn suite() -> (Suite<NotesSubscriptions>, Bus<SharedNotification>) {
             }),
     );
 
-    let suite = Suite::builder(Implementation::new(
+    let mut builder = Suite::builder(Implementation::new(
         "genmcp-notes",
         env!("CARGO_PKG_VERSION"),
     ))
     .instructions("A notes demo: add_note, delete_note, toggle_extra_tool; listen for changes.")
     .catalog(catalog)
-    .subscriptions(NotesSubscriptions::new(bus.clone()))
-    .build();
+    .subscriptions(NotesSubscriptions::new(bus.clone()));
+    if let Some(secret) = secret {
+        builder = builder.secret(secret);
+    }
+    let suite = builder.build();
     (suite, bus)
 }

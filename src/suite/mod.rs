@@ -33,6 +33,7 @@ mod prompt_result;
 mod requests;
 mod resource;
 mod schema;
+pub mod secret;
 pub(crate) mod seal;
 mod tool;
 mod tools_call;
