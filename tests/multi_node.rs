@@ -1,0 +1,329 @@
+//! Several genmcp nodes behind one real redis-server (started by the test on a
+//! free loopback port): events cross nodes exactly once and in order per
+//! publisher, a shared key lets any node open another's `requestState`, and
+//! losing Redis completes the streams, fails publishes, and heals on restart.
+
+mod common;
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use common::redis_server::RedisServer;
+use common::{call, listen, wait_until};
+use genmcp::apps::demo::{self, topics};
+use genmcp::http::ServerThread;
+use genmcp::mux::SharedNotification;
+use genmcp::prelude::*;
+use genmcp::pubsub::{BusError, BusHealth, RedisBusConfig, StartMode};
+use serde_json::{Value, json};
+
+type Events = Bus<SharedNotification>;
+
+fn block_on<T>(f: impl std::future::Future<Output = T>) -> T {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a runtime")
+        .block_on(f)
+}
+
+fn bus_config(url: &str, prefix: &str) -> RedisBusConfig {
+    let mut c = RedisBusConfig::new(url).prefix(prefix);
+    c.reconnect_max = Duration::from_millis(200);
+    c
+}
+
+fn redis_bus(url: &str, prefix: &str) -> Events {
+    block_on(Bus::redis(bus_config(url, prefix))).expect("the bus connects")
+}
+
+/// A notes-demo node on its own port, publishing on `bus`.
+fn node(bus: &Events, key: Option<[u8; 32]>) -> ServerThread {
+    let mut config = common::config();
+    config.workers = 2;
+    let bus = bus.clone();
+    ServerThread::spawn(move || demo::suite_with(bus, key).0, config).expect("node starts")
+}
+
+fn wait_streams(srv: &ServerThread, n: usize) {
+    assert!(
+        wait_until(Duration::from_secs(10), || srv.server.metrics().open_streams
+            == n),
+        "{n} streams open"
+    );
+}
+
+fn wait_subscribed(redis: &RedisServer, channel: &str, nodes: usize) {
+    assert!(
+        wait_until(Duration::from_secs(10), || redis.subscribers(channel) == nodes),
+        "{nodes} nodes subscribed to {channel}"
+    );
+}
+
+/// `tools/list_changed` tagged with its publisher and sequence number.
+fn numbered(node: usize, seq: usize) -> SharedNotification {
+    let mut params = serde_json::Map::new();
+    params.insert("node".into(), json!(node));
+    params.insert("seq".into(), json!(seq));
+    Notification::new("notifications/tools/list_changed", params).into()
+}
+
+fn tool(addr: SocketAddr, id: i64, name: &str) -> Value {
+    let r = call(
+        addr,
+        json!(id),
+        "tools/call",
+        json!({"name": name, "arguments": {}}),
+    );
+    assert_eq!(r.status, 200);
+    r.json()["result"].clone()
+}
+
+const PER_NODE: usize = 20;
+
+#[test]
+fn three_nodes_deliver_every_event_once_in_publish_order() {
+    let redis = RedisServer::start();
+    let prefix = "t-fanout:";
+    let buses: Vec<Events> = (0..3).map(|_| redis_bus(&redis.url(), prefix)).collect();
+    let nodes: Vec<ServerThread> = buses.iter().map(|b| node(b, None)).collect();
+    let streams: Vec<_> = (0..100)
+        .map(|i| {
+            let mut s = listen(
+                nodes[i % 3].addr,
+                json!(i),
+                json!({"toolsListChanged": true}),
+            );
+            let ack = s.next_message().expect("acknowledged");
+            assert_eq!(ack["method"], "notifications/subscriptions/acknowledged");
+            s
+        })
+        .collect();
+    for (i, n) in nodes.iter().enumerate() {
+        wait_streams(n, 34 - usize::from(i > 0));
+    }
+    wait_subscribed(&redis, &format!("{prefix}{}", topics::TOOLS), 3);
+
+    // Interleaved publishes on all three nodes, then one through a real tool.
+    for seq in 0..PER_NODE {
+        for (n, bus) in buses.iter().enumerate() {
+            assert!(bus.try_publish(topics::TOOLS, numbered(n, seq)).is_ok());
+        }
+    }
+    let toggled = tool(nodes[2].addr, 1, "toggle_extra_tool");
+    assert_eq!(toggled["isError"], json!(null), "{toggled}");
+
+    let readers: Vec<_> = streams
+        .into_iter()
+        .enumerate()
+        .map(|(i, mut s)| {
+            std::thread::spawn(move || {
+                let mut seen: Vec<Vec<usize>> = vec![vec![]; 3];
+                let mut markers = 0;
+                while seen.iter().map(Vec::len).sum::<usize>() < 3 * PER_NODE || markers == 0 {
+                    let n = s
+                        .next_message()
+                        .unwrap_or_else(|| panic!("stream {i} ended early"));
+                    assert_eq!(n["method"], "notifications/tools/list_changed", "{n}");
+                    match (n["params"]["node"].as_u64(), n["params"]["seq"].as_u64()) {
+                        (Some(node), Some(seq)) => seen[node as usize].push(seq as usize),
+                        _ => markers += 1,
+                    }
+                }
+                // Nothing more: no duplicate arrives late.
+                s.set_timeout(Duration::from_millis(400));
+                let extra = s.try_next_event();
+                assert!(extra.is_err(), "stream {i}: unexpected {extra:?}");
+                (seen, markers)
+            })
+        })
+        .collect();
+    let in_order: Vec<usize> = (0..PER_NODE).collect();
+    for (i, r) in readers.into_iter().enumerate() {
+        let (seen, markers) = r.join().expect("reader");
+        assert_eq!(markers, 1, "stream {i}: the tool's event once");
+        for (node, seqs) in seen.iter().enumerate() {
+            assert_eq!(seqs, &in_order, "stream {i}, events of node {node}");
+        }
+    }
+}
+
+const STATE_TOOL: &str = "test_input_required_result_request_state";
+
+fn fixture_node(key: Option<[u8; 32]>) -> ServerThread {
+    ServerThread::spawn(
+        move || genmcp::apps::fixtures::suite_with_secret(key),
+        common::config(),
+    )
+    .expect("node starts")
+}
+
+fn state_call(addr: SocketAddr, id: i64, extra: Value) -> Value {
+    let mut params = json!({"name": STATE_TOOL, "arguments": {}});
+    if let (Some(p), Some(e)) = (params.as_object_mut(), extra.as_object()) {
+        p.extend(e.clone());
+    }
+    params["_meta"] = json!({
+        "io.modelcontextprotocol/protocolVersion": common::VERSION,
+        "io.modelcontextprotocol/clientCapabilities": {"elicitation": {}},
+    });
+    let r = common::post(
+        addr,
+        &common::headers("tools/call", Some(STATE_TOOL)),
+        &common::request(json!(id), "tools/call", params),
+    );
+    assert_eq!(r.status, 200);
+    r.json()
+}
+
+#[test]
+fn a_request_state_sealed_on_one_node_opens_on_another_only_with_the_shared_key() {
+    let key = genmcp::suite::secret::parse_secret(&"5a".repeat(32)).expect("key");
+    let other = genmcp::suite::secret::parse_secret(&"a5".repeat(32)).expect("key");
+    let node1 = fixture_node(Some(key));
+    let node2 = fixture_node(Some(key));
+    let stranger = fixture_node(Some(other));
+    let unkeyed = fixture_node(None);
+
+    let first = state_call(node1.addr, 1, json!({}));
+    let state = first["result"]["requestState"]
+        .as_str()
+        .expect("a requestState")
+        .to_owned();
+    let answer = json!({
+        "requestState": state,
+        "inputResponses": {"confirm": {"action": "accept", "content": {"ok": true}}},
+    });
+    let ok = state_call(node2.addr, 2, answer.clone());
+    let text = ok["result"]["content"][0]["text"].as_str().unwrap_or_default();
+    assert!(text.contains("state-ok"), "node 2 opens node 1's state: {ok}");
+    for (what, srv) in [("another key", &stranger), ("a random key", &unkeyed)] {
+        let refused = state_call(srv.addr, 3, answer.clone());
+        assert_eq!(refused["error"]["code"], -32602, "{what}: {refused}");
+        assert!(
+            refused["error"]["message"]
+                .as_str()
+                .unwrap_or_default()
+                .contains("requestState"),
+            "{what}: {refused}"
+        );
+    }
+}
+
+/// Reads until the listen's final frame: its completion result.
+fn expect_completion(s: &mut common::Exchange, id: usize) {
+    loop {
+        let m = s
+            .next_message()
+            .unwrap_or_else(|| panic!("stream {id} ended without a completion result"));
+        if m.get("method").is_some() {
+            continue;
+        }
+        assert_eq!(m["id"], json!(id), "{m}");
+        assert_eq!(m["result"]["resultType"], "complete", "{m}");
+        break;
+    }
+    assert!(s.next_message().is_none(), "the body ends after the result");
+}
+
+#[test]
+fn losing_redis_completes_streams_fails_publishes_and_heals_without_restart() {
+    let mut redis = RedisServer::start();
+    let prefix = "t-loss:";
+    let channel = format!("{prefix}{}", topics::TOOLS);
+    let buses: Vec<Events> = (0..2).map(|_| redis_bus(&redis.url(), prefix)).collect();
+    let nodes: Vec<ServerThread> = buses.iter().map(|b| node(b, None)).collect();
+    let open = |ids: std::ops::Range<usize>| -> Vec<common::Exchange> {
+        ids.map(|i| {
+            let mut s = listen(
+                nodes[i % 2].addr,
+                json!(i),
+                json!({"toolsListChanged": true}),
+            );
+            s.next_message().expect("acknowledged");
+            s
+        })
+        .collect()
+    };
+    let mut streams = open(0..4);
+    wait_subscribed(&redis, &channel, 2);
+    assert!(buses[0].try_publish(topics::TOOLS, numbered(0, 0)).is_ok());
+    for s in &mut streams {
+        assert_eq!(s.next_message().expect("event")["params"]["seq"], 0);
+    }
+
+    redis.kill();
+    for (i, s) in streams.iter_mut().enumerate() {
+        expect_completion(s, i);
+    }
+    for bus in &buses {
+        assert!(wait_until(Duration::from_secs(5), || bus.health()
+            == BusHealth::Disconnected));
+        match bus.try_publish(topics::TOOLS, numbered(0, 1)) {
+            Err((_, BusError::Unavailable { url, .. })) => assert_eq!(url, redis.url()),
+            other => panic!("publish while Redis is down: {other:?}"),
+        }
+    }
+    let refused = tool(nodes[0].addr, 1, "toggle_extra_tool");
+    assert_eq!(refused["isError"], true, "{refused}");
+    assert!(
+        refused.to_string().contains("event bus unavailable"),
+        "{refused}"
+    );
+
+    redis.restart();
+    for bus in &buses {
+        assert!(
+            wait_until(Duration::from_secs(10), || bus.is_connected()),
+            "reconnected"
+        );
+    }
+    let mut again = open(10..14);
+    wait_subscribed(&redis, &channel, 2);
+    assert!(buses[1].try_publish(topics::TOOLS, numbered(1, 7)).is_ok());
+    for s in &mut again {
+        let m = s.next_message().expect("event after the restart");
+        assert_eq!(m["params"]["seq"], 7, "{m}");
+        assert_eq!(m["params"]["node"], 1, "{m}");
+    }
+}
+
+#[test]
+fn an_unreachable_redis_fails_the_start_or_starts_degraded_and_recovers() {
+    let mut redis = RedisServer::start();
+    let url = redis.url();
+    redis.kill();
+    let err = block_on(Bus::<SharedNotification>::redis(bus_config(&url, "t-start:")))
+        .expect_err("no Redis, no bus");
+    assert!(matches!(err, BusError::Unavailable { .. }), "{err}");
+    assert!(err.to_string().contains(&url), "{err}");
+
+    let degraded = block_on(Bus::<SharedNotification>::redis(
+        bus_config(&url, "t-start:").start(StartMode::Degraded),
+    ))
+    .expect("a degraded bus starts");
+    assert_eq!(degraded.health(), BusHealth::Disconnected);
+    redis.restart();
+    assert!(
+        wait_until(Duration::from_secs(10), || degraded.is_connected()),
+        "the degraded bus connects once Redis is up"
+    );
+}
+
+#[test]
+fn genmcp_serve_exits_non_zero_when_its_bus_is_unreachable() {
+    let mut redis = RedisServer::start();
+    let url = redis.url();
+    redis.kill();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_genmcp"))
+        .args(["serve", "--port", "0", "--bus", &url])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("genmcp runs");
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("event bus unavailable") && stderr.contains(&url),
+        "{stderr}"
+    );
+}
