@@ -9,6 +9,7 @@ use genmcp::http::{self, HttpConfig};
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use genmcp::apps::bench::{BenchConfig, Kind, Mode};
+use genmcp::apps::node::NodeConfig;
 
 /// genmcp: an MCP (2026-07-28) server runtime.
 #[derive(Parser, Debug)]
@@ -69,6 +70,19 @@ struct ServeArgs {
     /// Serve the conformance fixture catalog instead of the demo.
     #[arg(long)]
     conformance: bool,
+    /// Share the demo's events with the other nodes on this Redis server
+    /// (redis://HOST:PORT). Default: an embedded bus (one node).
+    #[arg(long, value_name = "URL")]
+    bus: Option<String>,
+    /// With --bus: start even when Redis is unreachable (degraded, reconnecting)
+    /// instead of exiting with an error.
+    #[arg(long, requires = "bus")]
+    bus_degraded: bool,
+    /// The key sealing requestState and cursors: a file holding 64 hex digits
+    /// (`openssl rand -hex 32`). Default: $GENMCP_KEY, else a random key
+    /// (multi-node sealing off).
+    #[arg(long, value_name = "PATH")]
+    key_file: Option<std::path::PathBuf>,
 }
 
 impl ServeArgs {
@@ -88,6 +102,15 @@ impl ServeArgs {
             config.workers = workers.get();
         }
         config
+    }
+
+    /// The bus and key: the library defaults with the flags given.
+    fn node_config(&self) -> NodeConfig {
+        let mut node = NodeConfig::default();
+        node.bus.clone_from(&self.bus);
+        node.degraded = self.bus_degraded;
+        node.key_file.clone_from(&self.key_file);
+        node
     }
 }
 
@@ -201,6 +224,7 @@ fn main() -> ExitCode {
 /// What `genmcp serve` runs, resolved from its flags.
 struct Serve {
     config: HttpConfig,
+    node: NodeConfig,
     conformance: bool,
     stdio: bool,
 }
@@ -217,6 +241,7 @@ fn is_loopback(host: &str) -> bool {
 fn run_serve(args: ServeArgs) -> ExitCode {
     let serve = Serve {
         config: args.http_config(),
+        node: args.node_config(),
         conformance: args.conformance,
         stdio: args.stdio,
     };
@@ -233,22 +258,38 @@ fn run_serve(args: ServeArgs) -> ExitCode {
             serve.config.host
         );
     }
+    let secret = match serve.node.secret() {
+        Ok(secret) => secret,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
     let system = actix_rt::System::new();
     let stdio = serve.stdio;
     let result = system.block_on(async move {
+        let bus = serve.node.bus().await.map_err(std::io::Error::other)?;
         let stdio_config = {
             let mut c = genmcp::transport::stdio::StdioConfig::default();
             c.limits = serve.config.limits.clone();
             c
         };
         match (serve.conformance, serve.stdio) {
-            (true, false) => http::serve(genmcp::apps::fixtures::suite(), serve.config).await,
-            (true, true) => {
-                genmcp::transport::stdio::serve(genmcp::apps::fixtures::suite(), stdio_config).await
+            (true, false) => {
+                let suite = genmcp::apps::fixtures::suite_with_secret(secret);
+                http::serve(suite, serve.config).await
             }
-            (false, false) => http::serve(genmcp::apps::demo::suite().0, serve.config).await,
+            (true, true) => {
+                let suite = genmcp::apps::fixtures::suite_with_secret(secret);
+                genmcp::transport::stdio::serve(suite, stdio_config).await
+            }
+            (false, false) => {
+                let suite = genmcp::apps::demo::suite_with(bus, secret).0;
+                http::serve(suite, serve.config).await
+            }
             (false, true) => {
-                genmcp::transport::stdio::serve(genmcp::apps::demo::suite().0, stdio_config).await
+                let suite = genmcp::apps::demo::suite_with(bus, secret).0;
+                genmcp::transport::stdio::serve(suite, stdio_config).await
             }
         }
     });

@@ -1,0 +1,90 @@
+//! What makes a `genmcp serve` process one node of several: the event bus it
+//! publishes on and the key it seals tokens with. `genmcp serve --bus URL
+//! --key-file PATH` fills a [`NodeConfig`]; a program embedding genmcp can use
+//! it the same way, or call [`Bus::redis`] and
+//! [`crate::suite::SuiteBuilder::secret`] directly.
+//!
+//! ```no_run
+//! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+//! use genmcp::apps::node::NodeConfig;
+//! let mut node = NodeConfig::default();
+//! node.bus = Some("redis://127.0.0.1:6380".into());
+//! node.key_file = Some("/etc/genmcp/key".into());
+//! let secret = node.secret()?;
+//! let bus = node.bus().await?;
+//! let (suite, _bus) = genmcp::apps::demo::suite_with(bus, secret);
+//! # Ok(()) }
+//! ```
+
+use std::path::PathBuf;
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use crate::pubsub::{Bus, BusError, BusHealth, RedisBusConfig, StartMode};
+use crate::suite::secret::{self, KEY_ENV, SecretError};
+
+/// A node's bus and sealing key. Every field has a default: an embedded bus
+/// and a random key, i.e. a single node.
+#[derive(Clone, Debug, Default)]
+#[non_exhaustive]
+pub struct NodeConfig {
+    /// `--bus`: the Redis server shared by the nodes
+    /// (`redis://HOST:PORT`); `None` (default): an embedded bus.
+    pub bus: Option<String>,
+    /// `--bus-degraded`: start even when Redis cannot be reached (disconnected,
+    /// logged, reconnecting) instead of failing (default false).
+    pub degraded: bool,
+    /// `--key-file`: the file holding the sealing key (64 hex digits, see
+    /// [`crate::suite::secret`]). Default none: then the environment variable
+    /// [`KEY_ENV`] (`GENMCP_KEY`), then a random key of this process.
+    pub key_file: Option<PathBuf>,
+}
+
+impl NodeConfig {
+    /// The sealing key: from `key_file`, else from `GENMCP_KEY`, else `None`
+    /// (a random key; logged, since tokens sealed here then open nowhere else).
+    pub fn secret(&self) -> Result<Option<[u8; 32]>, SecretError> {
+        if let Some(path) = &self.key_file {
+            let key = secret::load_secret_file(path)?;
+            tracing::info!(file = %path.display(), "sealing key loaded: multi-node sealing on");
+            return Ok(Some(key));
+        }
+        match secret::secret_from_env(KEY_ENV) {
+            Some(key) => {
+                let key = key?;
+                tracing::info!(var = KEY_ENV, "sealing key loaded: multi-node sealing on");
+                Ok(Some(key))
+            }
+            None => {
+                tracing::info!(
+                    "no sealing key configured (--key-file or {KEY_ENV}): this process uses a \
+                     random key, multi-node sealing is OFF (requestState and cursors only \
+                     open on this node)"
+                );
+                Ok(None)
+            }
+        }
+    }
+
+    /// The event bus: embedded, or connected to `bus` (waiting for the first
+    /// connection; see [`StartMode`] for `degraded`).
+    pub async fn bus<M>(&self) -> Result<Bus<M>, BusError>
+    where
+        M: Clone + Send + Serialize + DeserializeOwned + 'static,
+    {
+        let Some(url) = &self.bus else {
+            return Ok(Bus::new());
+        };
+        let start = if self.degraded {
+            StartMode::Degraded
+        } else {
+            StartMode::Require
+        };
+        let bus = Bus::redis(RedisBusConfig::new(url.clone()).start(start)).await?;
+        if bus.health() == BusHealth::Disconnected {
+            tracing::warn!("serving DEGRADED: the event bus is not connected; events stay on this node");
+        }
+        Ok(bus)
+    }
+}
