@@ -118,6 +118,8 @@ fn three_nodes_deliver_every_event_once_in_publish_order() {
         .enumerate()
         .map(|(i, mut s)| {
             std::thread::spawn(move || {
+                // Shorter than the keep-alive: a missing event fails, not hangs.
+                s.set_timeout(Duration::from_secs(5));
                 let mut seen: Vec<Vec<usize>> = vec![vec![]; 3];
                 let mut markers = 0;
                 while seen.iter().map(Vec::len).sum::<usize>() < 3 * PER_NODE || markers == 0 {
@@ -210,8 +212,11 @@ fn a_request_state_sealed_on_one_node_opens_on_another_only_with_the_shared_key(
     }
 }
 
-/// Reads until the listen's final frame: its completion result.
+/// Reads until the listen's final frame: its completion result (5 s at most
+/// per read: less than the keep-alive interval, so a stream that does not end
+/// fails the test instead of hanging it).
 fn expect_completion(s: &mut common::Exchange, id: usize) {
+    s.set_timeout(Duration::from_secs(5));
     loop {
         let m = s
             .next_message()
@@ -241,6 +246,7 @@ fn losing_redis_completes_streams_fails_publishes_and_heals_without_restart() {
                 json!({"toolsListChanged": true}),
             );
             s.next_message().expect("acknowledged");
+            s.set_timeout(Duration::from_secs(5));
             s
         })
         .collect()
