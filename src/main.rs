@@ -149,6 +149,11 @@ struct BenchArgs {
     /// With --url in memory mode: the process to read resident memory from.
     #[arg(long, requires = "url")]
     pid: Option<u32>,
+    /// Cross-node mode: start `genmcp serve --bus URL` nodes sharing this Redis
+    /// server and compare one node with three (burst on node 1, listens on
+    /// nodes 2 and 3); throughput or latency.
+    #[arg(long, value_name = "REDIS_URL", conflicts_with = "url")]
+    cross_node: Option<String>,
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -195,6 +200,7 @@ impl BenchArgs {
         }
         cfg.url.clone_from(&self.url);
         cfg.pid = self.pid;
+        cfg.cross_node.clone_from(&self.cross_node);
         cfg
     }
 }

@@ -177,6 +177,12 @@ pub async fn burst(addr: SocketAddr, path: &str, count: usize, kind: Kind) -> st
             )));
         }
     }
+    if response.windows(14).any(|w| w == b"\"isError\":true") {
+        return Err(io_err(format!(
+            "burst failed: {}",
+            String::from_utf8_lossy(&response)
+        )));
+    }
     if !response.starts_with(b"HTTP/1.1 200") {
         return Err(io_err(format!(
             "burst answered {}",

@@ -74,6 +74,11 @@ pub struct BenchConfig {
     pub url: Option<String>,
     /// The process to read resident memory from, with `url` in memory mode.
     pub pid: Option<u32>,
+    /// Cross-node mode (throughput or latency): the Redis server
+    /// (`redis://HOST:PORT`) that three `genmcp serve --bus` nodes share; each
+    /// round measures one node alone (listens and `burst` on it), then three
+    /// (`burst` on node 1, the listens split over nodes 2 and 3). Default none.
+    pub cross_node: Option<String>,
 }
 
 impl Default for BenchConfig {
@@ -87,6 +92,7 @@ impl Default for BenchConfig {
             rate: 200,
             url: None,
             pid: None,
+            cross_node: None,
         }
     }
 }
@@ -187,13 +193,46 @@ pub fn measure(
     path: &str,
     pid: Option<u32>,
 ) -> std::io::Result<Sample> {
+    measure_across(cfg, &[addr], addr, path, pid)
+}
+
+/// Opens `n` listens spread evenly over `addrs`.
+async fn open_spread(
+    addrs: &[SocketAddr],
+    path: &str,
+    n: usize,
+    kind: Kind,
+) -> std::io::Result<Vec<load::Listen>> {
+    let mut all = Vec::with_capacity(n);
+    for (i, addr) in addrs.iter().enumerate() {
+        let share = n / addrs.len() + usize::from(i < n % addrs.len());
+        all.extend(load::open_many(*addr, path, share, kind).await?);
+    }
+    if addrs.len() > 1 {
+        // The nodes subscribe to Redis as their first listen arrives; give
+        // that round trip time before the first event.
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    Ok(all)
+}
+
+/// Measures once with the listens spread over `listen_at` and `burst` called
+/// on `burst_at` (the same server, or, across nodes, another one).
+pub fn measure_across(
+    cfg: &BenchConfig,
+    listen_at: &[SocketAddr],
+    burst_at: SocketAddr,
+    path: &str,
+    pid: Option<u32>,
+) -> std::io::Result<Sample> {
+    let addr = burst_at;
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
     rt.block_on(async {
         match cfg.mode {
             Mode::Throughput => {
-                let streams = load::open_many(addr, path, cfg.streams, cfg.kind).await?;
+                let streams = open_spread(listen_at, path, cfg.streams, cfg.kind).await?;
                 let start = Instant::now();
                 let readers: Vec<_> = streams
                     .into_iter()
@@ -210,7 +249,7 @@ pub fn measure(
                 })
             }
             Mode::Latency => {
-                let streams = load::open_many(addr, path, cfg.streams, cfg.kind).await?;
+                let streams = open_spread(listen_at, path, cfg.streams, cfg.kind).await?;
                 let readers: Vec<_> = streams
                     .into_iter()
                     .map(|s| tokio::spawn(s.receive(cfg.events, true)))
@@ -267,8 +306,47 @@ pub struct Round {
     pub genmcp: Sample,
 }
 
+/// Cross-node rounds: one `genmcp serve --bus URL` node alone (in
+/// [`Round::baseline`]), then three sharing the Redis server (in
+/// [`Round::genmcp`]), each a fresh set of processes.
+fn run_cross_node(
+    exe: &std::path::Path,
+    cfg: &BenchConfig,
+    url: &str,
+) -> std::io::Result<Vec<Round>> {
+    if cfg.mode == Mode::Memory {
+        return Err(std::io::Error::other(
+            "--cross-node measures throughput or latency",
+        ));
+    }
+    let node = || start(exe, &["serve", "--bus", url]);
+    (0..cfg.rounds)
+        .map(|_| {
+            let single = {
+                let n = node()?;
+                measure(cfg, n.addr, "/mcp", None)?
+            };
+            let nodes = [node()?, node()?, node()?];
+            let cross = measure_across(
+                cfg,
+                &[nodes[1].addr, nodes[2].addr],
+                nodes[0].addr,
+                "/mcp",
+                None,
+            )?;
+            Ok(Round {
+                baseline: single,
+                genmcp: cross,
+            })
+        })
+        .collect()
+}
+
 /// Runs `cfg.rounds` rounds; `exe` is the genmcp binary.
 pub fn run(exe: &std::path::Path, cfg: &BenchConfig) -> std::io::Result<Vec<Round>> {
+    if let Some(url) = &cfg.cross_node {
+        return run_cross_node(exe, cfg, url);
+    }
     let one = |args: &[&str]| -> std::io::Result<Sample> {
         let server = start(exe, args)?;
         measure(cfg, server.addr, "/mcp", Some(server.child.id()))
@@ -312,9 +390,22 @@ fn cell(mode: Mode, s: &Sample) -> String {
 
 /// The rounds as a table, with the median ratio genmcp / baseline.
 pub fn report(cfg: &BenchConfig, rounds: &[Round]) -> String {
+    let (mode, columns, ratio_name) = if cfg.cross_node.is_some() {
+        (
+            format!("{} across nodes", mode_name(cfg.mode)),
+            "one node (listen + burst) | three nodes (burst on 1, listen on 2 and 3) | ratio three/one",
+            "three/one",
+        )
+    } else {
+        (
+            mode_name(cfg.mode).to_owned(),
+            "baseline (raw SSE) | genmcp | ratio genmcp/baseline",
+            "genmcp/baseline",
+        )
+    };
     let mut out = format!(
-        "{} · {} streams × {} events · {} · {} rounds\nround | baseline (raw SSE) | genmcp | ratio genmcp/baseline\n",
-        mode_name(cfg.mode),
+        "{} · {} streams × {} events · {} · {} rounds\nround | {columns}\n",
+        mode,
         cfg.streams,
         cfg.events,
         kind_name(cfg.kind),
@@ -334,7 +425,7 @@ pub fn report(cfg: &BenchConfig, rounds: &[Round]) -> String {
     }
     ratios.sort_by(|a, b| a.total_cmp(b));
     if let Some(m) = ratios.get(ratios.len() / 2) {
-        out.push_str(&format!("median ratio genmcp/baseline: {m:.2}\n"));
+        out.push_str(&format!("median ratio {ratio_name}: {m:.2}\n"));
     }
     out
 }
