@@ -47,7 +47,10 @@ fn node(bus: &Events, key: Option<[u8; 32]>) -> ServerThread {
 
 fn wait_streams(srv: &ServerThread, n: usize) {
     assert!(
-        wait_until(Duration::from_secs(10), || srv.server.metrics().open_streams
+        wait_until(Duration::from_secs(10), || srv
+            .server
+            .metrics()
+            .open_streams
             == n),
         "{n} streams open"
     );
@@ -55,7 +58,8 @@ fn wait_streams(srv: &ServerThread, n: usize) {
 
 fn wait_subscribed(redis: &RedisServer, channel: &str, nodes: usize) {
     assert!(
-        wait_until(Duration::from_secs(10), || redis.subscribers(channel) == nodes),
+        wait_until(Duration::from_secs(10), || redis.subscribers(channel)
+            == nodes),
         "{nodes} nodes subscribed to {channel}"
     );
 }
@@ -197,8 +201,13 @@ fn a_request_state_sealed_on_one_node_opens_on_another_only_with_the_shared_key(
         "inputResponses": {"confirm": {"action": "accept", "content": {"ok": true}}},
     });
     let ok = state_call(node2.addr, 2, answer.clone());
-    let text = ok["result"]["content"][0]["text"].as_str().unwrap_or_default();
-    assert!(text.contains("state-ok"), "node 2 opens node 1's state: {ok}");
+    let text = ok["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        text.contains("state-ok"),
+        "node 2 opens node 1's state: {ok}"
+    );
     for (what, srv) in [("another key", &stranger), ("a random key", &unkeyed)] {
         let refused = state_call(srv.addr, 3, answer.clone());
         assert_eq!(refused["error"]["code"], -32602, "{what}: {refused}");
@@ -299,8 +308,10 @@ fn an_unreachable_redis_fails_the_start_or_starts_degraded_and_recovers() {
     let mut redis = RedisServer::start();
     let url = redis.url();
     redis.kill();
-    let err = block_on(Bus::<SharedNotification>::redis(bus_config(&url, "t-start:")))
-        .expect_err("no Redis, no bus");
+    let err = block_on(Bus::<SharedNotification>::redis(bus_config(
+        &url, "t-start:",
+    )))
+    .expect_err("no Redis, no bus");
     assert!(matches!(err, BusError::Unavailable { .. }), "{err}");
     assert!(err.to_string().contains(&url), "{err}");
 

@@ -83,7 +83,9 @@ impl NodeConfig {
         };
         let bus = Bus::redis(RedisBusConfig::new(url.clone()).start(start)).await?;
         if bus.health() == BusHealth::Disconnected {
-            tracing::warn!("serving DEGRADED: the event bus is not connected; events stay on this node");
+            tracing::warn!(
+                "serving DEGRADED: the event bus is not connected; events stay on this node"
+            );
         }
         Ok(bus)
     }

@@ -220,7 +220,7 @@ mod tests {
         params.insert("uri".into(), json!("note://1"));
         params.insert("_meta".into(), json!({"trace": 7}));
         let shared = SharedNotification::new(Notification::new(methods::RESOURCES_UPDATED, params));
-        let text = serde_json::to_string(&[shared.clone()]).expect("serializes");
+        let text = serde_json::to_string(std::slice::from_ref(&shared)).expect("serializes");
         let back: Vec<SharedNotification> = serde_json::from_str(&text).expect("deserializes");
         assert_eq!(back[0].uri(), Some("note://1"));
         assert_eq!(spliced(&back[0], "7"), spliced(&shared, "7"));

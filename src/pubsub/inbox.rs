@@ -220,4 +220,3 @@ impl<M: Send + 'static> Inbox<M> {
         }
     }
 }
-

@@ -64,7 +64,6 @@ impl<M> Topics<M> {
     pub(crate) fn names(&self) -> Vec<String> {
         lock(&self.map).keys().cloned().collect()
     }
-
 }
 
 impl<M: Clone + Send + 'static> Topics<M> {
@@ -113,16 +112,14 @@ impl<M: Clone + Send + 'static> Topics<M> {
             for msg in msgs {
                 match inbox.try_offer(msg.clone()) {
                     Ok(()) => continue,
-                    Err(Some(msg)) => {
-                        match tokio::time::timeout(stall, inbox.send(msg)).await {
-                            Ok(Ok(())) => continue,
-                            Ok(Err(_)) => return false,
-                            Err(_) => {
-                                inbox.overflow();
-                                return false;
-                            }
+                    Err(Some(msg)) => match tokio::time::timeout(stall, inbox.send(msg)).await {
+                        Ok(Ok(())) => continue,
+                        Ok(Err(_)) => return false,
+                        Err(_) => {
+                            inbox.overflow();
+                            return false;
                         }
-                    }
+                    },
                     Err(None) => return false,
                 }
             }

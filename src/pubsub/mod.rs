@@ -103,8 +103,11 @@ pub(crate) trait Remote<M>: Send + Sync {
     /// Sends `msgs` (one publish) to the other nodes without waiting.
     fn publish(&self, topic: &str, msgs: &[M]) -> Result<(), BusError>;
     /// Sends `msgs`, waiting for room in the queue to Redis.
-    fn publish_wait<'a>(&'a self, topic: &'a str, msgs: &'a [M])
-    -> BoxFuture<'a, Result<(), BusError>>;
+    fn publish_wait<'a>(
+        &'a self,
+        topic: &'a str,
+        msgs: &'a [M],
+    ) -> BoxFuture<'a, Result<(), BusError>>;
     /// The set of local topics changed (one appeared or went away).
     fn topics_changed(&self);
     /// The link's state.
@@ -305,9 +308,7 @@ impl<M: Clone + Send + 'static> Bus<M> {
         let results =
             futures_util::future::join_all(subs.iter().map(|inbox| inbox.send(msg.clone()))).await;
         if let Some(remote) = &self.inner.remote
-            && let Err(e) = remote
-                .publish_wait(topic, std::slice::from_ref(&msg))
-                .await
+            && let Err(e) = remote.publish_wait(topic, std::slice::from_ref(&msg)).await
         {
             tracing::debug!(topic, error = %e, "publish did not reach the other nodes");
         }
@@ -405,6 +406,40 @@ mod tests {
         assert_eq!(*slow.got.lock().unwrap(), vec![1, 2]);
         assert_eq!(bus.subscribers("t").len(), 1, "the slow one was dropped");
         assert_eq!(bus.publish_batch("none", &[1]), 0);
+    }
+
+    #[test]
+    fn complete_ends_a_stream_inbox_and_is_seen_by_the_feed() {
+        let (inbox, _rx, signal) = Inbox::<u32>::channel(4);
+        let bus = Bus::new();
+        let _sub = bus.subscribe("t", inbox.clone());
+        assert_eq!(bus.inner.local.complete_all(), 1);
+        assert!(signal.is_completed() && !signal.is_set());
+        assert!(inbox.is_closed());
+        assert_eq!(bus.topic_count(), 0, "the subscribers were forgotten");
+    }
+
+    #[tokio::test]
+    async fn events_from_other_nodes_wait_for_room_then_overflow_a_stuck_stream() {
+        let bus = Bus::new();
+        let (fast, mut fast_rx, _) = Inbox::<u32>::channel(2);
+        let (stuck, _stuck_rx, stuck_signal) = Inbox::<u32>::channel(2);
+        let _a = bus.subscribe("t", fast);
+        let _b = bus.subscribe("t", stuck);
+        let drain = async {
+            let mut got = vec![];
+            while got.len() < 3 {
+                got.push(std::future::poll_fn(|cx| fast_rx.poll_recv(cx)).await);
+            }
+            got
+        };
+        let stall = std::time::Duration::from_millis(50);
+        let (took, got) =
+            futures_util::future::join(bus.inner.local.deliver_wait("t", &[1, 2, 3], stall), drain)
+                .await;
+        assert_eq!(took, 1, "the reading stream took all three");
+        assert_eq!(got, vec![Some(1), Some(2), Some(3)]);
+        assert!(stuck_signal.is_set(), "the stuck one was ended as Overflow");
     }
 
     #[test]

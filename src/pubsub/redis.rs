@@ -425,7 +425,9 @@ impl<M: Clone + Send + DeserializeOwned + 'static> Task<M> {
                 match tokio::time::timeout(command_timeout, pipe.exec_async(&mut conn)).await {
                     Ok(Ok(())) => {}
                     Ok(Err(e)) => return End::Lost(format!("PUBLISH failed: {e}")),
-                    Err(_) => return End::Lost(format!("PUBLISH unanswered in {command_timeout:?}")),
+                    Err(_) => {
+                        return End::Lost(format!("PUBLISH unanswered in {command_timeout:?}"));
+                    }
                 }
             }
         };

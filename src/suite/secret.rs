@@ -109,7 +109,10 @@ mod tests {
         assert_eq!(key[31], 0x00);
         for bad in ["", &hex[..62], &format!("{hex}00"), &hex.replace('a', "g")] {
             let e = parse_secret(bad).expect_err("refused");
-            assert!(!e.to_string().contains("445566"), "the key is not quoted: {e}");
+            assert!(
+                !e.to_string().contains("445566"),
+                "the key is not quoted: {e}"
+            );
         }
         // Multi-byte text of 64 bytes is refused, not sliced.
         assert!(parse_secret(&"é".repeat(32)).is_err());

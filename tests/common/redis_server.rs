@@ -70,12 +70,18 @@ impl RedisServer {
         self.child = Some(child);
         let deadline = Instant::now() + Duration::from_secs(10);
         while Instant::now() < deadline {
-            if self.command(&["PING"]).is_some_and(|r| r.starts_with("+PONG")) {
+            if self
+                .command(&["PING"])
+                .is_some_and(|r| r.starts_with("+PONG"))
+            {
                 return;
             }
             std::thread::sleep(Duration::from_millis(20));
         }
-        panic!("{bin} did not answer PING on port {} within 10 s", self.port);
+        panic!(
+            "{bin} did not answer PING on port {} within 10 s",
+            self.port
+        );
     }
 
     /// Sends one command (RESP array of bulk strings) and returns the raw reply.
