@@ -30,6 +30,8 @@ fn block_on<T>(f: impl std::future::Future<Output = T>) -> T {
 fn bus_config(url: &str, prefix: &str) -> RedisBusConfig {
     let mut c = RedisBusConfig::new(url).prefix(prefix);
     c.reconnect_max = Duration::from_millis(200);
+    // Frequent keep-alives: a keep-alive that fails would end the streams.
+    c.ping_interval = Duration::from_millis(50);
     c
 }
 

@@ -474,7 +474,7 @@ impl<M: Clone + Send + DeserializeOwned + 'static> Task<M> {
                     },
                     _ = link.topics_changed.notified() => {}
                     _ = ping.tick() => {
-                        match tokio::time::timeout(command_timeout, sink.ping::<String>()).await {
+                        match tokio::time::timeout(command_timeout, sink.ping::<::redis::Value>()).await {
                             Ok(Ok(_)) => {}
                             Ok(Err(e)) => return End::Lost(format!("PING failed: {e}")),
                             Err(_) => return End::Lost(format!("PING unanswered in {command_timeout:?}")),
