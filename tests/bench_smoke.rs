@@ -1,6 +1,8 @@
 //! The benchmark's smoke test: every mode runs end to end on a tiny load
 //! (no timing is asserted; numbers are for `genmcp bench` and `cargo bench`).
 
+mod common;
+
 use std::process::Command;
 
 use genmcp::apps::bench::fanout::Fanout;
@@ -18,6 +20,30 @@ fn bench(args: &[&str]) -> String {
         String::from_utf8_lossy(&out.stderr)
     );
     text
+}
+
+#[test]
+fn the_cross_node_mode_measures_one_node_and_three_behind_a_real_redis() {
+    let redis = common::redis_server::RedisServer::start();
+    let url = redis.url();
+    for mode in ["throughput", "latency"] {
+        let report = bench(&[
+            "--cross-node",
+            &url,
+            "--mode",
+            mode,
+            "--streams",
+            "4",
+            "--events",
+            "20",
+            "--rate",
+            "100",
+            "--rounds",
+            "1",
+        ]);
+        assert!(report.contains("median ratio three/one:"), "{report}");
+        assert_eq!(report.lines().filter(|l| l.starts_with("1 |")).count(), 1);
+    }
 }
 
 #[test]

@@ -22,7 +22,10 @@
 //! (one event at a time at a fixed rate below saturation; publish-to-receive
 //! p50 / p99), `memory` (S idle streams; the server's resident memory per
 //! stream). The ratio genmcp / baseline measured in the same run is what
-//! compares across machines and commits.
+//! compares across machines and commits. With `--cross-node REDIS_URL`
+//! (throughput or latency) the comparison is one `genmcp serve --bus` node
+//! against three sharing the Redis server, `burst` on node 1 and the listens
+//! on nodes 2 and 3.
 
 pub mod baseline;
 pub mod fanout;
