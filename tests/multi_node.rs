@@ -346,3 +346,43 @@ fn genmcp_serve_exits_non_zero_when_its_bus_is_unreachable() {
         "{stderr}"
     );
 }
+
+#[test]
+fn a_bad_key_file_or_variable_stops_genmcp_serve_with_a_clear_error() {
+    let dir = std::env::temp_dir().join(format!("genmcp-key-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let bad = dir.join("bad.key");
+    std::fs::write(&bad, "not-a-key-0123456789\n").expect("write");
+    let run = |args: &[&str], env: Option<&str>| {
+        let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_genmcp"));
+        cmd.args(["serve", "--port", "0"]).args(args);
+        cmd.env_remove("GENMCP_KEY");
+        if let Some(v) = env {
+            cmd.env("GENMCP_KEY", v);
+        }
+        cmd.stdin(std::process::Stdio::null())
+            .output()
+            .expect("genmcp runs")
+    };
+    let path = bad.to_string_lossy().into_owned();
+    for (what, out) in [
+        ("--key-file", run(&["--key-file", &path], None)),
+        ("GENMCP_KEY", run(&[], Some("abc"))),
+        (
+            "missing file",
+            run(&["--key-file", "/nonexistent/genmcp.key"], None),
+        ),
+    ] {
+        assert!(!out.status.success(), "{what}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            stderr.contains("64 hexadecimal digits") || stderr.contains("cannot read"),
+            "{what}: {stderr}"
+        );
+        assert!(
+            !stderr.contains("not-a-key"),
+            "{what}: the key is not echoed"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
