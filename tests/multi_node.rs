@@ -327,6 +327,16 @@ fn an_unreachable_redis_fails_the_start_or_starts_degraded_and_recovers() {
         wait_until(Duration::from_secs(10), || degraded.is_connected()),
         "the degraded bus connects once Redis is up"
     );
+    assert_eq!(
+        redis.clients(),
+        2,
+        "one subscription and one publishing connection"
+    );
+    drop(degraded);
+    assert!(
+        wait_until(Duration::from_secs(10), || redis.clients() == 0),
+        "a dropped bus closes its connections (its thread ends)"
+    );
 }
 
 #[test]

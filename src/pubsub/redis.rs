@@ -154,7 +154,6 @@ struct Link {
     url: String,
     connected: AtomicBool,
     last_error: Mutex<String>,
-    queue: mpsc::Sender<Outgoing>,
     capacity: usize,
     topics_changed: Notify,
 }
@@ -176,8 +175,11 @@ impl Link {
 /// The node id that prefixes every payload: 16 lowercase hex digits.
 const NODE_LEN: usize = 16;
 
+/// The bus's side of the link. It alone holds the queue's sender: when the bus
+/// is dropped the Redis thread sees the queue close and ends.
 struct RedisRemote<M> {
     link: Arc<Link>,
+    queue: mpsc::Sender<Outgoing>,
     _messages: PhantomData<fn(M)>,
 }
 
@@ -199,7 +201,7 @@ impl<M: Serialize> RedisRemote<M> {
 impl<M: Serialize + Send + 'static> Remote<M> for RedisRemote<M> {
     fn publish(&self, topic: &str, msgs: &[M]) -> Result<(), BusError> {
         let out = self.outgoing(topic, msgs)?;
-        self.link.queue.try_send(out).map_err(|e| match e {
+        self.queue.try_send(out).map_err(|e| match e {
             mpsc::error::TrySendError::Full(_) => BusError::Backlog {
                 capacity: self.link.capacity,
             },
@@ -215,8 +217,7 @@ impl<M: Serialize + Send + 'static> Remote<M> for RedisRemote<M> {
         let out = self.outgoing(topic, msgs);
         Box::pin(async move {
             let out = out?;
-            self.link
-                .queue
+            self.queue
                 .send(out)
                 .await
                 .map_err(|_| self.link.unavailable())
@@ -262,7 +263,6 @@ where
             url: display_url(&config.url),
             connected: AtomicBool::new(false),
             last_error: Mutex::new("not connected yet".into()),
-            queue: tx,
             capacity: config.publish_queue,
             topics_changed: Notify::new(),
         });
@@ -270,6 +270,7 @@ where
         let bus = Bus::with_remote(move |_| {
             Box::new(RedisRemote::<M> {
                 link: remote_link,
+                queue: tx,
                 _messages: PhantomData,
             })
         });
@@ -438,7 +439,27 @@ impl<M: Clone + Send + DeserializeOwned + 'static> Task<M> {
             let mut subscribed: HashSet<String> = HashSet::new();
             let mut ping = tokio::time::interval(config.ping_interval);
             ping.tick().await;
+            // Whether the local topics may differ from the subscribed channels.
+            let mut dirty = true;
             loop {
+                if !dirty {
+                    tokio::select! {
+                        msg = messages.next() => match msg {
+                            Some(msg) => self_deliver(bus, link, config, &msg).await,
+                            None => return End::Lost("connection closed".into()),
+                        },
+                        _ = link.topics_changed.notified() => dirty = true,
+                        _ = ping.tick() => {
+                            match tokio::time::timeout(command_timeout, sink.ping::<::redis::Value>()).await {
+                                Ok(Ok(_)) => {}
+                                Ok(Err(e)) => return End::Lost(format!("PING failed: {e}")),
+                                Err(_) => return End::Lost(format!("PING unanswered in {command_timeout:?}")),
+                            }
+                        }
+                    }
+                    continue;
+                }
+                dirty = false;
                 let Some(inner) = bus.upgrade() else {
                     return End::Shutdown;
                 };
@@ -466,21 +487,6 @@ impl<M: Clone + Send + DeserializeOwned + 'static> Task<M> {
                     }
                 }
                 subscribed = wanted;
-                tokio::select! {
-                    biased;
-                    msg = messages.next() => match msg {
-                        Some(msg) => self_deliver(bus, link, config, &msg).await,
-                        None => return End::Lost("connection closed".into()),
-                    },
-                    _ = link.topics_changed.notified() => {}
-                    _ = ping.tick() => {
-                        match tokio::time::timeout(command_timeout, sink.ping::<::redis::Value>()).await {
-                            Ok(Ok(_)) => {}
-                            Ok(Err(e)) => return End::Lost(format!("PING failed: {e}")),
-                            Err(_) => return End::Lost(format!("PING unanswered in {command_timeout:?}")),
-                        }
-                    }
-                }
             }
         };
         tokio::select! {

@@ -99,6 +99,13 @@ impl RedisServer {
         (n > 0).then(|| String::from_utf8_lossy(&buf[..n]).into_owned())
     }
 
+    /// How many client connections the server has, not counting this query's.
+    pub fn clients(&self) -> usize {
+        self.command(&["CLIENT", "LIST"])
+            .map(|r| r.matches("id=").count().saturating_sub(1))
+            .unwrap_or(0)
+    }
+
     /// How many subscription connections listen on `channel` (`PUBSUB NUMSUB`).
     pub fn subscribers(&self, channel: &str) -> usize {
         // *2\r\n$len\r\nchannel\r\n:N\r\n
