@@ -348,6 +348,48 @@ mod tests {
     }
 
     #[test]
+    fn bus_and_key_flags_fill_the_node_config() {
+        let cli = Cli::try_parse_from([
+            "genmcp",
+            "serve",
+            "--bus",
+            "redis://127.0.0.1:6380",
+            "--bus-degraded",
+            "--key-file",
+            "/etc/genmcp.key",
+        ])
+        .expect("valid flags");
+        let super::Command::Serve(serve) = cli.command else {
+            panic!("serve expected")
+        };
+        let node = serve.node_config();
+        assert_eq!(node.bus.as_deref(), Some("redis://127.0.0.1:6380"));
+        assert!(node.degraded);
+        assert_eq!(
+            node.key_file.as_deref(),
+            Some(std::path::Path::new("/etc/genmcp.key"))
+        );
+        let plain = Cli::try_parse_from(["genmcp", "serve"]).expect("no flags");
+        let super::Command::Serve(serve) = plain.command else {
+            panic!("serve expected")
+        };
+        let node = serve.node_config();
+        assert!(node.bus.is_none() && !node.degraded && node.key_file.is_none());
+        assert!(Cli::try_parse_from(["genmcp", "serve", "--bus-degraded"]).is_err());
+        assert!(
+            Cli::try_parse_from([
+                "genmcp",
+                "bench",
+                "--cross-node",
+                "redis://x",
+                "--url",
+                "http://y"
+            ])
+            .is_err()
+        );
+    }
+
+    #[test]
     fn loopback_hosts_are_recognised() {
         for h in [
             "127.0.0.1",
