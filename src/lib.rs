@@ -22,6 +22,7 @@ pub mod subscription;
 pub mod suite;
 pub mod transport;
 
+pub use transport::admin;
 pub use transport::http;
 
 /// Everything a handler or server author needs.

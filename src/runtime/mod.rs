@@ -13,6 +13,7 @@
 mod connection;
 mod inbox;
 mod listen;
+mod requests;
 mod server;
 mod stream;
 mod subscribers;
@@ -24,7 +25,8 @@ pub use connection::{
 };
 pub(crate) use listen::spawn_legacy_stream;
 pub use listen::{listen_filter, spawn_listen};
-pub use server::{Metrics, Server, StreamPermit};
+pub use requests::{METHOD_LABELS, OTHER_METHOD, RequestOutcome, duration_buckets, method_label};
+pub use server::{Metrics, PrincipalOf, Server, StreamPermit};
 pub use stream::{Deliver, StopStream, Stream};
 pub use subscribers::{Subscriber, SubscriberKey, Subscribers};
 

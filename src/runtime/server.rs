@@ -4,11 +4,30 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 
+use super::requests::{RequestMetrics, RequestOutcome};
 use super::{CloseReason, Limits};
+use crate::mux::Assigns;
 use crate::protocol::McpError;
+
+/// Names the principal of a request from its [`Assigns`], for the `principal`
+/// field of request and stream spans (logs). `None`: no principal (anonymous).
+/// Called once per request and once per stream, never on the frame path.
+///
+/// ```
+/// use std::sync::Arc;
+/// use genmcp::mux::Assigns;
+/// struct User(String);
+/// let principal_of: genmcp::runtime::PrincipalOf =
+///     Arc::new(|a: &Assigns| a.get::<User>().map(|u| u.0.clone()));
+/// let server = genmcp::runtime::Server::with_principal_of(Default::default(), Some(principal_of));
+/// assert_eq!(server.principal(&Assigns::new().with(User("ada".into()))).as_deref(), Some("ada"));
+/// ```
+pub type PrincipalOf = Arc<dyn Fn(&Assigns) -> Option<String> + Send + Sync>;
 
 struct Shared {
     limits: Limits,
+    requests: RequestMetrics,
+    principal_of: Option<PrincipalOf>,
     open: AtomicUsize,
     opened: AtomicU64,
     frames: AtomicU64,
@@ -77,9 +96,17 @@ impl Default for Server {
 impl Server {
     /// A server root with these limits.
     pub fn new(limits: Limits) -> Self {
+        Server::with_principal_of(limits, None)
+    }
+
+    /// A server root with these limits that names the principal of each request
+    /// and stream in their spans with `principal_of`.
+    pub fn with_principal_of(limits: Limits, principal_of: Option<PrincipalOf>) -> Self {
         Server {
             shared: Arc::new(Shared {
                 limits,
+                requests: RequestMetrics::default(),
+                principal_of,
                 open: AtomicUsize::new(0),
                 opened: AtomicU64::new(0),
                 frames: AtomicU64::new(0),
@@ -117,6 +144,23 @@ impl Server {
     /// Counts frames written to clients.
     pub fn count_frames(&self, n: u64) {
         self.shared.frames.fetch_add(n, Ordering::Relaxed);
+    }
+
+    /// Counts one request by its method (bounded: see
+    /// [`super::method_label`]) and outcome; `took`, when the request ran a
+    /// handler, goes into the method's duration histogram.
+    pub fn record_request(&self, method: &str, outcome: RequestOutcome, took: Option<Duration>) {
+        self.shared.requests.record(method, outcome, took);
+    }
+
+    pub(crate) fn request_metrics(&self) -> &RequestMetrics {
+        &self.shared.requests
+    }
+
+    /// The principal of a request, as named by the configured [`PrincipalOf`]
+    /// (`None` without one).
+    pub fn principal(&self, assigns: &Assigns) -> Option<String> {
+        self.shared.principal_of.as_ref().and_then(|f| f(assigns))
     }
 
     /// A snapshot of the counters.

@@ -7,8 +7,9 @@ use std::time::Duration;
 use actix_web::HttpRequest;
 
 use super::compat::CompatConfig;
+use crate::admin::AdminConfig;
 use crate::mux::Assigns;
-use crate::runtime::Limits;
+use crate::runtime::{Limits, PrincipalOf};
 
 /// Builds the [`Assigns`] of a request from its HTTP head (e.g. an authenticated
 /// principal from `Authorization`). Returning `Err(message)` answers 401. It runs
@@ -76,6 +77,14 @@ pub struct HttpConfig {
     /// The 2025-era compatibility path (`initialize`, sessions, the GET
     /// stream; see `docs/compat-2025.md`); `None` serves 2026-07-28 only.
     pub compat: Option<CompatConfig>,
+    /// The admin listener (`/metrics`, `/healthz`, `/readyz`) that
+    /// [`super::start`] and [`super::serve`] run beside the MCP port (default
+    /// `None`: off). Not used when mounted (see [`crate::admin`]).
+    pub admin: Option<AdminConfig>,
+    /// Names the principal of a request from its assigns, for the `principal`
+    /// field of request and stream spans (default `None`: the field stays
+    /// empty).
+    pub principal_of: Option<PrincipalOf>,
 }
 
 impl Default for HttpConfig {
@@ -95,6 +104,8 @@ impl Default for HttpConfig {
             limits: Limits::default(),
             assigns: None,
             compat: Some(CompatConfig::default()),
+            admin: None,
+            principal_of: None,
         }
     }
 }
@@ -116,6 +127,8 @@ impl std::fmt::Debug for HttpConfig {
             .field("limits", &self.limits)
             .field("compat", &self.compat)
             .field("assigns", &self.assigns.is_some())
+            .field("admin", &self.admin)
+            .field("principal_of", &self.principal_of.is_some())
             .finish()
     }
 }

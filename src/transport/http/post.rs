@@ -19,7 +19,7 @@ use crate::protocol::jsonrpc::encode_error;
 use crate::protocol::{
     Incoming, McpError, Phase, Request, RequestId, RequestMeta, SubscriptionFilter, methods,
 };
-use crate::runtime::{Connection, Server, spawn_listen};
+use crate::runtime::{Connection, RequestOutcome, Server, method_label, spawn_listen};
 use crate::subscription::SubscriptionHandler;
 use crate::suite::Suite;
 use crate::transport::dispatch::{
@@ -41,7 +41,7 @@ impl<H: SubscriptionHandler> AppState<H> {
     pub(crate) fn new(suite: Suite<H>, config: HttpConfig) -> Self {
         AppState {
             suite,
-            server: Server::new(config.limits.clone()),
+            server: Server::with_principal_of(config.limits.clone(), config.principal_of.clone()),
             in_flight: Arc::new(Semaphore::new(config.max_in_flight.max(1))),
             compat: config
                 .compat
@@ -225,6 +225,7 @@ pub(crate) async fn post<H: SubscriptionHandler>(
     };
     drop(body);
     let id = request.id.clone();
+    let method = method_label(&request.method);
     let (tx, rx) = outbox(state.server.limits().outbox_capacity);
     match validate(&state.suite, &req, request, assigns, &state.server, tx) {
         Ok(Routed::Unary {
@@ -248,7 +249,12 @@ pub(crate) async fn post<H: SubscriptionHandler>(
             drop(permit);
             response
         }
-        Err(error) => error_response(Some(&id), &error, Phase::Validation),
+        Err(error) => {
+            state
+                .server
+                .record_request(method, RequestOutcome::Refused, None);
+            error_response(Some(&id), &error, Phase::Validation)
+        }
     }
 }
 
@@ -342,7 +348,15 @@ pub(super) async fn unary<H: SubscriptionHandler>(
         request: state.config.request_timeout,
         stall: state.server.limits().stall_timeout,
     };
-    let (task, status_rx) = spawn_unary(&state.suite, method, params, channel, deadlines, permit);
+    let (task, status_rx) = spawn_unary(
+        &state.suite,
+        &state.server,
+        method,
+        params,
+        channel,
+        deadlines,
+        permit,
+    );
     let mut task = AbortOnDrop(Some(task));
     let Some(first) = rx.recv().await else {
         task.0.take();
@@ -390,8 +404,10 @@ pub(super) async fn listen<H: SubscriptionHandler>(
     )
     .await
     {
+        server.record_request(methods::LISTEN, RequestOutcome::Error, None);
         return error_response(Some(&id), &error, Phase::Dispatch);
     }
+    server.record_request(methods::LISTEN, RequestOutcome::Ok, None);
     drop(connection);
     let Some(first) = rx.recv().await else {
         return error_response(
