@@ -3,7 +3,7 @@
 //! counted under [`OTHER_METHOD`], so a client sending made-up method names
 //! cannot grow what a scrape returns.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use prometheus_client::metrics::histogram::Histogram;
@@ -98,10 +98,11 @@ impl RequestOutcome {
     }
 }
 
-/// Upper bounds (seconds) of the request duration histogram's buckets: 1 ms to
-/// about 65 s, doubling (the default request deadline is 60 s).
+/// Upper bounds (seconds) of the request duration histogram's buckets: 100 µs
+/// to about 52 s, doubling (20 buckets; the default request deadline is 60 s,
+/// so a timed-out request lands in `+Inf`).
 pub fn duration_buckets() -> impl Iterator<Item = f64> {
-    prometheus_client::metrics::histogram::exponential_buckets(0.001, 2.0, 17)
+    prometheus_client::metrics::histogram::exponential_buckets(0.0001, 2.0, 20)
 }
 
 /// Requests by method and outcome, and how long the answered ones took, by
@@ -111,6 +112,9 @@ pub fn duration_buckets() -> impl Iterator<Item = f64> {
 pub(crate) struct RequestMetrics {
     counts: [[AtomicU64; RequestOutcome::ALL.len()]; METHOD_LABELS.len()],
     durations: [Histogram; METHOD_LABELS.len()],
+    /// Whether each method's histogram has an observation (only those are
+    /// exposed).
+    timed: [AtomicBool; METHOD_LABELS.len()],
 }
 
 impl Default for RequestMetrics {
@@ -118,6 +122,7 @@ impl Default for RequestMetrics {
         RequestMetrics {
             counts: Default::default(),
             durations: std::array::from_fn(|_| Histogram::new(duration_buckets())),
+            timed: Default::default(),
         }
     }
 }
@@ -130,6 +135,9 @@ impl RequestMetrics {
         self.counts[m][outcome.index()].fetch_add(1, Ordering::Relaxed);
         if let Some(took) = took {
             self.durations[m].observe(took.as_secs_f64());
+            if !self.timed[m].load(Ordering::Relaxed) {
+                self.timed[m].store(true, Ordering::Relaxed);
+            }
         }
     }
 
@@ -152,11 +160,7 @@ impl RequestMetrics {
         self.durations
             .iter()
             .enumerate()
-            .filter(|(m, _)| {
-                self.counts[*m].iter().enumerate().any(|(o, n)| {
-                    o != RequestOutcome::Refused.index() && n.load(Ordering::Relaxed) > 0
-                })
-            })
+            .filter(|(m, _)| self.timed[*m].load(Ordering::Relaxed))
             .map(|(m, h)| (METHOD_LABELS[m], h))
     }
 }
@@ -181,14 +185,16 @@ mod tests {
             RequestOutcome::Ok,
             Some(Duration::from_millis(3)),
         );
+        metrics.record("subscriptions/listen", RequestOutcome::Ok, None);
         assert_eq!(
             metrics.counts(),
             vec![
+                ("subscriptions/listen", RequestOutcome::Ok, 1),
                 ("tools/call", RequestOutcome::Ok, 1),
                 (OTHER_METHOD, RequestOutcome::Refused, 1_000),
             ]
         );
-        // Refused requests ran no handler: no duration series for them.
+        // Refused requests and listens ran no timed handler: no duration series.
         let timed: Vec<_> = metrics.durations().map(|(m, _)| m).collect();
         assert_eq!(timed, vec!["tools/call"]);
     }
