@@ -403,3 +403,57 @@ fn readyz_is_503_while_a_sigterm_drain_runs_then_the_admin_listener_stops() {
         "the admin listener stopped with the process"
     );
 }
+
+/// The library side, in process: a named readiness check (what a bus's health
+/// flag plugs into) turns `/readyz` to 503 naming it, and back.
+#[test]
+fn a_failing_named_check_makes_readyz_503_naming_it() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    let bus_up = Arc::new(AtomicBool::new(true));
+    let mut config = common::config();
+    let flag = bus_up.clone();
+    config.admin = Some(
+        genmcp::admin::AdminConfig::new("127.0.0.1:0".parse().unwrap())
+            .check("bus", move || flag.load(Ordering::SeqCst))
+            .check("always", || true),
+    );
+    let srv = genmcp::http::ServerThread::spawn(|| genmcp::apps::demo::suite().0, config)
+        .expect("starts");
+    let admin = srv.admin_addr.expect("admin listener");
+    let readyz = || Exchange::open_at(admin, "GET", "/readyz", &[], b"").into_response();
+    assert_eq!(readyz().status, 200);
+    bus_up.store(false, Ordering::SeqCst);
+    let down = readyz();
+    assert_eq!(
+        (down.status, down.body.as_slice()),
+        (503, &b"down: bus\n"[..])
+    );
+    // Liveness does not depend on the bus.
+    let health = Exchange::open_at(admin, "GET", "/healthz", &[], b"").into_response();
+    assert_eq!(health.status, 200);
+    bus_up.store(true, Ordering::SeqCst);
+    assert_eq!(readyz().status, 200);
+    srv.stop();
+    assert!(
+        std::net::TcpStream::connect(admin).is_err(),
+        "stopped with the server"
+    );
+}
+
+#[test]
+fn an_admin_address_on_the_mcp_port_is_refused() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = taken.local_addr().unwrap().port();
+    drop(taken);
+    let mut config = common::config();
+    config.port = port;
+    config.admin = Some(genmcp::admin::AdminConfig::new(
+        format!("127.0.0.1:{port}").parse().unwrap(),
+    ));
+    let err = genmcp::http::ServerThread::spawn(|| genmcp::apps::demo::suite().0, config)
+        .err()
+        .expect("refused");
+    assert_eq!(err.kind(), std::io::ErrorKind::InvalidInput, "{err}");
+}
