@@ -48,9 +48,6 @@ impl<H: SubscriptionHandler> ActorFuture<Stream<H>> for Feed<H::Message> {
         task: &mut TaskContext<'_>,
     ) -> Poll<()> {
         let this = self.get_mut();
-        // Once per wake-up (up to BUDGET events), not per event.
-        let span = act.span().clone();
-        let _entered = span.enter();
         if !this
             .registered
             .as_ref()

@@ -89,6 +89,9 @@ pub struct Stream<H: SubscriptionHandler> {
     server: Server,
     limits: Limits,
     /// Method, subscription id, principal; the close reason once it ends.
+    /// Entered around the lifecycle hooks (`subscribe`, a stop request,
+    /// `handle_close`, the close log), not per event: the event path stays as
+    /// cheap as it was.
     span: tracing::Span,
     _permit: StreamPermit,
 }
@@ -126,11 +129,6 @@ impl<H: SubscriptionHandler> Stream<H> {
             span,
             _permit: slot.permit,
         }
-    }
-
-    /// The stream's span (entered around its callbacks).
-    pub(crate) fn span(&self) -> &tracing::Span {
-        &self.span
     }
 
     pub(crate) fn channel(&self) -> &Channel {
@@ -437,16 +435,12 @@ impl<H: SubscriptionHandler> Handler<Deliver<H::Message>> for Stream<H> {
     type Result = ();
 
     fn handle(&mut self, msg: Deliver<H::Message>, ctx: &mut Self::Context) {
-        let span = self.span.clone();
-        let _entered = span.enter();
         self.on_message(msg.0, ctx);
     }
 }
 
 impl<H: SubscriptionHandler> StreamHandler<H::Message> for Stream<H> {
     fn handle(&mut self, msg: H::Message, ctx: &mut Self::Context) {
-        let span = self.span.clone();
-        let _entered = span.enter();
         self.on_message(msg, ctx);
     }
 
