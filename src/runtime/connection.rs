@@ -167,7 +167,8 @@ impl Handler<OpenStream> for Connection {
         if self.streams.len() >= self.server.limits().max_streams_per_connection {
             return Err(McpError::internal("Subscription limit reached"));
         }
-        let permit = self.server.try_open_stream()?;
+        let owner = crate::mux::limit_key(msg.channel.assigns());
+        let permit = self.server.try_open_stream_for(owner.as_deref())?;
         self.next_generation += 1;
         let generation = self.next_generation;
         let stop = (msg.spawn)(StreamSlot {
