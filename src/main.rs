@@ -1,94 +1,183 @@
 //! The `genmcp` command: `genmcp serve` runs the notes demo (or, with
 //! `--conformance`, the conformance fixture server) over Streamable HTTP.
 
+use std::num::{NonZeroU32, NonZeroUsize};
 use std::process::ExitCode;
 use std::time::Duration;
 
 use genmcp::http::{self, HttpConfig};
 
-const USAGE: &str = "\
-genmcp: an MCP (2026-07-28) server runtime
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use genmcp::apps::bench::{BenchConfig, Kind, Mode};
 
-USAGE:
-    genmcp serve [--host HOST] [--port PORT] [--keep-alive SECS] [--workers N] [--conformance]
-    genmcp serve --stdio [--conformance]
-    genmcp bench [--mode throughput|latency|memory] [--kind tools|resources]
-                 [--streams S] [--events K] [--rounds R] [--rate N] [--url URL [--pid PID]]
-
-    serve          run the notes demo on http://HOST:PORT/mcp (default 127.0.0.1:8080).
-                   The demo has no authentication, and its `burst` and catalog-changing
-                   tools let any client make the server work and notify every stream:
-                   they are for loopback benchmarking and testing. Binding a
-                   non-loopback HOST logs a warning; do not expose the demo.
-    --stdio        serve on stdin/stdout (newline-delimited JSON-RPC) instead of HTTP
-    --conformance  serve the conformance fixture catalog instead of the demo
-    --keep-alive   SSE keep-alive interval in seconds (default 15)
-    --workers      HTTP worker threads (default: number of CPUs)
-
-    Bounds and deadlines (body size, body and request deadlines, requests in
-    flight, ids, _meta, filters) are listed in docs/security.md.
-
-    bench          drive `genmcp serve` and a raw-SSE baseline (`genmcp bench-baseline`),
-                   each a fresh process, with the same loopback load generator and
-                   report the ratio (defaults: throughput, tools, 100 streams x 1000
-                   events, 3 rounds); --url drives any server with the burst contract
-                   (see docs/benchmark.md)
-
-Logging: RUST_LOG (default genmcp=info).";
-
-struct ServeArgs {
-    config: HttpConfig,
-    conformance: bool,
-    stdio: bool,
+/// genmcp: an MCP (2026-07-28) server runtime.
+#[derive(Parser, Debug)]
+#[command(
+    name = "genmcp",
+    version,
+    after_help = "Logging: RUST_LOG (default genmcp=info)."
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
 }
 
-fn parse_serve(args: &[String]) -> Result<ServeArgs, String> {
-    let mut config = HttpConfig::default();
-    let mut conformance = false;
-    let mut stdio = false;
-    let mut it = args.iter();
-    while let Some(arg) = it.next() {
-        let mut value = |name: &str| {
-            it.next()
-                .cloned()
-                .ok_or_else(|| format!("{name} needs a value"))
-        };
-        match arg.as_str() {
-            "--host" => config.host = value("--host")?,
-            "--port" => {
-                config.port = value("--port")?
-                    .parse()
-                    .map_err(|_| "--port must be a number from 0 to 65535".to_owned())?
-            }
-            "--keep-alive" => {
-                let secs: f64 = value("--keep-alive")?
-                    .parse()
-                    .map_err(|_| "--keep-alive must be a number of seconds".to_owned())?;
-                if !(secs > 0.0 && secs.is_finite()) {
-                    return Err("--keep-alive must be positive".into());
-                }
-                config.keep_alive = Duration::from_secs_f64(secs);
-            }
-            "--workers" => {
-                config.workers = value("--workers")?
-                    .parse()
-                    .ok()
-                    .filter(|n: &usize| *n > 0)
-                    .ok_or_else(|| "--workers must be a positive number".to_owned())?
-            }
-            "--conformance" => conformance = true,
-            "--stdio" => stdio = true,
-            other => return Err(format!("unknown argument {other:?}")),
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Run the notes demo on http://HOST:PORT/mcp (default 127.0.0.1:8080).
+    ///
+    /// The demo has no authentication, and its `burst` and catalog-changing
+    /// tools let any client make the server work and notify every stream: they
+    /// are for loopback benchmarking and testing. Binding a non-loopback HOST
+    /// logs a warning; do not expose the demo. Bounds and deadlines (body size,
+    /// body and request deadlines, requests in flight, ids, _meta, filters) are
+    /// listed in docs/security.md.
+    Serve(ServeArgs),
+    /// Drive `genmcp serve` and a raw-SSE baseline (`genmcp bench-baseline`),
+    /// each a fresh process, with the same loopback load generator and report
+    /// the ratio.
+    ///
+    /// --url drives any server with the burst contract instead (see
+    /// docs/benchmark.md).
+    Bench(BenchArgs),
+    /// The raw actix-web SSE baseline server that `genmcp bench` measures against.
+    #[command(hide = true)]
+    BenchBaseline {
+        /// The loopback port to listen on.
+        #[arg(long)]
+        port: u16,
+    },
+}
+
+#[derive(Args, Debug)]
+struct ServeArgs {
+    /// The address to bind (default 127.0.0.1).
+    #[arg(long)]
+    host: Option<String>,
+    /// The port to bind (default 8080; 0 picks a free one).
+    #[arg(long)]
+    port: Option<u16>,
+    /// SSE keep-alive interval in seconds (default 15).
+    #[arg(long, value_name = "SECS", value_parser = positive_seconds)]
+    keep_alive: Option<Duration>,
+    /// HTTP worker threads (default: number of CPUs).
+    #[arg(long, value_name = "N")]
+    workers: Option<NonZeroUsize>,
+    /// Serve on stdin/stdout (newline-delimited JSON-RPC) instead of HTTP.
+    #[arg(long)]
+    stdio: bool,
+    /// Serve the conformance fixture catalog instead of the demo.
+    #[arg(long)]
+    conformance: bool,
+}
+
+impl ServeArgs {
+    /// The HTTP configuration: the library defaults with the flags given.
+    fn http_config(&self) -> HttpConfig {
+        let mut config = HttpConfig::default();
+        if let Some(host) = &self.host {
+            config.host.clone_from(host);
         }
+        if let Some(port) = self.port {
+            config.port = port;
+        }
+        if let Some(keep_alive) = self.keep_alive {
+            config.keep_alive = keep_alive;
+        }
+        if let Some(workers) = self.workers {
+            config.workers = workers.get();
+        }
+        config
     }
-    Ok(ServeArgs {
-        config,
-        conformance,
-        stdio,
-    })
+}
+
+fn positive_seconds(s: &str) -> Result<Duration, String> {
+    let secs: f64 = s.parse().map_err(|_| "must be a number of seconds")?;
+    if secs > 0.0 && secs.is_finite() {
+        Ok(Duration::from_secs_f64(secs))
+    } else {
+        Err("must be a positive number of seconds".into())
+    }
+}
+
+#[derive(Args, Debug)]
+struct BenchArgs {
+    /// What to measure.
+    #[arg(long, value_enum, default_value_t = BenchMode::Throughput)]
+    mode: BenchMode,
+    /// Which notification the streams receive.
+    #[arg(long, value_enum, default_value_t = BenchKind::Tools)]
+    kind: BenchKind,
+    /// Concurrent streams (default 100).
+    #[arg(long, value_name = "S")]
+    streams: Option<NonZeroUsize>,
+    /// Events per stream (default 1000).
+    #[arg(long, value_name = "K")]
+    events: Option<NonZeroUsize>,
+    /// Rounds; each measures baseline then genmcp (default 3).
+    #[arg(long, value_name = "R")]
+    rounds: Option<NonZeroUsize>,
+    /// Events per second in latency mode (default 200).
+    #[arg(long, value_name = "N")]
+    rate: Option<NonZeroU32>,
+    /// Drive this server (http://HOST:PORT/PATH) instead of starting baseline and genmcp.
+    #[arg(long)]
+    url: Option<String>,
+    /// With --url in memory mode: the process to read resident memory from.
+    #[arg(long, requires = "url")]
+    pid: Option<u32>,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum BenchMode {
+    /// Frames per second, all streams together.
+    Throughput,
+    /// Publish-to-receive latency at a fixed rate.
+    Latency,
+    /// Resident memory per idle open stream.
+    Memory,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum BenchKind {
+    /// notifications/tools/list_changed.
+    Tools,
+    /// notifications/resources/updated for one URI.
+    Resources,
+}
+
+impl BenchArgs {
+    fn config(&self) -> BenchConfig {
+        let mut cfg = BenchConfig::default();
+        cfg.mode = match self.mode {
+            BenchMode::Throughput => Mode::Throughput,
+            BenchMode::Latency => Mode::Latency,
+            BenchMode::Memory => Mode::Memory,
+        };
+        cfg.kind = match self.kind {
+            BenchKind::Tools => Kind::Tools,
+            BenchKind::Resources => Kind::Resources,
+        };
+        if let Some(n) = self.streams {
+            cfg.streams = n.get();
+        }
+        if let Some(n) = self.events {
+            cfg.events = n.get();
+        }
+        if let Some(n) = self.rounds {
+            cfg.rounds = n.get();
+        }
+        if let Some(n) = self.rate {
+            cfg.rate = n.get();
+        }
+        cfg.url.clone_from(&self.url);
+        cfg.pid = self.pid;
+        cfg
+    }
 }
 
 fn main() -> ExitCode {
+    let cli = Cli::parse();
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
@@ -96,32 +185,24 @@ fn main() -> ExitCode {
         )
         .with_writer(std::io::stderr)
         .init();
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    match args.first().map(String::as_str) {
-        Some("serve") => match parse_serve(&args[1..]) {
-            Ok(serve) => run_serve(serve),
-            Err(e) => {
-                eprintln!("error: {e}\n\n{USAGE}");
-                ExitCode::from(2)
-            }
-        },
-        Some("bench") => match std::env::current_exe() {
-            Ok(exe) => genmcp::apps::bench::cli(&args[1..], &exe),
+    match cli.command {
+        Command::Serve(serve) => run_serve(serve),
+        Command::Bench(bench) => match std::env::current_exe() {
+            Ok(exe) => genmcp::apps::bench::cli(bench.config(), &exe),
             Err(e) => {
                 eprintln!("error: {e}");
                 ExitCode::FAILURE
             }
         },
-        Some("bench-baseline") => genmcp::apps::bench::baseline_cli(&args[1..]),
-        Some("-h" | "--help" | "help") => {
-            println!("{USAGE}");
-            ExitCode::SUCCESS
-        }
-        _ => {
-            eprintln!("{USAGE}");
-            ExitCode::from(2)
-        }
+        Command::BenchBaseline { port } => genmcp::apps::bench::baseline_cli(port),
     }
+}
+
+/// What `genmcp serve` runs, resolved from its flags.
+struct Serve {
+    config: HttpConfig,
+    conformance: bool,
+    stdio: bool,
 }
 
 /// Whether `host` names the loopback interface only.
@@ -133,7 +214,12 @@ fn is_loopback(host: &str) -> bool {
             .is_ok_and(|ip| ip.is_loopback())
 }
 
-fn run_serve(serve: ServeArgs) -> ExitCode {
+fn run_serve(args: ServeArgs) -> ExitCode {
+    let serve = Serve {
+        config: args.http_config(),
+        conformance: args.conformance,
+        stdio: args.stdio,
+    };
     if !serve.stdio && !is_loopback(&serve.config.host) && serve.config.assigns.is_none() {
         tracing::warn!(
             host = %serve.config.host,
@@ -183,7 +269,36 @@ fn run_serve(serve: ServeArgs) -> ExitCode {
 
 #[cfg(test)]
 mod tests {
-    use super::is_loopback;
+    use super::{Cli, is_loopback};
+    use clap::{CommandFactory, Parser};
+
+    #[test]
+    fn the_command_line_definition_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn serve_flags_override_only_what_they_name() {
+        let cli = Cli::try_parse_from(["genmcp", "serve", "--port", "0", "--keep-alive", "0.5"])
+            .expect("valid flags");
+        let super::Command::Serve(serve) = cli.command else {
+            panic!("serve expected")
+        };
+        let config = serve.http_config();
+        assert_eq!(config.port, 0);
+        assert_eq!(config.keep_alive, std::time::Duration::from_millis(500));
+        assert_eq!(config.host, genmcp::http::HttpConfig::default().host);
+        for bad in [
+            &["genmcp", "serve", "--keep-alive", "0"][..],
+            &["genmcp", "serve", "--workers", "0"],
+            &["genmcp", "serve", "--port", "70000"],
+            &["genmcp", "serve", "--bogus"],
+            &["genmcp", "bench", "--pid", "1"],
+            &["genmcp", "bench", "--mode", "speed"],
+        ] {
+            assert!(Cli::try_parse_from(bad).is_err(), "{bad:?} must be refused");
+        }
+    }
 
     #[test]
     fn loopback_hosts_are_recognised() {

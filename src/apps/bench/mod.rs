@@ -339,54 +339,6 @@ pub fn report(cfg: &BenchConfig, rounds: &[Round]) -> String {
     out
 }
 
-/// Usage of `genmcp bench`.
-pub const USAGE: &str = "genmcp bench [--mode throughput|latency|memory] [--kind tools|resources]
-             [--streams S] [--events K] [--rounds R] [--rate N]
-             [--url URL [--pid PID]]";
-
-fn parse(args: &[String]) -> Result<BenchConfig, String> {
-    let mut cfg = BenchConfig::default();
-    let mut it = args.iter();
-    while let Some(arg) = it.next() {
-        let value = it
-            .next()
-            .ok_or_else(|| format!("{arg} needs a value"))?
-            .as_str();
-        let number = || {
-            value
-                .parse::<usize>()
-                .ok()
-                .filter(|n| *n > 0)
-                .ok_or_else(|| format!("{arg} needs a positive number"))
-        };
-        match arg.as_str() {
-            "--streams" => cfg.streams = number()?,
-            "--events" => cfg.events = number()?,
-            "--rounds" => cfg.rounds = number()?,
-            "--rate" => cfg.rate = u32::try_from(number()?).map_err(|e| e.to_string())?,
-            "--pid" => cfg.pid = Some(u32::try_from(number()?).map_err(|e| e.to_string())?),
-            "--url" => cfg.url = Some(value.to_owned()),
-            "--mode" => {
-                cfg.mode = match value {
-                    "throughput" => Mode::Throughput,
-                    "latency" => Mode::Latency,
-                    "memory" => Mode::Memory,
-                    _ => return Err("--mode must be throughput, latency or memory".into()),
-                }
-            }
-            "--kind" => {
-                cfg.kind = match value {
-                    "tools" => Kind::Tools,
-                    "resources" => Kind::Resources,
-                    _ => return Err("--kind must be tools or resources".into()),
-                }
-            }
-            other => return Err(format!("unknown argument {other:?}")),
-        }
-    }
-    Ok(cfg)
-}
-
 /// Splits `http://host:port/path` into a socket address and a path.
 fn parse_url(url: &str) -> Result<(SocketAddr, String), String> {
     let rest = url
@@ -405,15 +357,9 @@ fn parse_url(url: &str) -> Result<(SocketAddr, String), String> {
     Ok((addr, path.to_owned()))
 }
 
-/// `genmcp bench ...`: runs and prints the report.
-pub fn cli(args: &[String], exe: &std::path::Path) -> ExitCode {
-    let cfg = match parse(args) {
-        Ok(cfg) => cfg,
-        Err(e) => {
-            eprintln!("error: {e}\n\n{USAGE}");
-            return ExitCode::from(2);
-        }
-    };
+/// `genmcp bench ...`: runs and prints the report. `exe` is the `genmcp`
+/// binary to start servers from.
+pub fn cli(cfg: BenchConfig, exe: &std::path::Path) -> ExitCode {
     if let Some(url) = &cfg.url {
         let (addr, path) = match parse_url(url) {
             Ok(v) => v,
@@ -446,15 +392,7 @@ pub fn cli(args: &[String], exe: &std::path::Path) -> ExitCode {
 }
 
 /// `genmcp bench-baseline --port P`: the raw SSE baseline server.
-pub fn baseline_cli(args: &[String]) -> ExitCode {
-    let port = match args {
-        [flag, port] if flag == "--port" => port.parse::<u16>().ok(),
-        _ => None,
-    };
-    let Some(port) = port else {
-        eprintln!("usage: genmcp bench-baseline --port PORT");
-        return ExitCode::from(2);
-    };
+pub fn baseline_cli(port: u16) -> ExitCode {
     match baseline::serve(port, 2) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
