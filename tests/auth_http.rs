@@ -44,7 +44,11 @@ fn tool(srv: &ServerThread, token: Option<&str>, name: &str, args: Value) -> Res
     post(
         srv.addr,
         &h,
-        &request(json!(1), "tools/call", json!({"name": name, "arguments": args})),
+        &request(
+            json!(1),
+            "tools/call",
+            json!({"name": name, "arguments": args}),
+        ),
     )
 }
 
@@ -59,7 +63,10 @@ fn listen(srv: &ServerThread, token: Option<&str>, id: i64, notifications: Value
 }
 
 fn metadata_url_of(challenge: &str) -> String {
-    let start = challenge.find("resource_metadata=\"").expect("resource_metadata") + 19;
+    let start = challenge
+        .find("resource_metadata=\"")
+        .expect("resource_metadata")
+        + 19;
     let end = challenge[start..].find('"').unwrap() + start;
     challenge[start..end].to_owned()
 }
@@ -138,7 +145,10 @@ fn a_missing_scope_is_403_insufficient_scope() {
         "{challenge}"
     );
     assert!(challenge.contains("resource_metadata=\""), "{challenge}");
-    assert_eq!(tool(&srv, Some("tok-admin"), "whoami", json!({})).status, 200);
+    assert_eq!(
+        tool(&srv, Some("tok-admin"), "whoami", json!({})).status,
+        200
+    );
 }
 
 /// The 2025 path is authenticated the same way: initialize, session requests
@@ -246,14 +256,20 @@ fn without_a_principal_streams_are_counted_per_client_address() {
 fn over_the_request_rate_is_429_naming_the_limit_and_others_are_served() {
     let srv = demo(|c| c.rate_limit = Some(RateLimit::per_second(1).burst(2)));
     for _ in 0..2 {
-        assert_eq!(tool(&srv, Some("tok-user"), "whoami", json!({})).status, 200);
+        assert_eq!(
+            tool(&srv, Some("tok-user"), "whoami", json!({})).status,
+            200
+        );
     }
     let resp = tool(&srv, Some("tok-user"), "whoami", json!({}));
     assert_eq!(resp.status, 429);
     let wait: u64 = resp.header("retry-after").unwrap().parse().unwrap();
     assert!((1..=2).contains(&wait), "{wait}");
     assert_eq!(resp.json()["error"]["data"]["limit"], "requests_per_second");
-    assert_eq!(tool(&srv, Some("tok-carol"), "whoami", json!({})).status, 200);
+    assert_eq!(
+        tool(&srv, Some("tok-carol"), "whoami", json!({})).status,
+        200
+    );
 }
 
 const MRTR_TOOL: &str = "test_input_required_result_request_state";
@@ -300,7 +316,9 @@ fn a_request_state_is_spent_once_and_only_by_its_principal() {
     assert_eq!(retry_with(&srv, "tok-carol", &state)["error"], tampered);
     // Its own principal: once.
     let ok = retry_with(&srv, "tok-user", &state);
-    let text = ok["result"]["content"][0]["text"].as_str().unwrap_or_default();
+    let text = ok["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default();
     assert!(text.contains("state-ok"), "{ok}");
     // The replay: refused, as tampered.
     assert_eq!(retry_with(&srv, "tok-user", &state)["error"], tampered);

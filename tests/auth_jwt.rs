@@ -17,8 +17,11 @@ const ISSUER: &str = "https://auth.example.test";
 const AUDIENCE: &str = "http://127.0.0.1/mcp";
 
 fn fixture(name: &str) -> String {
-    std::fs::read_to_string(format!("{}/tests/fixtures/{name}", env!("CARGO_MANIFEST_DIR")))
-        .expect("fixture")
+    std::fs::read_to_string(format!(
+        "{}/tests/fixtures/{name}",
+        env!("CARGO_MANIFEST_DIR")
+    ))
+    .expect("fixture")
 }
 
 /// The PKCS#8 DER inside a PEM file.

@@ -163,10 +163,7 @@ impl Server {
     }
 
     fn owners(&self) -> MutexGuard<'_, HashMap<Arc<str>, usize>> {
-        self.shared
-            .owners
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
+        self.shared.owners.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     fn release_owner(&self, owner: &str) {

@@ -244,8 +244,13 @@ mod tests {
         assert_eq!(result["resultType"], "input_required");
         assert!(result.get("ttlMs").is_none() && result.get("cacheScope").is_none());
         let token = result["requestState"].as_str().unwrap().to_owned();
-        let retry =
-            parse_retry(&sealer, &spent(), &params(json!({"requestState": token})), &binding).unwrap();
+        let retry = parse_retry(
+            &sealer,
+            &spent(),
+            &params(json!({"requestState": token})),
+            &binding,
+        )
+        .unwrap();
         assert_eq!(retry.request_state, Some(json!({"step": 1})));
         assert!(retry.is_retry());
 
@@ -265,13 +270,23 @@ mod tests {
             Binding::new("tools/call", "u", &args),
             Binding::new("prompts/get", "t", &args),
         ] {
-            let err =
-                parse_retry(&sealer, &spent(), &params(json!({"requestState": token})), &other).unwrap_err();
+            let err = parse_retry(
+                &sealer,
+                &spent(),
+                &params(json!({"requestState": token})),
+                &other,
+            )
+            .unwrap_err();
             assert_eq!(err.code(), -32602);
         }
         for bad in [json!(format!("{token}-TAMPERED")), json!(5), json!("x.y")] {
-            let err =
-                parse_retry(&sealer, &spent(), &params(json!({"requestState": bad})), &binding).unwrap_err();
+            let err = parse_retry(
+                &sealer,
+                &spent(),
+                &params(json!({"requestState": bad})),
+                &binding,
+            )
+            .unwrap_err();
             assert_eq!(err.code(), -32602);
         }
     }
@@ -374,7 +389,9 @@ mod tests {
             json!({"inputResponses": []}),
         ] {
             assert_eq!(
-                parse_retry(&sealer, &spent(), &params(bad), &b).unwrap_err().code(),
+                parse_retry(&sealer, &spent(), &params(bad), &b)
+                    .unwrap_err()
+                    .code(),
                 -32602
             );
         }

@@ -60,7 +60,10 @@ fn challenge(req: &HttpRequest, auth: &AuthConfig, error: &AuthError) -> HttpRes
                 ", error=\"insufficient_scope\", scope=\"{}\"",
                 quoted(&required.join(" "))
             ));
-            (StatusCode::FORBIDDEN, "Forbidden: insufficient scope".to_owned())
+            (
+                StatusCode::FORBIDDEN,
+                "Forbidden: insufficient scope".to_owned(),
+            )
         }
         AuthError::Missing => {
             if !auth.required_scopes.is_empty() {

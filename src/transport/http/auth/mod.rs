@@ -181,7 +181,10 @@ impl AuthConfig {
     }
 
     /// With these `scopes_supported`.
-    pub fn scopes_supported<S: Into<String>>(mut self, scopes: impl IntoIterator<Item = S>) -> Self {
+    pub fn scopes_supported<S: Into<String>>(
+        mut self,
+        scopes: impl IntoIterator<Item = S>,
+    ) -> Self {
         self.scopes_supported = scopes.into_iter().map(Into::into).collect();
         self
     }

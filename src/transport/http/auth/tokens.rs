@@ -58,7 +58,11 @@ impl TokenTable {
                     )));
                 }
             };
-            if table.by_digest.insert(digest(words[0]), principal).is_some() {
+            if table
+                .by_digest
+                .insert(digest(words[0]), principal)
+                .is_some()
+            {
                 return Err(AuthError::Config(format!(
                     "token table line {}: the token is listed twice",
                     n + 1
