@@ -28,7 +28,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 
 pub(super) use gate::{admit, with_retry_after};
-pub use jwt::JwtAuthenticator;
+pub use jwt::{DEFAULT_JWT_LEEWAY_SECS, JwtAuthenticator};
 pub(super) use metadata::{WELL_KNOWN, metadata, metadata_url};
 pub use tokens::TokenTable;
 
