@@ -191,6 +191,13 @@ fn the_2025_compat_path_needs_a_token_too() {
     // GET without a token: 401 before the session is looked at.
     let get = legacy::get(srv.addr, Some(&session));
     assert_eq!(get.status, 401);
+    // The session is bob's: another principal gets 404, as for no session.
+    let stranger = post(
+        srv.addr,
+        &with_token(legacy::headers(Some(&session)), Some("tok-carol")),
+        &call,
+    );
+    assert_eq!(stranger.status, 404);
 }
 
 #[test]

@@ -71,7 +71,7 @@ async fn admit<H: SubscriptionHandler>(
         });
     }
     let assigns = crate::transport::http::auth::admit(req, state).await?;
-    let session = session_of(req, state, &compat)?;
+    let session = session_of(req, state, &compat, &assigns)?;
     Ok((compat, session, assigns))
 }
 
