@@ -330,3 +330,67 @@ fn a_request_state_is_spent_once_and_only_by_its_principal() {
     // The replay: refused, as tampered.
     assert_eq!(retry_with(&srv, "tok-user", &state)["error"], tampered);
 }
+
+/// A 2025 GET stream at its principal's stream limit is still restarted by
+/// `resources/subscribe` (the replacement may run beside the stream it
+/// replaces for a moment): the new URI's updates arrive, and the count is
+/// back to one.
+#[test]
+fn a_get_stream_at_the_limit_still_takes_new_subscriptions() {
+    let srv = demo(|c| c.limits.max_streams_per_principal = Some(1));
+    let token = Some("tok-admin");
+    let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": LEGACY, "capabilities": {},
+        "clientInfo": {"name": "legacy", "version": "1"}}});
+    let resp = post(srv.addr, &with_token(legacy::headers(None), token), &init);
+    let session = resp.header("mcp-session-id").unwrap().to_owned();
+    let h = with_token(legacy::headers(Some(&session)), token);
+    let call = |id: i64, method: &str, params: Value| {
+        post(
+            srv.addr,
+            &h,
+            &json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}),
+        )
+        .json()
+    };
+    let added = call(
+        1,
+        "tools/call",
+        json!({"name": "add_note", "arguments": {"text": "a"}}),
+    );
+    let uri = added["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let get_headers = with_token(
+        vec![
+            ("Accept".to_owned(), "text/event-stream".to_owned()),
+            ("MCP-Protocol-Version".to_owned(), LEGACY.to_owned()),
+            ("Mcp-Session-Id".to_owned(), session.clone()),
+        ],
+        token,
+    );
+    let mut stream = Exchange::open_with(srv.addr, "GET", &get_headers, b"");
+    assert_eq!(stream.status, 200);
+    assert!(common::wait_until(Duration::from_secs(5), || {
+        srv.server.open_streams_of("p:ada") == 1
+    }));
+    assert_eq!(
+        call(2, "resources/subscribe", json!({ "uri": uri }))["result"],
+        json!({})
+    );
+    call(
+        3,
+        "tools/call",
+        json!({"name": "add_note", "arguments": {"text": "b", "uri": uri}}),
+    );
+    stream.set_timeout(Duration::from_secs(5));
+    let n = stream
+        .next_message()
+        .expect("an update on the restarted stream");
+    assert_eq!(n["method"], "notifications/resources/updated");
+    assert_eq!(n["params"]["uri"], json!(uri));
+    assert!(common::wait_until(Duration::from_secs(5), || {
+        srv.server.open_streams_of("p:ada") == 1
+    }));
+}

@@ -118,6 +118,17 @@ impl Server {
     /// [`McpError::LimitExceeded`] (HTTP 429) past
     /// `max_streams_per_principal`. The slot is released when the permit drops.
     pub fn try_open_stream_for(&self, owner: Option<&str>) -> Result<StreamPermit, McpError> {
+        self.open_stream(owner, 0)
+    }
+
+    /// [`Server::try_open_stream_for`], with `slack` more streams allowed
+    /// for `owner` (a replacement that briefly runs beside the stream it
+    /// replaces).
+    pub(crate) fn open_stream(
+        &self,
+        owner: Option<&str>,
+        slack: usize,
+    ) -> Result<StreamPermit, McpError> {
         let max = self.shared.limits.max_streams;
         self.shared
             .open
@@ -133,7 +144,7 @@ impl Server {
         if let (Some(owner), Some(per)) = (owner, self.shared.limits.max_streams_per_principal) {
             let mut owners = self.owners();
             let open = owners.get(owner).copied().unwrap_or(0);
-            if open >= per {
+            if open >= per.saturating_add(slack) {
                 return Err(McpError::limit_exceeded(
                     "max_streams_per_principal",
                     format!(

@@ -155,6 +155,7 @@ pub(in crate::transport::http) async fn get<H: SubscriptionHandler>(
         meta.clone(),
         assigns.clone(),
         filter(&caps, uris),
+        false,
     )
     .await;
     let stop = match opened {
@@ -234,6 +235,7 @@ pub(super) async fn restart<H: SubscriptionHandler>(
         live.meta.clone(),
         live.assigns.clone(),
         filter(&caps, uris),
+        true,
     )
     .await;
     match opened {

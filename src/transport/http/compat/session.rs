@@ -387,7 +387,15 @@ mod tests {
         assert_eq!(opened.version, "2025-11-25");
         assert!(open(&sealer, &format!("{token}x")).is_none());
         assert!(open(&Sealer::new([5; 32]), &token).is_none());
-        let (expired, _) = mint(&sealer, Duration::ZERO, "2025-11-25", Map::new(), None, None).unwrap();
+        let (expired, _) = mint(
+            &sealer,
+            Duration::ZERO,
+            "2025-11-25",
+            Map::new(),
+            None,
+            None,
+        )
+        .unwrap();
         assert!(open(&sealer, &expired).is_none());
     }
 
