@@ -394,3 +394,46 @@ fn a_get_stream_at_the_limit_still_takes_new_subscriptions() {
         srv.server.open_streams_of("p:ada") == 1
     }));
 }
+
+/// When the record of spent states is full of unexpired ones, a retry is
+/// refused with 429 and `Retry-After` (nothing is forgotten), and its state
+/// stays unspent.
+#[test]
+fn a_full_spent_record_refuses_retries_with_429() {
+    let srv = spawn(
+        || {
+            Suite::builder(Implementation::new("spent", "1"))
+                .max_spent_request_states(1)
+                .tool(ToolBuilder::new("step").handler(|call| async move {
+                    Ok(match call.request_state {
+                        Some(_) => CallToolResult::text("done").into(),
+                        None => InputRequired::new().with_state(json!(1)).into(),
+                    })
+                }))
+                .build()
+        },
+        |_| {},
+    );
+    let step = |extra: Value| {
+        let mut params = json!({"name": "step", "arguments": {}});
+        for (k, v) in extra.as_object().unwrap() {
+            params[k] = v.clone();
+        }
+        post(
+            srv.addr,
+            &with_token(headers("tools/call", Some("step")), Some("tok-user")),
+            &request(json!(1), "tools/call", params),
+        )
+    };
+    let a = step(json!({})).json()["result"]["requestState"].clone();
+    let b = step(json!({})).json()["result"]["requestState"].clone();
+    let done = step(json!({ "requestState": a })).json();
+    assert_eq!(done["result"]["content"][0]["text"], "done", "{done}");
+    let full = step(json!({ "requestState": b }));
+    assert_eq!(full.status, 429);
+    assert!(full.header("retry-after").is_some());
+    assert_eq!(
+        full.json()["error"]["data"]["limit"],
+        "max_spent_request_states"
+    );
+}

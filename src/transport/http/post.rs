@@ -349,7 +349,19 @@ pub(super) async fn unary<H: SubscriptionHandler>(
     if first.last {
         let status = status_rx.await.unwrap_or(200);
         state.server.count_frames(1);
-        return json_response(status, first.to_bytes().to_vec());
+        let bytes = first.to_bytes();
+        let mut resp = json_response(status, bytes.to_vec());
+        if status == 429 {
+            // A limit hit inside the handler (spent request states): say when
+            // to retry, as every other 429 does.
+            let secs = serde_json::from_slice::<Value>(&bytes)
+                .ok()
+                .and_then(|v| v.pointer("/error/data/retryAfter").and_then(Value::as_u64))
+                .unwrap_or(1);
+            resp.headers_mut()
+                .insert(header::RETRY_AFTER, header::HeaderValue::from(secs));
+        }
+        return resp;
     }
     sse_response(SseBody::new(
         first,
