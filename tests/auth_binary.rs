@@ -21,7 +21,9 @@ impl Drop for Served {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
-        let _ = std::fs::remove_file(&self.tokens);
+        if self.tokens.as_os_str().len() > 0 {
+            let _ = std::fs::remove_file(&self.tokens);
+        }
     }
 }
 
@@ -32,6 +34,14 @@ fn serve(extra: &[&str]) -> Served {
         "tok-admin ada admin\ntok-user bob\ntok-carol carol\n",
     )
     .unwrap();
+    let mut args = vec!["--auth-tokens".to_owned(), tokens.display().to_string()];
+    args.extend(extra.iter().map(|a| (*a).to_owned()));
+    spawn(&args, tokens)
+}
+
+/// Starts `genmcp serve` on a free loopback port with `auth_args`; `tokens`
+/// is a file to remove afterwards (empty: none).
+fn spawn(auth_args: &[String], tokens: std::path::PathBuf) -> Served {
     // A free loopback port (released just before the server binds it).
     let port = TcpListener::bind("127.0.0.1:0")
         .unwrap()
@@ -40,9 +50,7 @@ fn serve(extra: &[&str]) -> Served {
         .port();
     let child = Command::new(env!("CARGO_BIN_EXE_genmcp"))
         .args(["serve", "--port", &port.to_string(), "--workers", "1"])
-        .arg("--auth-tokens")
-        .arg(&tokens)
-        .args(extra)
+        .args(auth_args)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -150,4 +158,63 @@ fn the_binary_authenticates_publishes_its_metadata_and_limits_streams_per_princi
     let mut carol = listen(srv.addr, "tok-carol", 4, asked.clone());
     assert_eq!(carol.status, 200);
     carol.next_message().unwrap();
+}
+
+fn fixture(name: &str) -> String {
+    format!("{}/tests/fixtures/{name}", env!("CARGO_MANIFEST_DIR"))
+}
+
+/// `--jwks FILE --issuer URL --audience URL`: a JWT signed by the fixture key
+/// for that audience reaches the handler; one for another audience is 401.
+#[test]
+fn the_binary_validates_jwts_against_a_jwks_file() {
+    use base64::Engine as _;
+    use jsonwebtoken::{Algorithm, EncodingKey, Header};
+    let issuer = "https://auth.example.test";
+    let audience = "https://mcp.example.test/mcp";
+    let srv = spawn(
+        &[
+            "--jwks".to_owned(),
+            fixture("jwks.json"),
+            "--issuer".to_owned(),
+            issuer.to_owned(),
+            "--audience".to_owned(),
+            audience.to_owned(),
+        ],
+        std::path::PathBuf::new(),
+    );
+    let pem = std::fs::read_to_string(fixture("jwt-es256.pem")).unwrap();
+    let der = base64::engine::general_purpose::STANDARD
+        .decode(
+            pem.lines()
+                .filter(|l| !l.starts_with("-----"))
+                .collect::<String>(),
+        )
+        .unwrap();
+    let exp = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+        + 600;
+    let sign = |aud: &str| {
+        let mut header = Header::new(Algorithm::ES256);
+        header.kid = Some("test-key".into());
+        jsonwebtoken::encode(
+            &header,
+            &json!({"iss": issuer, "aud": aud, "sub": "ada", "exp": exp}),
+            &EncodingKey::from_ec_der(&der),
+        )
+        .unwrap()
+    };
+    let ok = whoami(srv.addr, Some(&sign(audience)));
+    assert_eq!(ok.status, 200, "{}", String::from_utf8_lossy(&ok.body));
+    assert_eq!(ok.json()["result"]["structuredContent"]["principal"], "ada");
+    let refused = whoami(srv.addr, Some(&sign("https://other.example.test/mcp")));
+    assert_eq!(refused.status, 401);
+    assert_eq!(
+        refused.header("www-authenticate"),
+        Some(
+            "Bearer resource_metadata=\"https://mcp.example.test/.well-known/oauth-protected-resource/mcp\", error=\"invalid_token\", error_description=\"wrong audience\""
+        )
+    );
 }
