@@ -21,7 +21,7 @@ impl Drop for Served {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
-        if self.tokens.as_os_str().len() > 0 {
+        if !self.tokens.as_os_str().is_empty() {
             let _ = std::fs::remove_file(&self.tokens);
         }
     }
