@@ -11,8 +11,8 @@
 //!
 //! Memory: two entries of 16 bytes per spent state (a hash map and an expiry
 //! heap), each structure at most 131,072 slots at the default capacity of
-//! 100,000 (they round up to a power of two): about 4.3 MB. Filling it takes `capacity` distinct states
-//! issued and spent within one `request_state_ttl`.
+//! 100,000 (they round up to a power of two): about 4.3 MB. Filling it takes
+//! `capacity` distinct states issued and spent within one `request_state_ttl`.
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
