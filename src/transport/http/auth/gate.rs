@@ -93,6 +93,9 @@ fn challenge(req: &HttpRequest, auth: &AuthConfig, error: &AuthError) -> HttpRes
     if let Ok(v) = header::HeaderValue::from_str(&value) {
         resp.headers_mut().insert(header::WWW_AUTHENTICATE, v);
     }
+    // The body was not read: do not reuse the connection.
+    resp.head_mut()
+        .set_connection_type(actix_web::http::ConnectionType::Close);
     resp
 }
 
