@@ -218,3 +218,21 @@ fn the_binary_validates_jwts_against_a_jwks_file() {
         )
     );
 }
+
+/// A token file that cannot be read or parsed stops `genmcp serve` before it
+/// binds, with the reason (and never a token) on stderr.
+#[test]
+fn a_bad_token_file_is_refused_at_start() {
+    let path = std::env::temp_dir().join(format!("genmcp-bad-tokens-{}", std::process::id()));
+    std::fs::write(&path, "secret-token carol root\n").unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_genmcp"))
+        .args(["serve", "--port", "0", "--auth-tokens"])
+        .arg(&path)
+        .output()
+        .expect("genmcp runs");
+    let _ = std::fs::remove_file(&path);
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("token table line 1"), "{stderr}");
+    assert!(!stderr.contains("secret-token"), "{stderr}");
+}
