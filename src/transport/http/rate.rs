@@ -18,6 +18,8 @@ pub const DEFAULT_MAX_RATE_PRINCIPALS: usize = 10_000;
 /// finds the table full, buckets that have refilled completely are dropped
 /// (they are the same as a new one), and if none has, the least recently
 /// used one: that principal's next request starts with a full burst again.
+/// That sweep is a scan of the table under its lock, paid only by a key the
+/// table does not hold while it is full.
 ///
 /// ```
 /// use genmcp::http::RateLimit;
