@@ -1,7 +1,7 @@
 //! Request and stream spans, as `--log-format json` writes them: a request's
 //! span carries its method, id, principal and outcome; a stream's carries its
-//! subscription id, principal and close reason. The principal is the one the
-//! assigns hook attached, named by `HttpConfig::principal_of`.
+//! subscription id, principal and close reason. The principal is the subject
+//! of the `Principal` in the assigns, or what `HttpConfig::principal_of` names.
 
 mod common;
 
@@ -101,11 +101,26 @@ fn request_and_stream_spans_carry_method_ids_principal_outcome_and_reason() {
         "complete"
     );
 
+    // Without `principal_of`: the subject of the authenticator's `Principal`.
+    let mut config = common::config();
+    config.assigns = Some(Arc::new(|_req: &actix_web::HttpRequest| {
+        Ok(Assigns::new().with(genmcp::mux::Principal::new("linus")))
+    }));
+    let plain = ServerThread::spawn(|| genmcp::apps::demo::suite().0, config).expect("starts");
+    let list = request(json!(8), "tools/list", json!({}));
+    let resp = common::post(plain.addr, &headers("tools/list", None), &list);
+    assert_eq!(resp.status, 200);
+    plain.stop();
+
     let lines = capture.lines();
-    let answered = lines
-        .iter()
-        .find(|l| l["fields"]["message"] == "request answered")
-        .unwrap_or_else(|| panic!("no request line in {lines:#?}"));
+    let answered_for = |id: &str| {
+        lines
+            .iter()
+            .find(|l| l["fields"]["message"] == "request answered" && l["span"]["request_id"] == id)
+            .unwrap_or_else(|| panic!("no request line for {id} in {lines:#?}"))
+    };
+    assert_eq!(answered_for("8")["span"]["principal"], "linus");
+    let answered = answered_for("7");
     assert_eq!(
         answered["span"],
         json!({"name": "request", "method": "tools/list", "request_id": "7",

@@ -35,6 +35,7 @@ pub(crate) struct AppState<H: SubscriptionHandler> {
     pub(crate) config: HttpConfig,
     pub(crate) in_flight: Arc<Semaphore>,
     pub(crate) compat: Option<Arc<super::compat::Compat>>,
+    pub(crate) rate: Option<super::rate::RateLimiter>,
 }
 
 impl<H: SubscriptionHandler> AppState<H> {
@@ -43,6 +44,7 @@ impl<H: SubscriptionHandler> AppState<H> {
             suite,
             server: Server::with_principal_of(config.limits.clone(), config.principal_of.clone()),
             in_flight: Arc::new(Semaphore::new(config.max_in_flight.max(1))),
+            rate: config.rate_limit.map(super::rate::RateLimiter::new),
             compat: config
                 .compat
                 .clone()
@@ -69,7 +71,10 @@ pub(super) fn error_response(
     error: &McpError,
     phase: Phase,
 ) -> HttpResponse {
-    json_response(error.http_status(phase), encode_error(id, error))
+    super::auth::with_retry_after(
+        json_response(error.http_status(phase), encode_error(id, error)),
+        error,
+    )
 }
 
 /// A 4xx with an id-less JSON-RPC error body (transport-level refusals).
@@ -191,22 +196,11 @@ pub(crate) async fn post<H: SubscriptionHandler>(
     if declared.is_some_and(|len| len > config.max_body) {
         return too_large(config.max_body);
     }
-    // Authentication looks at the head only, before any body is read.
-    let assigns = match &config.assigns {
-        Some(hook) => match hook(&req) {
-            Ok(a) => a,
-            Err(why) => {
-                let mut resp = refusal(StatusCode::UNAUTHORIZED, format!("Unauthorized: {why}"));
-                resp.headers_mut().insert(
-                    header::WWW_AUTHENTICATE,
-                    header::HeaderValue::from_static("Bearer"),
-                );
-                resp.head_mut()
-                    .set_connection_type(actix_web::http::ConnectionType::Close);
-                return resp;
-            }
-        },
-        None => Assigns::new(),
+    // Authentication and the rate limit look at the head only, before any
+    // body is read.
+    let assigns = match super::auth::admit(&req, &state).await {
+        Ok(a) => a,
+        Err(resp) => return resp,
     };
     let body = match read_body_within(payload, config.max_body, declared, config.body_timeout).await
     {
@@ -369,7 +363,19 @@ pub(super) async fn unary<H: SubscriptionHandler>(
     if first.last {
         let status = status_rx.await.unwrap_or(200);
         state.server.count_frames(1);
-        return json_response(status, first.to_bytes().to_vec());
+        let bytes = first.to_bytes();
+        let mut resp = json_response(status, bytes.to_vec());
+        if status == 429 {
+            // A limit hit inside the handler (spent request states): say when
+            // to retry, as every other 429 does.
+            let secs = serde_json::from_slice::<Value>(&bytes)
+                .ok()
+                .and_then(|v| v.pointer("/error/data/retryAfter").and_then(Value::as_u64))
+                .unwrap_or(1);
+            resp.headers_mut()
+                .insert(header::RETRY_AFTER, header::HeaderValue::from(secs));
+        }
+        return resp;
     }
     sse_response(SseBody::new(
         first,
