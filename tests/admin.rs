@@ -359,14 +359,20 @@ fn readyz_is_503_while_a_sigterm_drain_runs_then_the_admin_listener_stops() {
     // written, so the drain lasts (until the drain timeout).
     let _slow = slow_reader(srv.mcp, "held");
     let _burst = burst(srv.mcp, 200_000);
-    let mut last = -1.0;
+    // Its buffers are full once the frame count stops moving (three
+    // samples, 200 ms apart, well past the acknowledgement).
+    let (mut last, mut still) = (-1.0, 0);
     assert!(
-        wait_until(Duration::from_secs(20), || {
+        wait_until(Duration::from_secs(30), || {
             std::thread::sleep(Duration::from_millis(200));
             let sent = srv.metrics().value("genmcp_frames_sent_total");
-            let stuck = sent == last && sent > 1.0;
+            still = if sent == last && sent > 1_000.0 {
+                still + 1
+            } else {
+                0
+            };
             last = sent;
-            stuck
+            still == 3
         }),
         "the reader's buffers never filled"
     );
