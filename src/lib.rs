@@ -22,12 +22,13 @@ pub mod subscription;
 pub mod suite;
 pub mod transport;
 
+pub use transport::admin;
 pub use transport::http;
 
 /// Everything a handler or server author needs.
 pub mod prelude {
     pub use crate::http::{DrainHandle, Endpoint, HttpConfig, ServerThread};
-    pub use crate::mux::{Assigns, Channel, ChannelError};
+    pub use crate::mux::{Assigns, Channel, ChannelError, Principal};
     pub use crate::protocol::{
         CacheHint, CacheScope, Implementation, LogLevel, McpError, Notification, RequestId,
         SubscriptionCapabilities, SubscriptionFilter,

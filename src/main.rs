@@ -2,13 +2,16 @@
 //! `--conformance`, the conformance fixture server) over Streamable HTTP.
 
 use std::num::{NonZeroU32, NonZeroUsize};
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use genmcp::http::{self, HttpConfig};
+use genmcp::http::auth::{AuthConfig, AuthError, JwtAuthenticator, TokenTable};
+use genmcp::http::{self, HttpConfig, RateLimit};
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use genmcp::apps::bench::{BenchConfig, Kind, Mode};
+use genmcp::apps::logging::LogFormat;
 use genmcp::apps::node::NodeConfig;
 
 /// genmcp: an MCP (2026-07-28) server runtime.
@@ -19,15 +22,26 @@ use genmcp::apps::node::NodeConfig;
     after_help = "Logging: RUST_LOG (default genmcp=info)."
 )]
 struct Cli {
+    /// Log lines on stderr as text (default) or JSON lines.
+    #[arg(long, global = true, value_enum, default_value_t = LogFormatArg::Text)]
+    log_format: LogFormatArg,
     #[command(subcommand)]
     command: Command,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum LogFormatArg {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object per line, with the request and stream span fields.
+    Json,
 }
 
 #[derive(Subcommand, Debug)]
 enum Command {
     /// Run the notes demo on http://HOST:PORT/mcp (default 127.0.0.1:8080).
     ///
-    /// The demo has no authentication, and its `burst` and catalog-changing
+    /// Without --auth-tokens or --jwks the demo has no authentication, and its `burst` and catalog-changing
     /// tools let any client make the server work and notify every stream: they
     /// are for loopback benchmarking and testing. Binding a non-loopback HOST
     /// logs a warning; do not expose the demo. Bounds and deadlines (body size,
@@ -83,6 +97,34 @@ struct ServeArgs {
     /// (multi-node sealing off).
     #[arg(long, value_name = "PATH")]
     key_file: Option<std::path::PathBuf>,
+    /// Require a bearer token from this table (lines `TOKEN PRINCIPAL [admin]`;
+    /// HTTP only; see docs/auth.md).
+    #[arg(long, value_name = "FILE", group = "auth_source")]
+    auth_tokens: Option<PathBuf>,
+    /// Require a JWT access token signed by a key of this JWKS file, from
+    /// --issuer, for --audience (HTTP only; see docs/auth.md).
+    #[arg(long, value_name = "FILE", group = "auth_source", requires_all = ["issuer", "audience"])]
+    jwks: Option<PathBuf>,
+    /// The authorization server: the JWT `iss`, and `authorization_servers` of
+    /// the protected resource metadata.
+    #[arg(long, value_name = "URL", requires = "auth_source")]
+    issuer: Option<String>,
+    /// This server's resource URL: the JWT `aud`, and `resource` of the
+    /// protected resource metadata (default with --auth-tokens: from each request).
+    #[arg(long, value_name = "URL", requires = "auth_source")]
+    audience: Option<String>,
+    /// Open listen streams per principal, or per client address without one
+    /// (default: no limit besides 10,000 in all); past it 429.
+    #[arg(long, value_name = "N")]
+    max_streams_per_principal: Option<NonZeroUsize>,
+    /// Requests per second per principal, or per client address without one,
+    /// with a burst of as many (default: no limit); past it 429.
+    #[arg(long, value_name = "N")]
+    max_requests_per_second: Option<NonZeroU32>,
+    /// Run the admin listener (GET /metrics, /healthz, /readyz) on this
+    /// address, e.g. 127.0.0.1:9090; never the MCP port (default: off).
+    #[arg(long, value_name = "ADDR", conflicts_with = "stdio")]
+    admin: Option<std::net::SocketAddr>,
 }
 
 impl ServeArgs {
@@ -101,6 +143,13 @@ impl ServeArgs {
         if let Some(workers) = self.workers {
             config.workers = workers.get();
         }
+        if let Some(n) = self.max_streams_per_principal {
+            config.limits.max_streams_per_principal = Some(n.get());
+        }
+        if let Some(n) = self.max_requests_per_second {
+            config.rate_limit = Some(RateLimit::per_second(n.get()));
+        }
+        config.admin = self.admin.map(genmcp::admin::AdminConfig::new);
         config
     }
 
@@ -111,6 +160,30 @@ impl ServeArgs {
         node.degraded = self.bus_degraded;
         node.key_file.clone_from(&self.key_file);
         node
+    }
+
+    /// The authentication of --auth-tokens or --jwks (reading their files).
+    fn auth_config(&self) -> Result<Option<AuthConfig>, AuthError> {
+        let mut auth = match (&self.auth_tokens, &self.jwks) {
+            (Some(tokens), _) => AuthConfig::new(TokenTable::from_file(tokens)?),
+            (None, Some(jwks)) => {
+                let (issuer, audience) = (
+                    self.issuer.clone().unwrap_or_default(),
+                    self.audience.clone().unwrap_or_default(),
+                );
+                return Ok(Some(AuthConfig::jwt(JwtAuthenticator::from_jwks_file(
+                    jwks, issuer, audience,
+                )?)));
+            }
+            (None, None) => return Ok(None),
+        };
+        if let Some(issuer) = &self.issuer {
+            auth = auth.authorization_server(issuer.clone());
+        }
+        if let Some(audience) = &self.audience {
+            auth = auth.resource(audience.clone());
+        }
+        Ok(Some(auth))
     }
 }
 
@@ -207,13 +280,10 @@ impl BenchArgs {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("genmcp=info")),
-        )
-        .with_writer(std::io::stderr)
-        .init();
+    genmcp::apps::logging::init(match cli.log_format {
+        LogFormatArg::Text => LogFormat::Text,
+        LogFormatArg::Json => LogFormat::Json,
+    });
     match cli.command {
         Command::Serve(serve) => run_serve(serve),
         Command::Bench(bench) => match std::env::current_exe() {
@@ -245,13 +315,25 @@ fn is_loopback(host: &str) -> bool {
 }
 
 fn run_serve(args: ServeArgs) -> ExitCode {
+    let mut config = args.http_config();
+    match args.auth_config() {
+        Ok(auth) => config.auth = auth,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    }
     let serve = Serve {
-        config: args.http_config(),
+        config,
         node: args.node_config(),
         conformance: args.conformance,
         stdio: args.stdio,
     };
-    if !serve.stdio && !is_loopback(&serve.config.host) && serve.config.assigns.is_none() {
+    if !serve.stdio
+        && !is_loopback(&serve.config.host)
+        && serve.config.assigns.is_none()
+        && serve.config.auth.is_none()
+    {
         tracing::warn!(
             host = %serve.config.host,
             "!!! binding a non-loopback address with NO authentication configured: any \
@@ -274,7 +356,15 @@ fn run_serve(args: ServeArgs) -> ExitCode {
     let system = actix_rt::System::new();
     let stdio = serve.stdio;
     let result = system.block_on(async move {
+        let mut serve = serve;
         let bus = serve.node.bus().await.map_err(std::io::Error::other)?;
+        if bus.is_distributed()
+            && let Some(admin) = serve.config.admin.take()
+        {
+            // /readyz answers 503 "down: bus" while Redis is not connected.
+            let health = bus.clone();
+            serve.config.admin = Some(admin.check("bus", move || health.is_connected()));
+        }
         let stdio_config = {
             let mut c = genmcp::transport::stdio::StdioConfig::default();
             c.limits = serve.config.limits.clone();
@@ -335,13 +425,63 @@ mod tests {
         assert_eq!(config.port, 0);
         assert_eq!(config.keep_alive, std::time::Duration::from_millis(500));
         assert_eq!(config.host, genmcp::http::HttpConfig::default().host);
+        assert_eq!(config.limits.max_streams_per_principal, None);
+        assert!(config.rate_limit.is_none());
+        let cli = Cli::try_parse_from([
+            "genmcp",
+            "serve",
+            "--max-streams-per-principal",
+            "2",
+            "--max-requests-per-second",
+            "5",
+        ])
+        .expect("valid flags");
+        let super::Command::Serve(serve) = cli.command else {
+            panic!("serve expected")
+        };
+        let config = serve.http_config();
+        assert_eq!(config.limits.max_streams_per_principal, Some(2));
+        assert_eq!(config.rate_limit.map(|r| r.burst), Some(5));
+        assert!(
+            config.admin.is_none(),
+            "the admin listener is off by default"
+        );
+        let cli = Cli::try_parse_from([
+            "genmcp",
+            "serve",
+            "--admin",
+            "127.0.0.1:9090",
+            "--log-format",
+            "json",
+        ])
+        .expect("valid flags");
+        assert!(matches!(cli.log_format, super::LogFormatArg::Json));
+        let super::Command::Serve(serve) = cli.command else {
+            panic!("serve expected")
+        };
+        let admin = serve.http_config().admin.expect("--admin sets it");
+        assert_eq!(admin.addr, "127.0.0.1:9090".parse().unwrap());
         for bad in [
             &["genmcp", "serve", "--keep-alive", "0"][..],
             &["genmcp", "serve", "--workers", "0"],
             &["genmcp", "serve", "--port", "70000"],
             &["genmcp", "serve", "--bogus"],
+            &["genmcp", "serve", "--admin", "nowhere"],
+            &["genmcp", "serve", "--stdio", "--admin", "127.0.0.1:9090"],
+            &["genmcp", "serve", "--log-format", "xml"],
             &["genmcp", "bench", "--pid", "1"],
             &["genmcp", "bench", "--mode", "speed"],
+            &[
+                "genmcp",
+                "serve",
+                "--jwks",
+                "k.json",
+                "--issuer",
+                "https://as",
+            ],
+            &["genmcp", "serve", "--jwks", "k.json", "--auth-tokens", "t"],
+            &["genmcp", "serve", "--issuer", "https://as"],
+            &["genmcp", "serve", "--max-streams-per-principal", "0"],
         ] {
             assert!(Cli::try_parse_from(bad).is_err(), "{bad:?} must be refused");
         }

@@ -90,7 +90,12 @@ fn bad_arguments_are_refused_with_usage() {
         .output()
         .expect("genmcp bench runs");
     assert_eq!(out.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("--mode must be"));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("invalid value 'nope' for '--mode <MODE>'")
+            && stderr.contains("throughput, latency, memory"),
+        "the error names the flag and its choices: {stderr}"
+    );
 }
 
 #[test]

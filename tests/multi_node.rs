@@ -396,3 +396,73 @@ fn a_bad_key_file_or_variable_stops_genmcp_serve_with_a_clear_error() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `GET path` on `addr`: the status and body, or `None` while nothing listens.
+fn http_get(addr: SocketAddr, path: &str) -> Option<(u16, String)> {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect_timeout(&addr, Duration::from_millis(500)).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )
+    .ok()?;
+    let mut text = String::new();
+    s.read_to_string(&mut text).ok()?;
+    let status = text.get(9..12)?.parse().ok()?;
+    let body = text.split("\r\n\r\n").nth(1).unwrap_or_default().to_owned();
+    Some((status, body))
+}
+
+struct Child(std::process::Child);
+
+impl Drop for Child {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn a_degraded_node_is_not_ready_until_its_bus_connects() {
+    let mut redis = RedisServer::start();
+    redis.kill();
+    let admin = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port");
+    let _node = Child(
+        std::process::Command::new(env!("CARGO_BIN_EXE_genmcp"))
+            .args([
+                "serve",
+                "--port",
+                "0",
+                "--bus",
+                &redis.url(),
+                "--bus-degraded",
+            ])
+            .args(["--admin", &admin.to_string()])
+            .stdin(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("genmcp starts"),
+    );
+    let mut last = None;
+    assert!(
+        wait_until(Duration::from_secs(10), || {
+            last = http_get(admin, "/readyz");
+            last.is_some()
+        }),
+        "the admin listener answers"
+    );
+    let (status, body) = last.clone().unwrap_or_default();
+    assert_eq!(status, 503, "{body}");
+    assert!(body.contains("bus"), "{body}");
+    redis.restart();
+    assert!(
+        wait_until(Duration::from_secs(10), || {
+            last = http_get(admin, "/readyz");
+            last.as_ref().is_some_and(|(s, _)| *s == 200)
+        }),
+        "ready once Redis is up: {last:?}"
+    );
+}

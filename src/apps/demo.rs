@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 
 use serde_json::{Value, json};
 
-use crate::mux::{Channel, SharedNotification};
+use crate::mux::{Channel, Principal, SharedNotification};
 use crate::protocol::McpError;
 use crate::protocol::{Implementation, Notification, SubscriptionCapabilities, SubscriptionFilter};
 use crate::pubsub::{Bus, BusError, BusSubscription};
@@ -45,6 +45,11 @@ fn note_updated(uri: &str) -> SharedNotification {
 
 /// The subscription handler of the notes app: joins the bus topics the client
 /// asked for and forwards each event as the matching notification.
+///
+/// With authentication on (`genmcp serve --auth-tokens` / `--jwks`), an
+/// authenticated principal without the `admin` scope is narrowed to
+/// `toolsListChanged` (the seed's downgrade example); admins, and every
+/// client of a server without authentication, get what they asked for.
 #[derive(Clone)]
 pub struct NotesSubscriptions {
     bus: Bus<SharedNotification>,
@@ -66,6 +71,14 @@ impl SubscriptionHandler for NotesSubscriptions {
         filter: &SubscriptionFilter,
         cx: &mut SubscribeCx<'_, SharedNotification>,
     ) -> Subscribe<Self::State> {
+        let narrowed = match cx.assigns().get::<Principal>() {
+            Some(p) if !p.is_admin() => Some(SubscriptionFilter {
+                tools_list_changed: filter.tools_list_changed,
+                ..Default::default()
+            }),
+            _ => None,
+        };
+        let filter = narrowed.as_ref().unwrap_or(filter);
         let mut subs = Vec::new();
         let wanted = [
             (filter.tools_list_changed, topics::TOOLS),
@@ -81,7 +94,10 @@ impl SubscriptionHandler for NotesSubscriptions {
                 subs.push(self.bus.subscribe(topic, cx.inbox()));
             }
         }
-        Subscribe::Accept(subs)
+        match narrowed {
+            Some(honoured) => Subscribe::Narrow(honoured, subs),
+            None => Subscribe::Accept(subs),
+        }
     }
 
     fn handle_message(
@@ -317,6 +333,23 @@ pub fn suite_with(
             }),
     );
 
+    catalog.add_tool(
+        ToolBuilder::new("whoami")
+            .description(
+                "The authenticated principal of this request: {\"principal\": subject or null, \"admin\": bool}",
+            )
+            .handler(|call| async move {
+                let who = call.channel.assigns().get::<Principal>();
+                let summary = json!({
+                    "principal": who.map(Principal::subject),
+                    "admin": who.is_some_and(Principal::is_admin),
+                });
+                Ok(CallToolResult::text(summary.to_string())
+                    .with_structured(summary)
+                    .into())
+            }),
+    );
+
     let b = bus.clone();
     catalog.add_tool(
         ToolBuilder::new("burst")
@@ -402,7 +435,9 @@ pub fn suite_with(
         "genmcp-notes",
         env!("CARGO_PKG_VERSION"),
     ))
-    .instructions("A notes demo: add_note, delete_note, toggle_extra_tool; listen for changes.")
+    .instructions(
+        "A notes demo: add_note, delete_note, toggle_extra_tool, whoami; listen for changes.",
+    )
     .catalog(catalog)
     .subscriptions(NotesSubscriptions::new(bus.clone()));
     if let Some(secret) = secret {

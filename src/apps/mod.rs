@@ -4,4 +4,5 @@
 pub mod bench;
 pub mod demo;
 pub mod fixtures;
+pub mod logging;
 pub mod node;

@@ -10,11 +10,14 @@
 mod assigns;
 mod channel;
 mod frame;
+mod principal;
 mod shared;
 
 pub use assigns::Assigns;
 pub use channel::{Channel, ChannelError};
 pub use frame::Frame;
+pub(crate) use principal::limit_key;
+pub use principal::{ClientAddr, Principal};
 
 /// The sending side of a connection's bounded outbox of frames.
 pub type Outbox = crate::queue::Sender<Frame>;

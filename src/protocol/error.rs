@@ -66,6 +66,19 @@ pub enum McpError {
         /// The version the client asked for, verbatim.
         requested: String,
     },
+    /// `-32603` with HTTP 429: a limit per principal (or per client address)
+    /// was hit. `data` names the limit and says when to retry; the HTTP
+    /// transport adds `Retry-After`.
+    #[error("{message}")]
+    LimitExceeded {
+        /// Which limit, as documented in `docs/security.md`
+        /// (`max_streams_per_principal`, `requests_per_second`).
+        limit: String,
+        /// Human-readable message.
+        message: String,
+        /// Seconds after which a retry may succeed (at least 1).
+        retry_after_secs: u64,
+    },
     /// An application-defined error code (outside the reserved JSON-RPC range).
     #[error("{message}")]
     Application {
@@ -134,6 +147,29 @@ impl McpError {
         }
     }
 
+    /// `-32603` / HTTP 429 for limit `limit`, retry after `retry_after_secs`.
+    pub fn limit_exceeded(
+        limit: impl Into<String>,
+        message: impl Into<String>,
+        retry_after_secs: u64,
+    ) -> Self {
+        McpError::LimitExceeded {
+            limit: limit.into(),
+            message: message.into(),
+            retry_after_secs: retry_after_secs.max(1),
+        }
+    }
+
+    /// The `Retry-After` seconds of a [`McpError::LimitExceeded`].
+    pub fn retry_after(&self) -> Option<u64> {
+        match self {
+            McpError::LimitExceeded {
+                retry_after_secs, ..
+            } => Some(*retry_after_secs),
+            _ => None,
+        }
+    }
+
     /// The JSON-RPC code.
     pub fn code(&self) -> i64 {
         match self {
@@ -141,7 +177,7 @@ impl McpError {
             McpError::InvalidRequest(_) => -32600,
             McpError::MethodNotFound(_) => -32601,
             McpError::InvalidParams { .. } => -32602,
-            McpError::Internal(_) => -32603,
+            McpError::Internal(_) | McpError::LimitExceeded { .. } => -32603,
             McpError::HeaderMismatch(_) => -32020,
             McpError::MissingClientCapability { .. } => -32021,
             McpError::UnsupportedVersion { .. } => -32022,
@@ -156,6 +192,9 @@ impl McpError {
     /// validating and in-band (200) from a handler, like `-32603` and application
     /// codes (see `docs/errors.md`).
     pub fn http_status(&self, phase: Phase) -> u16 {
+        if let McpError::LimitExceeded { .. } = self {
+            return 429;
+        }
         status_for_code(self.code(), phase)
     }
 
@@ -172,6 +211,11 @@ impl McpError {
                 supported,
                 requested,
             } => Some(json!({ "supported": supported, "requested": requested })),
+            McpError::LimitExceeded {
+                limit,
+                retry_after_secs,
+                ..
+            } => Some(json!({ "limit": limit, "retryAfter": retry_after_secs })),
             _ => None,
         };
         let message = match self {

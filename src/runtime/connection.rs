@@ -34,6 +34,10 @@ pub struct OpenStream {
     pub channel: Channel,
     /// Starts the stream actor.
     pub spawn: SpawnStream,
+    /// The new stream replaces one of the same owner that is stopped as soon
+    /// as this one runs (a 2025 GET stream restarted with a new filter): the
+    /// per-principal limit allows one more while both run.
+    pub replaces: bool,
 }
 
 /// Sent by a stream when it has stopped, for any reason.
@@ -167,7 +171,10 @@ impl Handler<OpenStream> for Connection {
         if self.streams.len() >= self.server.limits().max_streams_per_connection {
             return Err(McpError::internal("Subscription limit reached"));
         }
-        let permit = self.server.try_open_stream()?;
+        let owner = crate::mux::limit_key(msg.channel.assigns());
+        let permit = self
+            .server
+            .open_stream(owner.as_deref(), usize::from(msg.replaces))?;
         self.next_generation += 1;
         let generation = self.next_generation;
         let stop = (msg.spawn)(StreamSlot {

@@ -78,16 +78,20 @@ pub async fn spawn_listen<H: SubscriptionHandler>(
     // Encoded now: a few hundred bytes held for the stream's life instead of a
     // JSON tree of small allocations.
     let completion = encode_result(&id, &completion).into();
-    open(suite, server, connection, channel, id, filter, completion)
-        .await
-        .map(drop)
+    open(
+        suite, server, connection, channel, id, filter, completion, false,
+    )
+    .await
+    .map(drop)
 }
 
 /// Opens the stream of a 2025-era `GET` (the compatibility path of the HTTP
 /// transport) under `connection`: the same [`Stream`] actor and handler
 /// callbacks as a listen, on a channel that sends no acknowledgement, no
 /// subscription ids and no final frame. Returns the stream's control recipient
-/// (to stop it when its session ends or its subscriptions change).
+/// (to stop it when its session ends or its subscriptions change). `replaces`:
+/// it replaces the running stream of the same GET (see
+/// [`OpenStream::replaces`]).
 #[allow(clippy::too_many_arguments)]
 pub(crate) async fn spawn_legacy_stream<H: SubscriptionHandler>(
     suite: &Suite<H>,
@@ -98,6 +102,7 @@ pub(crate) async fn spawn_legacy_stream<H: SubscriptionHandler>(
     meta: RequestMeta,
     assigns: Assigns,
     filter: SubscriptionFilter,
+    replaces: bool,
 ) -> Result<Recipient<StopStream>, McpError> {
     let channel = Channel::for_legacy_listen(
         id.clone(),
@@ -114,12 +119,14 @@ pub(crate) async fn spawn_legacy_stream<H: SubscriptionHandler>(
         id,
         filter,
         Box::default(),
+        replaces,
     )
     .await
 }
 
 /// Starts the stream actor for `channel` under `connection` and returns its
 /// control recipient once the connection has registered it.
+#[allow(clippy::too_many_arguments)]
 async fn open<H: SubscriptionHandler>(
     suite: &Suite<H>,
     server: &Server,
@@ -128,6 +135,7 @@ async fn open<H: SubscriptionHandler>(
     id: RequestId,
     filter: SubscriptionFilter,
     completion: Box<[u8]>,
+    replaces: bool,
 ) -> Result<Recipient<StopStream>, McpError> {
     let handler = suite.handler();
     let advertised = suite.subscription_capabilities(&channel);
@@ -145,7 +153,12 @@ async fn open<H: SubscriptionHandler>(
         stop
     });
     connection
-        .send(OpenStream { id, channel, spawn })
+        .send(OpenStream {
+            id,
+            channel,
+            spawn,
+            replaces,
+        })
         .await
         .map_err(|_| McpError::internal("connection closed"))??;
     rx.await

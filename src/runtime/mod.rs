@@ -13,6 +13,7 @@
 mod connection;
 mod inbox;
 mod listen;
+mod requests;
 mod server;
 mod stream;
 mod subscribers;
@@ -24,7 +25,8 @@ pub use connection::{
 };
 pub(crate) use listen::spawn_legacy_stream;
 pub use listen::{listen_filter, spawn_listen};
-pub use server::{Metrics, Server, StreamPermit};
+pub use requests::{METHOD_LABELS, OTHER_METHOD, RequestOutcome, duration_buckets, method_label};
+pub use server::{Metrics, PrincipalOf, Server, StreamPermit};
 pub use stream::{Deliver, StopStream, Stream};
 pub use subscribers::{Subscriber, SubscriberKey, Subscribers};
 
@@ -114,6 +116,14 @@ pub struct Limits {
     /// Open listen streams per connection (default 256; matters for stdio, where
     /// one pipe carries many). Past it: `-32603` "Subscription limit reached".
     pub max_streams_per_connection: usize,
+    /// Open listen streams (and 2025-era GET streams) per principal, or per
+    /// client address for requests without one (default `None`: no limit
+    /// besides `max_streams`; off by default because behind a proxy every
+    /// anonymous client shares one address). Past it: HTTP 429 with
+    /// `Retry-After: 1` and `-32603` "Too many open streams", `data.limit =
+    /// "max_streams_per_principal"`; other principals are unaffected. The
+    /// count drops when the stream ends, whatever ends it.
+    pub max_streams_per_principal: Option<usize>,
     /// URIs in one `resourceSubscriptions` (default 1,024). Past it: `-32602`.
     pub max_resource_uris: usize,
     /// A stream's mailbox (default 64 messages). When an [`crate::pubsub::Inbox::try_send`]
@@ -134,6 +144,7 @@ impl Default for Limits {
         Limits {
             max_streams: 10_000,
             max_streams_per_connection: 256,
+            max_streams_per_principal: None,
             max_resource_uris: 1_024,
             mailbox_capacity: 64,
             outbox_capacity: 64,

@@ -38,6 +38,25 @@ enum Phase {
     Done,
 }
 
+/// The span of one stream: the method, the subscription id (the listen
+/// request's id), the principal when the server names one, and the close
+/// reason, recorded when the stream stops.
+fn stream_span(server: &Server, channel: &Channel) -> tracing::Span {
+    let span = tracing::info_span!(
+        "stream",
+        method = crate::protocol::methods::LISTEN,
+        subscription_id = %channel.id(),
+        principal = tracing::field::Empty,
+        reason = tracing::field::Empty,
+    );
+    if !span.is_disabled()
+        && let Some(principal) = server.principal(channel.assigns())
+    {
+        span.record("principal", principal.as_str());
+    }
+    span
+}
+
 /// The actor of one `subscriptions/listen` stream.
 ///
 /// | hook | runs |
@@ -69,6 +88,11 @@ pub struct Stream<H: SubscriptionHandler> {
     pipe: bool,
     server: Server,
     limits: Limits,
+    /// Method, subscription id, principal; the close reason once it ends.
+    /// Entered around the lifecycle hooks (`subscribe`, a stop request,
+    /// `handle_close`, the close log), not per event: the event path stays as
+    /// cheap as it was.
+    span: tracing::Span,
     _permit: StreamPermit,
 }
 
@@ -86,6 +110,7 @@ pub(crate) struct StreamSetup {
 impl<H: SubscriptionHandler> Stream<H> {
     pub(crate) fn new(handler: Arc<H>, setup: StreamSetup, slot: StreamSlot) -> Self {
         let limits = setup.server.limits().clone();
+        let span = stream_span(&setup.server, &setup.channel);
         Stream {
             handler,
             channel: setup.channel,
@@ -101,6 +126,7 @@ impl<H: SubscriptionHandler> Stream<H> {
             pipe: slot.pipe,
             server: setup.server,
             limits,
+            span,
             _permit: slot.permit,
         }
     }
@@ -293,12 +319,12 @@ impl<H: SubscriptionHandler> Stream<H> {
         })) {
             Ok(Flow::Continue) => self.after_send(ctx),
             Ok(Flow::Stop(reason)) => {
-                tracing::debug!(id = %self.channel.id(), reason = %reason.0, "handler stopped the stream");
+                tracing::debug!(reason = %reason.0, "handler stopped the stream");
                 self.state = None;
                 self.complete(ctx, CloseReason::Completed);
             }
             Err(_) => {
-                tracing::error!(id = %self.channel.id(), "handle_message panicked; ending this stream");
+                tracing::error!("handle_message panicked; ending this stream");
                 self.state = None;
                 self.fail(
                     ctx,
@@ -314,6 +340,8 @@ impl<H: SubscriptionHandler> Actor for Stream<H> {
     type Context = Context<Self>;
 
     fn started(&mut self, ctx: &mut Self::Context) {
+        let span = self.span.clone();
+        let _entered = span.enter();
         ctx.set_mailbox_capacity(self.limits.mailbox_capacity);
         // Application events arrive through a bounded channel fed to this actor
         // by its own future (not the actix mailbox): `Inbox::send` then waits
@@ -334,11 +362,11 @@ impl<H: SubscriptionHandler> Actor for Stream<H> {
             Ok(Subscribe::Accept(state)) => (requested.clone(), state),
             Ok(Subscribe::Narrow(filter, state)) => (filter.intersect(requested), state),
             Ok(Subscribe::Reject(error)) => {
-                tracing::debug!(id = %self.channel.id(), %error, "listen rejected");
+                tracing::debug!(%error, "listen rejected");
                 return self.fail(ctx, error, CloseReason::Rejected);
             }
             Err(_) => {
-                tracing::error!(id = %self.channel.id(), "subscribe panicked; rejecting the listen");
+                tracing::error!("subscribe panicked; rejecting the listen");
                 return self.fail(
                     ctx,
                     McpError::internal("Internal error: subscription handler failed"),
@@ -375,6 +403,8 @@ impl<H: SubscriptionHandler> Actor for Stream<H> {
     }
 
     fn stopping(&mut self, _ctx: &mut Self::Context) -> Running {
+        let span = self.span.clone();
+        let _entered = span.enter();
         let reason = *self.close.get_or_insert(if self.server.is_shutting_down() {
             CloseReason::Shutdown
         } else {
@@ -388,7 +418,7 @@ impl<H: SubscriptionHandler> Actor for Stream<H> {
             let handler = &self.handler;
             let channel = &self.channel;
             if catch_unwind(AssertUnwindSafe(|| handler.handle_close(channel, *state))).is_err() {
-                tracing::error!(id = %self.channel.id(), "handle_close panicked");
+                tracing::error!("handle_close panicked");
             }
         }
         Running::Stop
@@ -396,10 +426,12 @@ impl<H: SubscriptionHandler> Actor for Stream<H> {
 
     fn stopped(&mut self, _ctx: &mut Self::Context) {
         let reason = self.close.unwrap_or(CloseReason::Disconnected);
+        self.span.record("reason", reason.as_str());
+        let _entered = self.span.enter();
         if reason == CloseReason::Overflow {
-            tracing::warn!(id = %self.channel.id(), "stream closed: client not keeping up (overflow)");
+            tracing::warn!("stream closed: client not keeping up (overflow)");
         } else {
-            tracing::debug!(id = %self.channel.id(), reason = reason.as_str(), "stream closed");
+            tracing::debug!("stream closed");
         }
         self.server.record_close(reason);
         self.connection.do_send(StreamEnded {
@@ -431,6 +463,8 @@ impl<H: SubscriptionHandler> Handler<StopStream> for Stream<H> {
     type Result = ();
 
     fn handle(&mut self, msg: StopStream, ctx: &mut Self::Context) {
+        let span = self.span.clone();
+        let _entered = span.enter();
         match (msg.0, self.phase) {
             (_, Phase::Done) => {}
             // The client is gone or cancelled: whatever was queued, stop now.

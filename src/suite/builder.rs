@@ -20,6 +20,7 @@ pub struct SuiteBuilder<H> {
     cursor_ttl: Duration,
     request_state_ttl: Duration,
     secret: Option<[u8; 32]>,
+    max_spent: usize,
     logging: bool,
     catalog: Catalog,
     handler: H,
@@ -41,6 +42,7 @@ impl Suite<NoSubscriptions> {
             cursor_ttl: DEFAULT_CURSOR_TTL,
             request_state_ttl: DEFAULT_REQUEST_STATE_TTL,
             secret: None,
+            max_spent: DEFAULT_MAX_SPENT_REQUEST_STATES,
             logging: false,
             catalog: Catalog::new(),
             handler: NoSubscriptions,
@@ -114,6 +116,17 @@ impl<H: SubscriptionHandler> SuiteBuilder<H> {
         self
     }
 
+    /// How many spent MRTR `requestState`s are remembered at once (default
+    /// [`DEFAULT_MAX_SPENT_REQUEST_STATES`], about 4.3 MB). Each state is
+    /// honoured once: it is remembered until it expires, and while this many
+    /// unexpired states are remembered a further retry is refused with
+    /// `-32603` / HTTP 429 "retry later" rather than forgetting one. The record
+    /// is per process (see `docs/security.md`).
+    pub fn max_spent_request_states(mut self, max: usize) -> Self {
+        self.max_spent = max.max(1);
+        self
+    }
+
     /// Advertises `logging` (deprecated in 2026-07-28, still specified): say so
     /// when tools send `notifications/message` with `Channel::send_log` (which
     /// only ever sends when a request set `io.modelcontextprotocol/logLevel`).
@@ -181,6 +194,7 @@ impl<H: SubscriptionHandler> SuiteBuilder<H> {
             cursor_ttl: self.cursor_ttl,
             request_state_ttl: self.request_state_ttl,
             secret: self.secret,
+            max_spent: self.max_spent,
             logging: self.logging,
             catalog: self.catalog,
             handler,
@@ -207,6 +221,7 @@ impl<H: SubscriptionHandler> SuiteBuilder<H> {
                 cursor_ttl: self.cursor_ttl,
                 request_state_ttl: self.request_state_ttl,
                 sealer,
+                spent: SpentStates::new(self.max_spent),
                 logging: self.logging,
                 catalog: self.catalog,
             }),

@@ -35,6 +35,7 @@ mod resource;
 mod schema;
 pub(crate) mod seal;
 pub mod secret;
+mod spent;
 mod tool;
 mod tools_call;
 mod typed;
@@ -68,7 +69,7 @@ pub use tool::{
 };
 pub use typed::{CallError, NoArgs, input_schema, output_schema, prompt_arguments};
 
-use crate::mux::Channel;
+use crate::mux::{Channel, Principal};
 use crate::protocol::{
     CacheHint, CacheScope, Implementation, McpError, SUPPORTED_VERSIONS, ServerCapabilities, keys,
     methods,
@@ -76,6 +77,8 @@ use crate::protocol::{
 use crate::subscription::{NoSubscriptions, SubscriptionHandler};
 use mrtr::{Binding, Retry};
 use seal::{Sealer, purpose};
+pub use spent::DEFAULT_MAX_SPENT_REQUEST_STATES;
+use spent::SpentStates;
 
 /// Default page size of the four list methods.
 pub const DEFAULT_PAGE_SIZE: usize = 500;
@@ -97,6 +100,7 @@ struct Inner {
     cursor_ttl: Duration,
     request_state_ttl: Duration,
     sealer: Sealer,
+    spent: SpentStates,
     logging: bool,
     catalog: Catalog,
 }
@@ -168,6 +172,12 @@ impl<H> Suite<H> {
     /// session ids of the HTTP transport's compatibility path).
     pub(crate) fn sealer(&self) -> &Sealer {
         &self.inner.sealer
+    }
+
+    /// Spent MRTR request states remembered now, and the most that can be
+    /// ([`SuiteBuilder::max_spent_request_states`]).
+    pub fn spent_request_states(&self) -> (usize, usize) {
+        (self.inner.spent.len(), self.inner.spent.capacity())
     }
 }
 

@@ -13,7 +13,9 @@ use serde_json::{Map, Value, json};
 pub(crate) use super::mrtr_answers::{elicited, roots, sampled_text};
 pub(crate) use super::mrtr_gate::check_capabilities;
 use super::seal::{self, Sealer, purpose};
+use super::spent::{Spend, SpentStates};
 use super::tool::InputRequired;
+use crate::mux::Principal;
 use crate::protocol::{ClientCapabilities, McpError};
 
 /// What a request is bound to: the state sealed for one cannot be replayed on another.
@@ -22,6 +24,9 @@ pub(crate) struct Binding {
     pub method: String,
     pub name: String,
     pub digest: String,
+    /// The subject of the principal the request is from, if any: a state
+    /// issued to one principal is refused for any other (and for none).
+    pub principal: Option<String>,
 }
 
 impl Binding {
@@ -30,7 +35,14 @@ impl Binding {
             method: method.to_owned(),
             name: name.to_owned(),
             digest: seal::digest(arguments),
+            principal: None,
         }
+    }
+
+    /// Bound to `principal` too.
+    pub(crate) fn by(mut self, principal: Option<&Principal>) -> Self {
+        self.principal = principal.map(|p| p.subject().to_owned());
+        self
     }
 }
 
@@ -59,9 +71,12 @@ fn invalid_state(reason: &str) -> McpError {
 ///
 /// `inputResponses` must be an object whose values are objects (`-32602`
 /// otherwise, `null` included); `requestState` must be a string sealed by this
-/// suite for the same method, name and arguments, and not expired (`-32602`).
+/// suite for the same method, name, arguments and principal, not expired and
+/// not spent before (`-32602`; a replay or another principal gets the same
+/// error as a tampered state). It is spent here, in `spent`.
 pub(crate) fn parse_retry(
     sealer: &Sealer,
+    spent: &SpentStates,
     params: &Map<String, Value>,
     binding: &Binding,
 ) -> Result<Retry, McpError> {
@@ -86,7 +101,7 @@ pub(crate) fn parse_retry(
     };
     let request_state = match params.get("requestState") {
         None => None,
-        Some(Value::String(token)) => Some(open_state(sealer, token, binding)?),
+        Some(Value::String(token)) => Some(open_state(sealer, spent, token, binding)?),
         Some(_) => return Err(invalid_state("requestState must be a string")),
     };
     Ok(Retry {
@@ -95,10 +110,19 @@ pub(crate) fn parse_retry(
     })
 }
 
-fn open_state(sealer: &Sealer, token: &str, binding: &Binding) -> Result<Value, McpError> {
+/// The reason given for a tampered, replayed or misappropriated state: the
+/// client learns nothing about which.
+const TAMPERED: &str = "integrity check failed";
+
+fn open_state(
+    sealer: &Sealer,
+    spent: &SpentStates,
+    token: &str,
+    binding: &Binding,
+) -> Result<Value, McpError> {
     let payload = sealer
         .open(purpose::REQUEST_STATE, token)
-        .ok_or_else(|| invalid_state("integrity check failed"))?;
+        .ok_or_else(|| invalid_state(TAMPERED))?;
     let field = |k: &str| payload.get(k).and_then(Value::as_str);
     if field("m") != Some(binding.method.as_str()) || field("n") != Some(binding.name.as_str()) {
         return Err(invalid_state("issued for another request"));
@@ -106,9 +130,27 @@ fn open_state(sealer: &Sealer, token: &str, binding: &Binding) -> Result<Value, 
     if field("d") != Some(binding.digest.as_str()) {
         return Err(invalid_state("issued for other arguments"));
     }
-    match payload.get("exp").and_then(Value::as_u64) {
-        Some(exp) if !seal::expired(exp) => {}
+    if payload.get("p").and_then(Value::as_str) != binding.principal.as_deref() {
+        return Err(invalid_state(TAMPERED));
+    }
+    let exp = match payload.get("exp").and_then(Value::as_u64) {
+        Some(exp) if !seal::expired(exp) => exp,
         _ => return Err(invalid_state("expired")),
+    };
+    let nonce = payload
+        .get("q")
+        .and_then(Value::as_u64)
+        .ok_or_else(|| invalid_state(TAMPERED))?;
+    match spent.spend(nonce, exp, seal::now_ms()) {
+        Spend::Fresh => {}
+        Spend::Replayed => return Err(invalid_state(TAMPERED)),
+        Spend::Full(wait_ms) => {
+            return Err(McpError::limit_exceeded(
+                "max_spent_request_states",
+                "Server busy: too many request states in use; retry later",
+                wait_ms.div_ceil(1_000),
+            ));
+        }
     }
     Ok(payload.get("s").cloned().unwrap_or(Value::Null))
 }
@@ -142,7 +184,7 @@ pub(crate) fn input_required_result(
         result.insert("inputRequests".into(), Value::Object(round.input_requests));
     }
     if let Some(state) = round.state {
-        let payload = json!({
+        let mut payload = json!({
             "m": binding.method,
             "n": binding.name,
             "d": binding.digest,
@@ -150,6 +192,9 @@ pub(crate) fn input_required_result(
             "q": sealer.nonce(),
             "s": state,
         });
+        if let (Some(p), Some(obj)) = (&binding.principal, payload.as_object_mut()) {
+            obj.insert("p".into(), Value::from(p.as_str()));
+        }
         let token = sealer.seal(purpose::REQUEST_STATE, &payload);
         if token.len() > seal::MAX_TOKEN_LEN {
             // The retry would be refused: say so now, naming the limit.
@@ -176,6 +221,10 @@ mod tests {
         v.as_object().unwrap().clone()
     }
 
+    fn spent() -> SpentStates {
+        SpentStates::new(16)
+    }
+
     #[test]
     fn state_round_trips_and_is_bound() {
         let sealer = Sealer::new([1; 32]);
@@ -195,8 +244,13 @@ mod tests {
         assert_eq!(result["resultType"], "input_required");
         assert!(result.get("ttlMs").is_none() && result.get("cacheScope").is_none());
         let token = result["requestState"].as_str().unwrap().to_owned();
-        let retry =
-            parse_retry(&sealer, &params(json!({"requestState": token})), &binding).unwrap();
+        let retry = parse_retry(
+            &sealer,
+            &spent(),
+            &params(json!({"requestState": token})),
+            &binding,
+        )
+        .unwrap();
         assert_eq!(retry.request_state, Some(json!({"step": 1})));
         assert!(retry.is_retry());
 
@@ -216,15 +270,88 @@ mod tests {
             Binding::new("tools/call", "u", &args),
             Binding::new("prompts/get", "t", &args),
         ] {
-            let err =
-                parse_retry(&sealer, &params(json!({"requestState": token})), &other).unwrap_err();
+            let err = parse_retry(
+                &sealer,
+                &spent(),
+                &params(json!({"requestState": token})),
+                &other,
+            )
+            .unwrap_err();
             assert_eq!(err.code(), -32602);
         }
         for bad in [json!(format!("{token}-TAMPERED")), json!(5), json!("x.y")] {
-            let err =
-                parse_retry(&sealer, &params(json!({"requestState": bad})), &binding).unwrap_err();
+            let err = parse_retry(
+                &sealer,
+                &spent(),
+                &params(json!({"requestState": bad})),
+                &binding,
+            )
+            .unwrap_err();
             assert_eq!(err.code(), -32602);
         }
+    }
+
+    /// A state is honoured once, and only for the principal it was issued to;
+    /// a replay and a stranger get the same error as a tampered state.
+    #[test]
+    fn state_is_spent_once_and_bound_to_its_principal() {
+        let sealer = Sealer::new([2; 32]);
+        let spent = spent();
+        let ada = Principal::new("ada");
+        let bob = Principal::new("bob");
+        let binding = Binding::new("tools/call", "t", &json!({})).by(Some(&ada));
+        let issue = || {
+            input_required_result(
+                &sealer,
+                Duration::from_secs(60),
+                InputRequired::new().with_state(json!(1)),
+                &caps(json!({})),
+                &binding,
+            )
+            .unwrap()["requestState"]
+                .clone()
+        };
+        let tampered = parse_retry(
+            &sealer,
+            &spent,
+            &params(json!({"requestState": format!("{}x", issue().as_str().unwrap())})),
+            &binding,
+        )
+        .unwrap_err();
+        let token = issue();
+        let p = params(json!({ "requestState": token }));
+        for other in [
+            Binding::new("tools/call", "t", &json!({})).by(Some(&bob)),
+            Binding::new("tools/call", "t", &json!({})),
+        ] {
+            assert_eq!(
+                parse_retry(&sealer, &spent, &p, &other).unwrap_err(),
+                tampered
+            );
+        }
+        // Refusing the strangers did not spend it: its owner gets it once.
+        assert!(parse_retry(&sealer, &spent, &p, &binding).is_ok());
+        assert_eq!(
+            parse_retry(&sealer, &spent, &p, &binding).unwrap_err(),
+            tampered
+        );
+        // A state issued without a principal is refused to one.
+        let anon = Binding::new("tools/call", "t", &json!({}));
+        let token = input_required_result(
+            &sealer,
+            Duration::from_secs(60),
+            InputRequired::new().with_state(json!(1)),
+            &caps(json!({})),
+            &anon,
+        )
+        .unwrap()["requestState"]
+            .clone();
+        let p = params(json!({ "requestState": token }));
+        assert_eq!(
+            parse_retry(&sealer, &spent, &p, &binding).unwrap_err(),
+            tampered
+        );
+        assert!(parse_retry(&sealer, &spent, &p, &anon).is_ok());
     }
 
     #[test]
@@ -241,6 +368,7 @@ mod tests {
         .unwrap();
         let err = parse_retry(
             &sealer,
+            &spent(),
             &params(json!({"requestState": result["requestState"]})),
             &binding,
         )
@@ -261,19 +389,22 @@ mod tests {
             json!({"inputResponses": []}),
         ] {
             assert_eq!(
-                parse_retry(&sealer, &params(bad), &b).unwrap_err().code(),
+                parse_retry(&sealer, &spent(), &params(bad), &b)
+                    .unwrap_err()
+                    .code(),
                 -32602
             );
         }
         let ok = parse_retry(
             &sealer,
+            &spent(),
             &params(json!({"inputResponses": {"k": {"action": "decline"}}})),
             &b,
         )
         .unwrap();
         assert_eq!(ok.input_responses.len(), 1);
         assert!(
-            parse_retry(&sealer, &Map::new(), &b)
+            parse_retry(&sealer, &spent(), &Map::new(), &b)
                 .unwrap()
                 .request_state
                 .is_none()

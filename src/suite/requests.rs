@@ -34,7 +34,8 @@ impl<H: SubscriptionHandler> Suite<H> {
             McpError::invalid_params_with(format!("Unknown prompt: {name}"), json!({"name": name}))
         })?;
         let arguments = prompt::check_arguments(prompt.descriptor(), &params)?;
-        let binding = Binding::new(methods::PROMPTS_GET, name, &json!(arguments));
+        let binding = Binding::new(methods::PROMPTS_GET, name, &json!(arguments))
+            .by(channel.assigns().get::<Principal>());
         let retry = self.retry(&params, &binding)?;
         let get = PromptGet {
             arguments,
@@ -105,7 +106,8 @@ impl<H: SubscriptionHandler> Suite<H> {
                 "Invalid params: resources/read requires a string uri",
             ));
         };
-        let binding = Binding::new(methods::RESOURCES_READ, uri, &json!({}));
+        let binding = Binding::new(methods::RESOURCES_READ, uri, &json!({}))
+            .by(channel.assigns().get::<Principal>());
         let retry = self.retry(&params, &binding)?;
         let mut providers: Vec<_> = self
             .inner

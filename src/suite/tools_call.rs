@@ -23,7 +23,7 @@ impl<H: SubscriptionHandler> Suite<H> {
         params: &Map<String, Value>,
         binding: &Binding,
     ) -> Result<Retry, McpError> {
-        mrtr::parse_retry(&self.inner.sealer, params, binding)
+        mrtr::parse_retry(&self.inner.sealer, &self.inner.spent, params, binding)
     }
 
     pub(super) fn input_required(
@@ -84,7 +84,8 @@ impl<H: SubscriptionHandler> Suite<H> {
             }
         };
         schema.validate(&name, &arguments)?;
-        let binding = Binding::new(methods::TOOLS_CALL, &name, &arguments);
+        let binding = Binding::new(methods::TOOLS_CALL, &name, &arguments)
+            .by(channel.assigns().get::<Principal>());
         let retry = self.retry(&params, &binding)?;
         let Value::Object(arguments) = arguments else {
             return Err(McpError::internal("Internal error"));

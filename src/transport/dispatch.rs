@@ -2,16 +2,17 @@
 //! route it (unary or listen), and run unary requests as local tasks.
 
 use std::panic::AssertUnwindSafe;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use futures_util::FutureExt as _;
 use serde_json::{Map, Value};
 use tokio::sync::oneshot;
+use tracing::Instrument as _;
 
 use crate::mux::{Assigns, Channel, Outbox};
 use crate::protocol::jsonrpc::{encode_error, encode_result};
 use crate::protocol::{McpError, Phase, RequestId, RequestMeta, SubscriptionFilter};
-use crate::runtime::{Server, listen_filter};
+use crate::runtime::{RequestOutcome, Server, listen_filter, method_label};
 use crate::subscription::SubscriptionHandler;
 use crate::suite::{Route, Suite};
 
@@ -100,14 +101,35 @@ pub(crate) struct Deadlines {
 /// The message of the `-32603` a unary request gets at its deadline.
 pub(crate) const TIMED_OUT: &str = "Request timed out";
 
+/// The span of one request: its method (bounded, as in the metrics), its id
+/// and, when the server names one, its principal. The outcome is recorded
+/// when it ends.
+pub(crate) fn request_span(server: &Server, channel: &Channel, method: &str) -> tracing::Span {
+    let span = tracing::info_span!(
+        "request",
+        method = method_label(method),
+        request_id = %channel.id(),
+        principal = tracing::field::Empty,
+        outcome = tracing::field::Empty,
+    );
+    if !span.is_disabled()
+        && let Some(principal) = server.principal(channel.assigns())
+    {
+        span.record("principal", principal.as_str());
+    }
+    span
+}
+
 /// Runs a unary request on the current arbiter. Its final frame (result or
 /// error) goes into the channel's outbox after any notification it sent; a
 /// panicking handler answers `-32603`, and so does one still running at
 /// `deadlines.request` (its future is dropped). `guard` is held until the request
 /// has been answered (an in-flight permit). Also returns the HTTP status of the
-/// outcome.
+/// outcome. The request is counted in `server`'s request metrics (method,
+/// outcome, duration) and runs in its [`request_span`].
 pub(crate) fn spawn_unary<H: SubscriptionHandler, G: 'static>(
     suite: &Suite<H>,
+    server: &Server,
     method: String,
     params: Map<String, Value>,
     channel: Channel,
@@ -115,37 +137,57 @@ pub(crate) fn spawn_unary<H: SubscriptionHandler, G: 'static>(
     guard: G,
 ) -> (tokio::task::JoinHandle<()>, oneshot::Receiver<u16>) {
     let (status_tx, status_rx) = oneshot::channel::<u16>();
+    let span = request_span(server, &channel, &method);
     let future = suite.call(&method, params, channel.clone());
-    let task = actix_rt::spawn(async move {
-        let _guard = guard;
-        let outcome =
-            tokio::time::timeout(deadlines.request, AssertUnwindSafe(future).catch_unwind()).await;
-        let result = match outcome {
-            Ok(Ok(result)) => result,
-            Ok(Err(_)) => {
-                tracing::error!(method = %method, "request handler panicked");
-                Err(McpError::internal("Internal error: request handler failed"))
+    let server = server.clone();
+    let task = actix_rt::spawn(
+        async move {
+            let _guard = guard;
+            let started = Instant::now();
+            let outcome =
+                tokio::time::timeout(deadlines.request, AssertUnwindSafe(future).catch_unwind())
+                    .await;
+            let (result, counted) = match outcome {
+                Ok(Ok(result)) => {
+                    let counted = if result.is_ok() {
+                        RequestOutcome::Ok
+                    } else {
+                        RequestOutcome::Error
+                    };
+                    (result, counted)
+                }
+                Ok(Err(_)) => {
+                    tracing::error!("request handler panicked");
+                    (
+                        Err(McpError::internal("Internal error: request handler failed")),
+                        RequestOutcome::Panicked,
+                    )
+                }
+                Err(_) => {
+                    tracing::warn!(deadline = ?deadlines.request, "request timed out; handler dropped");
+                    (Err(McpError::internal(TIMED_OUT)), RequestOutcome::Timeout)
+                }
+            };
+            server.record_request(&method, counted, Some(started.elapsed()));
+            tracing::Span::current().record("outcome", counted.as_str());
+            let id = channel.id();
+            let (bytes, status) = match result {
+                Ok(result) => (encode_result(id, &result), 200),
+                Err(error) => (
+                    encode_error(Some(id), &error),
+                    error.http_status(Phase::Dispatch),
+                ),
+            };
+            let _ = status_tx.send(status);
+            if tokio::time::timeout(deadlines.stall, channel.respond(bytes))
+                .await
+                .is_err()
+            {
+                tracing::debug!("response dropped: the outbox stayed full past the stall timeout");
             }
-            Err(_) => {
-                tracing::warn!(method = %method, deadline = ?deadlines.request, "request timed out; handler dropped");
-                Err(McpError::internal(TIMED_OUT))
-            }
-        };
-        let id = channel.id();
-        let (bytes, status) = match result {
-            Ok(result) => (encode_result(id, &result), 200),
-            Err(error) => (
-                encode_error(Some(id), &error),
-                error.http_status(Phase::Dispatch),
-            ),
-        };
-        let _ = status_tx.send(status);
-        if tokio::time::timeout(deadlines.stall, channel.respond(bytes))
-            .await
-            .is_err()
-        {
-            tracing::debug!(method = %method, "response dropped: the outbox stayed full past the stall timeout");
+            tracing::debug!("request answered");
         }
-    });
+        .instrument(span),
+    );
     (task, status_rx)
 }

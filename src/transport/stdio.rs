@@ -22,7 +22,10 @@ use super::dispatch::{Deadlines, ListenRequest, Routed, route, spawn_unary, vali
 use crate::mux::{Assigns, Frame, Outbox, OutboxReceiver, outbox};
 use crate::protocol::jsonrpc::encode_error;
 use crate::protocol::{Incoming, McpError, Request, RequestId, methods};
-use crate::runtime::{CancelStream, CloseTransport, Connection, Limits, Server, spawn_listen};
+use crate::runtime::{
+    CancelStream, CloseTransport, Connection, Limits, RequestOutcome, Server, method_label,
+    spawn_listen,
+};
 use crate::subscription::SubscriptionHandler;
 use crate::suite::Suite;
 
@@ -352,14 +355,46 @@ async fn handle_line<H: SubscriptionHandler>(pipe: &Pipe<'_, H>, text: &[u8]) {
         }
     };
     let id = request.id.clone();
-    if let Err(error) = dispatch(pipe, request).await {
+    let method = method_label(&request.method);
+    let routed = match admit(pipe, request) {
+        Ok(routed) => routed,
+        Err(error) => {
+            server.record_request(method, RequestOutcome::Refused, None);
+            send_error(outbox, stall, Some(&id), &error).await;
+            return;
+        }
+    };
+    if let Err(error) = dispatch(pipe, id.clone(), routed).await {
         send_error(outbox, stall, Some(&id), &error).await;
     }
 }
 
+/// Validates and routes a request: an error here means it reached no handler.
+fn admit<H: SubscriptionHandler>(pipe: &Pipe<'_, H>, request: Request) -> Result<Routed, McpError> {
+    let Request { id, method, params } = request;
+    let meta = validate_meta(&method, params.as_ref())?;
+    if pipe.in_flight.contains(&id) {
+        return Err(McpError::InvalidRequest(format!(
+            "a request with id {id} is already in flight"
+        )));
+    }
+    route(
+        pipe.suite,
+        pipe.server,
+        id,
+        method,
+        params.unwrap_or_default(),
+        meta,
+        Assigns::new(),
+        pipe.outbox.clone(),
+    )
+}
+
+/// Runs a routed request: a unary one as a task, a listen as a stream.
 async fn dispatch<H: SubscriptionHandler>(
     pipe: &Pipe<'_, H>,
-    request: Request,
+    id: RequestId,
+    routed: Routed,
 ) -> Result<(), McpError> {
     let Pipe {
         suite,
@@ -369,37 +404,22 @@ async fn dispatch<H: SubscriptionHandler>(
         outbox,
         in_flight,
     } = *pipe;
-    let Request { id, method, params } = request;
-    let meta = validate_meta(&method, params.as_ref())?;
-    if in_flight.contains(&id) {
-        return Err(McpError::InvalidRequest(format!(
-            "a request with id {id} is already in flight"
-        )));
-    }
-    let params = params.unwrap_or_default();
-    match route(
-        suite,
-        server,
-        id.clone(),
-        method,
-        params,
-        meta,
-        Assigns::new(),
-        outbox.clone(),
-    )? {
+    match routed {
         Routed::Unary {
             method,
             params,
             channel,
         } => {
             if in_flight.len() >= config.max_in_flight {
+                server.record_request(&method, RequestOutcome::Error, None);
                 return Err(McpError::internal("Too many requests in flight"));
             }
             let deadlines = Deadlines {
                 request: config.request_timeout,
                 stall: server.limits().stall_timeout,
             };
-            let (task, _status) = spawn_unary(suite, method, params, channel, deadlines, ());
+            let (task, _status) =
+                spawn_unary(suite, server, method, params, channel, deadlines, ());
             in_flight.insert(id, task);
         }
         Routed::Listen(listen_request) => {
@@ -411,7 +431,7 @@ async fn dispatch<H: SubscriptionHandler>(
             // Awaited in line order (the connection answers at once; `subscribe`
             // runs later in the stream actor), so a cancel on the next line always
             // finds the stream registered.
-            spawn_listen(
+            let opened = spawn_listen(
                 suite,
                 server,
                 connection,
@@ -421,7 +441,14 @@ async fn dispatch<H: SubscriptionHandler>(
                 assigns,
                 filter,
             )
-            .await?;
+            .await;
+            let outcome = if opened.is_ok() {
+                RequestOutcome::Ok
+            } else {
+                RequestOutcome::Error
+            };
+            server.record_request(methods::LISTEN, outcome, None);
+            opened?;
         }
     }
     Ok(())

@@ -6,14 +6,22 @@ use std::time::Duration;
 
 use actix_web::HttpRequest;
 
+use super::auth::AuthConfig;
 use super::compat::CompatConfig;
+use super::rate::RateLimit;
+use crate::admin::AdminConfig;
 use crate::mux::Assigns;
-use crate::runtime::Limits;
+use crate::runtime::{Limits, PrincipalOf};
 
 /// Builds the [`Assigns`] of a request from its HTTP head (e.g. an authenticated
 /// principal from `Authorization`). Returning `Err(message)` answers 401. It runs
 /// before the body is read, so an unauthenticated client cannot make the server
 /// read and parse a body.
+///
+/// With [`HttpConfig::auth`] set it runs after the authenticator accepted the
+/// token, and finds the [`crate::mux::Principal`] in the request's extensions
+/// (`req.extensions().get::<Principal>()`); the principal is put into the
+/// assigns it returns in any case.
 ///
 /// When genmcp is mounted in your own `App`, your middleware runs first, so the
 /// hook can read what it left in the request's extensions
@@ -73,9 +81,24 @@ pub struct HttpConfig {
     pub limits: Limits,
     /// Optional hook that attaches application data to each request.
     pub assigns: Option<AssignsHook>,
+    /// Bearer-token authentication as an OAuth resource server, and the
+    /// Protected Resource Metadata (default `None`: no authentication). See
+    /// [`super::auth`].
+    pub auth: Option<AuthConfig>,
+    /// Requests per second per principal, or per client address without one
+    /// (default `None`: no rate limit). See [`RateLimit`].
+    pub rate_limit: Option<RateLimit>,
     /// The 2025-era compatibility path (`initialize`, sessions, the GET
     /// stream; see `docs/compat-2025.md`); `None` serves 2026-07-28 only.
     pub compat: Option<CompatConfig>,
+    /// The admin listener (`/metrics`, `/healthz`, `/readyz`) that
+    /// [`super::start`] and [`super::serve`] run beside the MCP port (default
+    /// `None`: off). Not used when mounted (see [`crate::admin`]).
+    pub admin: Option<AdminConfig>,
+    /// Names the principal of a request from its assigns, for the `principal`
+    /// field of request and stream spans (default `None`: the subject of the
+    /// [`crate::mux::Principal`] the authenticator attached, if any).
+    pub principal_of: Option<PrincipalOf>,
 }
 
 impl Default for HttpConfig {
@@ -94,7 +117,11 @@ impl Default for HttpConfig {
             drain_timeout: Duration::from_secs(5),
             limits: Limits::default(),
             assigns: None,
+            auth: None,
+            rate_limit: None,
             compat: Some(CompatConfig::default()),
+            admin: None,
+            principal_of: None,
         }
     }
 }
@@ -116,6 +143,10 @@ impl std::fmt::Debug for HttpConfig {
             .field("limits", &self.limits)
             .field("compat", &self.compat)
             .field("assigns", &self.assigns.is_some())
+            .field("admin", &self.admin)
+            .field("principal_of", &self.principal_of.is_some())
+            .field("auth", &self.auth)
+            .field("rate_limit", &self.rate_limit)
             .finish()
     }
 }

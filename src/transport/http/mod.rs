@@ -9,7 +9,7 @@
 //! - post: the handler. Validation runs in the order the reference fixes (see
 //!   `docs/http.md`): Host and Origin (403), method (405), in-flight limit (503),
 //!   Accept (406), Content-Type (415), declared body size (413), the assigns hook
-//!   on the head (401), body (413 past the size, 408 past the body deadline),
+//!   on the head ([`auth`]: 401 / 403), the rate per principal (429), body (413 past the size, 408 past the body deadline),
 //!   JSON (-32700), envelope (-32600), notifications (202), header/body
 //!   cross-checks (-32020), `_meta` (-32602), version (-32022), required headers
 //!   (-32020), method (-32601, 404), params (-32602), dispatch. Every bound is
@@ -19,11 +19,13 @@
 //! - server: [`start`], [`serve`], [`ServerThread`], conveniences that run an
 //!   `HttpServer` of their own around one [`Endpoint`].
 
+pub mod auth;
 mod compat;
 mod config;
 mod headers;
 mod mount;
 mod post;
+mod rate;
 mod server;
 mod sse;
 
@@ -31,4 +33,5 @@ pub use compat::{CompatConfig, LEGACY_VERSIONS};
 pub use config::{AssignsHook, HttpConfig};
 pub use headers::decode_value as decode_header_value;
 pub use mount::{DrainHandle, Endpoint, EndpointService, mount};
+pub use rate::{DEFAULT_MAX_RATE_PRINCIPALS, RateLimit};
 pub use server::{Running, ServerThread, serve, shutdown_signal, start};

@@ -161,6 +161,20 @@ pub struct EndpointService<H: SubscriptionHandler> {
 
 impl<H: SubscriptionHandler> HttpServiceFactory for EndpointService<H> {
     fn register(self, config: &mut AppService) {
+        if self.state.config.auth.is_some() {
+            // Protected Resource Metadata, path form and root form (RFC 9728
+            // §3.1), relative to where the endpoint is mounted.
+            let metadata = super::auth::metadata::<H>;
+            let well_known = super::auth::WELL_KNOWN;
+            web::resource(format!("{well_known}{}", self.path))
+                .app_data(self.state.clone())
+                .route(web::get().to(metadata))
+                .register(config);
+            web::resource(well_known)
+                .app_data(self.state.clone())
+                .route(web::get().to(metadata))
+                .register(config);
+        }
         web::resource(self.path)
             .app_data(self.state)
             .route(web::post().to(post::<H>))

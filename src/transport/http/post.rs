@@ -19,7 +19,7 @@ use crate::protocol::jsonrpc::encode_error;
 use crate::protocol::{
     Incoming, McpError, Phase, Request, RequestId, RequestMeta, SubscriptionFilter, methods,
 };
-use crate::runtime::{Connection, Server, spawn_listen};
+use crate::runtime::{Connection, RequestOutcome, Server, method_label, spawn_listen};
 use crate::subscription::SubscriptionHandler;
 use crate::suite::Suite;
 use crate::transport::dispatch::{
@@ -35,14 +35,16 @@ pub(crate) struct AppState<H: SubscriptionHandler> {
     pub(crate) config: HttpConfig,
     pub(crate) in_flight: Arc<Semaphore>,
     pub(crate) compat: Option<Arc<super::compat::Compat>>,
+    pub(crate) rate: Option<super::rate::RateLimiter>,
 }
 
 impl<H: SubscriptionHandler> AppState<H> {
     pub(crate) fn new(suite: Suite<H>, config: HttpConfig) -> Self {
         AppState {
             suite,
-            server: Server::new(config.limits.clone()),
+            server: Server::with_principal_of(config.limits.clone(), config.principal_of.clone()),
             in_flight: Arc::new(Semaphore::new(config.max_in_flight.max(1))),
+            rate: config.rate_limit.map(super::rate::RateLimiter::new),
             compat: config
                 .compat
                 .clone()
@@ -69,7 +71,10 @@ pub(super) fn error_response(
     error: &McpError,
     phase: Phase,
 ) -> HttpResponse {
-    json_response(error.http_status(phase), encode_error(id, error))
+    super::auth::with_retry_after(
+        json_response(error.http_status(phase), encode_error(id, error)),
+        error,
+    )
 }
 
 /// A 4xx with an id-less JSON-RPC error body (transport-level refusals).
@@ -191,22 +196,11 @@ pub(crate) async fn post<H: SubscriptionHandler>(
     if declared.is_some_and(|len| len > config.max_body) {
         return too_large(config.max_body);
     }
-    // Authentication looks at the head only, before any body is read.
-    let assigns = match &config.assigns {
-        Some(hook) => match hook(&req) {
-            Ok(a) => a,
-            Err(why) => {
-                let mut resp = refusal(StatusCode::UNAUTHORIZED, format!("Unauthorized: {why}"));
-                resp.headers_mut().insert(
-                    header::WWW_AUTHENTICATE,
-                    header::HeaderValue::from_static("Bearer"),
-                );
-                resp.head_mut()
-                    .set_connection_type(actix_web::http::ConnectionType::Close);
-                return resp;
-            }
-        },
-        None => Assigns::new(),
+    // Authentication and the rate limit look at the head only, before any
+    // body is read.
+    let assigns = match super::auth::admit(&req, &state).await {
+        Ok(a) => a,
+        Err(resp) => return resp,
     };
     let body = match read_body_within(payload, config.max_body, declared, config.body_timeout).await
     {
@@ -225,6 +219,7 @@ pub(crate) async fn post<H: SubscriptionHandler>(
     };
     drop(body);
     let id = request.id.clone();
+    let method = method_label(&request.method);
     let (tx, rx) = outbox(state.server.limits().outbox_capacity);
     match validate(&state.suite, &req, request, assigns, &state.server, tx) {
         Ok(Routed::Unary {
@@ -248,7 +243,12 @@ pub(crate) async fn post<H: SubscriptionHandler>(
             drop(permit);
             response
         }
-        Err(error) => error_response(Some(&id), &error, Phase::Validation),
+        Err(error) => {
+            state
+                .server
+                .record_request(method, RequestOutcome::Refused, None);
+            error_response(Some(&id), &error, Phase::Validation)
+        }
     }
 }
 
@@ -342,7 +342,15 @@ pub(super) async fn unary<H: SubscriptionHandler>(
         request: state.config.request_timeout,
         stall: state.server.limits().stall_timeout,
     };
-    let (task, status_rx) = spawn_unary(&state.suite, method, params, channel, deadlines, permit);
+    let (task, status_rx) = spawn_unary(
+        &state.suite,
+        &state.server,
+        method,
+        params,
+        channel,
+        deadlines,
+        permit,
+    );
     let mut task = AbortOnDrop(Some(task));
     let Some(first) = rx.recv().await else {
         task.0.take();
@@ -355,7 +363,19 @@ pub(super) async fn unary<H: SubscriptionHandler>(
     if first.last {
         let status = status_rx.await.unwrap_or(200);
         state.server.count_frames(1);
-        return json_response(status, first.to_bytes().to_vec());
+        let bytes = first.to_bytes();
+        let mut resp = json_response(status, bytes.to_vec());
+        if status == 429 {
+            // A limit hit inside the handler (spent request states): say when
+            // to retry, as every other 429 does.
+            let secs = serde_json::from_slice::<Value>(&bytes)
+                .ok()
+                .and_then(|v| v.pointer("/error/data/retryAfter").and_then(Value::as_u64))
+                .unwrap_or(1);
+            resp.headers_mut()
+                .insert(header::RETRY_AFTER, header::HeaderValue::from(secs));
+        }
+        return resp;
     }
     sse_response(SseBody::new(
         first,
@@ -390,8 +410,10 @@ pub(super) async fn listen<H: SubscriptionHandler>(
     )
     .await
     {
+        server.record_request(methods::LISTEN, RequestOutcome::Error, None);
         return error_response(Some(&id), &error, Phase::Dispatch);
     }
+    server.record_request(methods::LISTEN, RequestOutcome::Ok, None);
     drop(connection);
     let Some(first) = rx.recv().await else {
         return error_response(

@@ -11,6 +11,7 @@ use tokio::sync::oneshot;
 
 use super::config::HttpConfig;
 use super::mount::{DrainHandle, Endpoint};
+use crate::admin::{self, Admin, AdminRunning};
 use crate::runtime::Server;
 use crate::subscription::SubscriptionHandler;
 use crate::suite::Suite;
@@ -21,15 +22,22 @@ pub struct Running {
     pub addr: SocketAddr,
     /// The runtime root: metrics, shutdown.
     pub server: Server,
+    /// The admin listener's address, when [`HttpConfig::admin`] is set.
+    pub admin_addr: Option<SocketAddr>,
     handle: ServerHandle,
     drain: DrainHandle,
+    admin: Option<AdminRunning>,
 }
 
 impl Running {
     /// Graceful stop: every open stream gets its completion result (and its
-    /// `handle_close`), then the HTTP server stops.
+    /// `handle_close`), then the HTTP server stops, then the admin listener
+    /// (so `/readyz` answers 503 `draining` for the whole drain).
     pub async fn stop(&self) {
         self.drain.drain_and_stop(&self.handle).await;
+        if let Some(admin) = &self.admin {
+            admin.stop().await;
+        }
     }
 
     /// The actix-web handle (to await or stop the server directly).
@@ -40,11 +48,22 @@ impl Running {
 
 /// Binds and starts the server on the current actix System, returning at once.
 /// The server runs until [`Running::stop`]. It is an `HttpServer` whose `App`
-/// holds nothing but [`Endpoint::service`].
+/// holds nothing but [`Endpoint::service`]. With [`HttpConfig::admin`] the
+/// admin listener starts too (on the current System, one worker); an admin
+/// address on the MCP port is refused (`InvalidInput`).
 pub fn start<H: SubscriptionHandler>(
     suite: Suite<H>,
     config: HttpConfig,
 ) -> io::Result<(Running, actix_web::dev::Server)> {
+    if let Some(a) = &config.admin
+        && a.addr.port() != 0
+        && a.addr.port() == config.port
+    {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("the admin listener ({}) must not use the MCP port", a.addr),
+        ));
+    }
     let endpoint = Endpoint::new(suite, config.clone());
     let drain = endpoint.drain_handle();
     let http = HttpServer::new(move || App::new().service(endpoint.service()))
@@ -57,13 +76,28 @@ pub fn start<H: SubscriptionHandler>(
         .first()
         .copied()
         .ok_or_else(|| io::Error::other("no address bound"))?;
+    let admin = match &config.admin {
+        Some(a) if a.addr == addr => {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("the admin listener ({addr}) must not be the MCP listener"),
+            ));
+        }
+        Some(a) => Some(admin::start(
+            Admin::new(drain.server().clone(), a.checks.clone()),
+            a.addr,
+        )?),
+        None => None,
+    };
     let running = http.run();
     Ok((
         Running {
             addr,
             server: drain.server().clone(),
+            admin_addr: admin.as_ref().map(|a| a.addr),
             handle: running.handle(),
             drain,
+            admin,
         },
         running,
     ))
@@ -74,6 +108,9 @@ pub fn start<H: SubscriptionHandler>(
 pub async fn serve<H: SubscriptionHandler>(suite: Suite<H>, config: HttpConfig) -> io::Result<()> {
     let (running, http) = start(suite, config)?;
     tracing::info!(addr = %running.addr, "genmcp listening");
+    if let Some(admin) = running.admin_addr {
+        tracing::info!(addr = %admin, "admin listening (/metrics, /healthz, /readyz)");
+    }
     let http = actix_rt::spawn(http);
     shutdown_signal().await;
     tracing::info!("shutting down: completing open streams");
@@ -114,6 +151,8 @@ pub struct ServerThread {
     pub addr: SocketAddr,
     /// The runtime root: metrics, shutdown.
     pub server: Server,
+    /// The admin listener's address, when [`HttpConfig::admin`] is set.
+    pub admin_addr: Option<SocketAddr>,
     stop: Option<std::sync::mpsc::Sender<()>>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
@@ -137,7 +176,11 @@ impl ServerThread {
                         return;
                     }
                 };
-                let _ = ready_tx.send(Ok((running.addr, running.server.clone())));
+                let _ = ready_tx.send(Ok((
+                    running.addr,
+                    running.server.clone(),
+                    running.admin_addr,
+                )));
                 let http = actix_rt::spawn(http);
                 let (tx, rx) = oneshot::channel::<()>();
                 std::thread::spawn(move || {
@@ -149,12 +192,13 @@ impl ServerThread {
                 let _ = http.await;
             });
         });
-        let (addr, server) = ready_rx
+        let (addr, server, admin_addr) = ready_rx
             .recv()
             .map_err(|_| io::Error::other("server thread died"))??;
         Ok(ServerThread {
             addr,
             server,
+            admin_addr,
             stop: Some(stop_tx),
             thread: Some(thread),
         })

@@ -39,8 +39,7 @@ fn not_allowed() -> HttpResponse {
 /// What GET and DELETE check first: Host and Origin (403), a session header
 /// (without one: 400 for a client naming a 2025 version, otherwise 405 as for
 /// any 2026-07-28 client), authentication (401), the session (404).
-#[allow(clippy::result_large_err)]
-fn admit<H: SubscriptionHandler>(
+async fn admit<H: SubscriptionHandler>(
     req: &HttpRequest,
     state: &AppState<H>,
 ) -> Result<(std::sync::Arc<Compat>, Session, Assigns), HttpResponse> {
@@ -71,22 +70,8 @@ fn admit<H: SubscriptionHandler>(
             not_allowed()
         });
     }
-    let assigns = match &config.assigns {
-        Some(hook) => hook(req).map_err(|why| {
-            let mut resp = refusal(
-                StatusCode::UNAUTHORIZED,
-                -32600,
-                &format!("Unauthorized: {why}"),
-            );
-            resp.headers_mut().insert(
-                header::WWW_AUTHENTICATE,
-                header::HeaderValue::from_static("Bearer"),
-            );
-            resp
-        })?,
-        None => Assigns::new(),
-    };
-    let session = session_of(req, state, &compat)?;
+    let assigns = crate::transport::http::auth::admit(req, state).await?;
+    let session = session_of(req, state, &compat, &assigns)?;
     Ok((compat, session, assigns))
 }
 
@@ -110,7 +95,7 @@ pub(in crate::transport::http) async fn get<H: SubscriptionHandler>(
     req: HttpRequest,
     state: web::Data<AppState<H>>,
 ) -> HttpResponse {
-    let (compat, session, assigns) = match admit(&req, &state) {
+    let (compat, session, assigns) = match admit(&req, &state).await {
         Ok(a) => a,
         Err(resp) => return resp,
     };
@@ -170,12 +155,19 @@ pub(in crate::transport::http) async fn get<H: SubscriptionHandler>(
         meta.clone(),
         assigns.clone(),
         filter(&caps, uris),
+        false,
     )
     .await;
     let stop = match opened {
         Ok(stop) => stop,
         Err(e) => {
-            return refusal(StatusCode::SERVICE_UNAVAILABLE, e.code(), &e.to_string());
+            let status = if e.retry_after().is_some() {
+                StatusCode::TOO_MANY_REQUESTS
+            } else {
+                StatusCode::SERVICE_UNAVAILABLE
+            };
+            let resp = refusal(status, e.code(), &e.to_string());
+            return crate::transport::http::auth::with_retry_after(resp, &e);
         }
     };
     compat.sessions.commit_get(
@@ -204,7 +196,7 @@ pub(in crate::transport::http) async fn delete<H: SubscriptionHandler>(
     req: HttpRequest,
     state: web::Data<AppState<H>>,
 ) -> HttpResponse {
-    let (compat, session, _assigns) = match admit(&req, &state) {
+    let (compat, session, _assigns) = match admit(&req, &state).await {
         Ok(a) => a,
         Err(resp) => return resp,
     };
@@ -243,6 +235,7 @@ pub(super) async fn restart<H: SubscriptionHandler>(
         live.meta.clone(),
         live.assigns.clone(),
         filter(&caps, uris),
+        true,
     )
     .await;
     match opened {

@@ -28,7 +28,7 @@ use tokio::sync::OwnedSemaphorePermit;
 
 use super::headers::{METHOD, PROTOCOL_VERSION};
 use super::post::AppState;
-use crate::mux::{Assigns, Channel, outbox};
+use crate::mux::{Assigns, Channel, Principal, outbox};
 use crate::protocol::error::ErrorObject;
 use crate::protocol::jsonrpc::encode_result;
 use crate::protocol::types::MAX_RESOURCE_URI_LEN;
@@ -127,13 +127,14 @@ fn refusal(status: StatusCode, code: i64, message: &str) -> HttpResponse {
         )
 }
 
-/// Reads and checks the session of a request: missing → 400, forged, expired
-/// or deleted → 404.
+/// Reads and checks the session of a request: missing → 400, forged, expired,
+/// deleted or initialized by another principal → 404.
 #[allow(clippy::result_large_err)]
 fn session_of<H: SubscriptionHandler>(
     req: &HttpRequest,
     state: &AppState<H>,
     compat: &Compat,
+    assigns: &Assigns,
 ) -> Result<Session, HttpResponse> {
     let Some(raw) = req.headers().get(SESSION_HEADER) else {
         return Err(refusal(
@@ -142,10 +143,13 @@ fn session_of<H: SubscriptionHandler>(
             "Bad Request: Mcp-Session-Id header is required",
         ));
     };
+    // A session initialized by a principal is that principal's alone.
+    let principal = assigns.get::<Principal>().map(Principal::subject);
     let session = raw
         .to_str()
         .ok()
         .and_then(|token| session::open(state.suite.sealer(), token.trim()))
+        .filter(|s| s.principal.as_deref() == principal)
         .filter(|s| !compat.sessions.is_deleted(s));
     session.ok_or_else(|| {
         refusal(
@@ -310,7 +314,7 @@ pub(super) async fn post<H: SubscriptionHandler>(
             ),
         );
     }
-    let session = match session_of(req, state, compat) {
+    let session = match session_of(req, state, compat, &assigns) {
         Ok(s) => s,
         Err(resp) => return resp,
     };
@@ -495,6 +499,7 @@ async fn initialize<H: SubscriptionHandler>(
         version,
         capabilities,
         client_info,
+        assigns.get::<Principal>().map(Principal::subject),
     ) {
         Ok(s) => s,
         Err(e) => return error_response(Some(&id), "initialize", &e),

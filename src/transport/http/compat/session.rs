@@ -46,6 +46,9 @@ pub(crate) struct Session {
     pub(crate) client_info: Option<Value>,
     /// Expiry, ms since the epoch.
     pub(crate) expires: u64,
+    /// The subject of the principal that initialized it, if any: only that
+    /// principal may use it (any other gets 404, as for an unknown session).
+    pub(crate) principal: Option<String>,
 }
 
 /// Seals a new session. `-32602` when the client's capabilities and info are
@@ -56,6 +59,7 @@ pub(crate) fn mint(
     version: &str,
     capabilities: Map<String, Value>,
     client_info: Option<Value>,
+    principal: Option<&str>,
 ) -> Result<(String, Session), McpError> {
     let size = serde_json::to_vec(&capabilities).map_or(0, |v| v.len())
         + client_info
@@ -75,6 +79,7 @@ pub(crate) fn mint(
         "c": capabilities,
         "i": client_info,
         "exp": expires,
+        "p": principal,
     });
     let token = sealer.seal(purpose::SESSION, &payload);
     Ok((
@@ -85,6 +90,7 @@ pub(crate) fn mint(
             capabilities,
             client_info,
             expires,
+            principal: principal.map(str::to_owned),
         },
     ))
 }
@@ -105,6 +111,7 @@ pub(crate) fn open(sealer: &Sealer, token: &str) -> Option<Session> {
         capabilities: payload.get("c")?.as_object()?.clone(),
         client_info: payload.get("i").filter(|i| i.is_object()).cloned(),
         expires,
+        principal: payload.get("p").and_then(Value::as_str).map(str::to_owned),
     })
 }
 
@@ -371,6 +378,7 @@ mod tests {
             "2025-11-25",
             Map::new(),
             None,
+            None,
         )
         .unwrap();
         assert!(token.bytes().all(|b| (0x21..=0x7e).contains(&b)));
@@ -379,7 +387,15 @@ mod tests {
         assert_eq!(opened.version, "2025-11-25");
         assert!(open(&sealer, &format!("{token}x")).is_none());
         assert!(open(&Sealer::new([5; 32]), &token).is_none());
-        let (expired, _) = mint(&sealer, Duration::ZERO, "2025-11-25", Map::new(), None).unwrap();
+        let (expired, _) = mint(
+            &sealer,
+            Duration::ZERO,
+            "2025-11-25",
+            Map::new(),
+            None,
+            None,
+        )
+        .unwrap();
         assert!(open(&sealer, &expired).is_none());
     }
 
@@ -394,6 +410,7 @@ mod tests {
                     Duration::from_secs(60),
                     "2025-11-25",
                     Map::new(),
+                    None,
                     None,
                 )
                 .unwrap()

@@ -1,0 +1,166 @@
+//! [`SpentStates`]: the bounded, expiring record of MRTR `requestState`s
+//! already honoured, so each is honoured at most once.
+//!
+//! A state is identified by its random 64-bit nonce (inside the MAC, so a
+//! client cannot choose it) and remembered until its own expiry: after that
+//! the state is refused as expired anyway, so forgetting it is safe. The
+//! record never forgets a spent state that is still unexpired: when it holds
+//! `capacity` unexpired states, a further retry is refused ("retry later",
+//! HTTP 429, the state stays unspent and works once room frees up) instead of
+//! evicting one, which would reopen a replay window.
+//!
+//! Memory: two entries of 16 bytes per spent state (a hash map and an expiry
+//! heap), each structure at most 131,072 slots at the default capacity of
+//! 100,000 (they round up to a power of two): about 4.3 MB. Filling it takes
+//! `capacity` distinct states issued and spent within one `request_state_ttl`.
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap};
+use std::sync::Mutex;
+
+/// Default number of unexpired spent request states remembered per suite.
+pub const DEFAULT_MAX_SPENT_REQUEST_STATES: usize = 100_000;
+
+/// What [`SpentStates::spend`] found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Spend {
+    /// First use: recorded, honour it.
+    Fresh,
+    /// Already spent: refuse it.
+    Replayed,
+    /// The record is full of unexpired states: refuse for now, retry later.
+    /// Carries the milliseconds until the oldest one expires.
+    Full(u64),
+}
+
+#[derive(Default)]
+struct Record {
+    by_nonce: HashMap<u64, u64>,
+    by_expiry: BinaryHeap<Reverse<(u64, u64)>>,
+}
+
+/// Spent request states of one suite (per process: see `docs/security.md`).
+pub(crate) struct SpentStates {
+    capacity: usize,
+    record: Mutex<Record>,
+}
+
+impl std::fmt::Debug for SpentStates {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SpentStates")
+            .field("capacity", &self.capacity)
+            .field("len", &self.len())
+            .finish()
+    }
+}
+
+impl SpentStates {
+    /// A record of at most `capacity` (at least 1) unexpired spent states.
+    pub(crate) fn new(capacity: usize) -> Self {
+        SpentStates {
+            capacity: capacity.max(1),
+            record: Mutex::new(Record::default()),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Record> {
+        self.record.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Spends the state `nonce` expiring at `exp` (ms since the epoch), at
+    /// time `now`.
+    pub(crate) fn spend(&self, nonce: u64, exp: u64, now: u64) -> Spend {
+        let mut r = self.lock();
+        while let Some(Reverse((e, n))) = r.by_expiry.peek().copied() {
+            if e > now {
+                break;
+            }
+            r.by_expiry.pop();
+            r.by_nonce.remove(&n);
+        }
+        if r.by_nonce.contains_key(&nonce) {
+            return Spend::Replayed;
+        }
+        if r.by_nonce.len() >= self.capacity {
+            let oldest = r.by_expiry.peek().map_or(0, |Reverse((e, _))| *e);
+            return Spend::Full(oldest.saturating_sub(now));
+        }
+        r.by_nonce.insert(nonce, exp);
+        r.by_expiry.push(Reverse((exp, nonce)));
+        Spend::Fresh
+    }
+
+    /// Spent states remembered now (some may have expired since the last spend).
+    pub(crate) fn len(&self) -> usize {
+        self.lock().by_nonce.len()
+    }
+
+    /// The most states ever remembered at once.
+    pub(crate) fn capacity(&self) -> usize {
+        self.capacity
+    }
+
+    /// Allocated slots of the two structures (for the memory bound test).
+    #[cfg(test)]
+    fn allocated(&self) -> (usize, usize) {
+        let r = self.lock();
+        (r.by_nonce.capacity(), r.by_expiry.capacity())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_state_is_spent_once() {
+        let s = SpentStates::new(10);
+        assert_eq!(s.spend(7, 1_000, 0), Spend::Fresh);
+        assert_eq!(s.spend(7, 1_000, 1), Spend::Replayed);
+        assert_eq!(s.spend(8, 1_000, 1), Spend::Fresh);
+        // Forgotten only once expired (when it is refused as expired anyway).
+        assert_eq!(s.spend(9, 2_000, 1_000), Spend::Fresh);
+        assert_eq!(s.len(), 1);
+    }
+
+    /// 150,000 distinct spent states that all stay unexpired, at the default
+    /// capacity: the record stops at 100,000 and refuses the rest (never
+    /// forgetting a live one), and its allocations stay within the documented
+    /// bound (at most 131,072 slots of 16 bytes per structure: about 4.3 MB).
+    #[test]
+    fn a_flood_of_unexpired_states_stops_at_the_bound() {
+        let cap = DEFAULT_MAX_SPENT_REQUEST_STATES;
+        let s = SpentStates::new(cap);
+        let mut full = 0;
+        for nonce in 0..150_000u64 {
+            match s.spend(nonce, u64::MAX, 0) {
+                Spend::Fresh => {}
+                Spend::Full(_) => full += 1,
+                Spend::Replayed => panic!("distinct nonce {nonce} seen as replayed"),
+            }
+        }
+        assert_eq!(s.len(), cap);
+        assert_eq!(full, 150_000 - cap);
+        let (map, heap) = s.allocated();
+        assert!(map <= 131_072 && heap <= 131_072, "{map} {heap}");
+        // Every remembered one is still refused as a replay.
+        assert_eq!(s.spend(0, u64::MAX, 0), Spend::Replayed);
+        assert_eq!(s.spend(cap as u64 - 1, u64::MAX, 0), Spend::Replayed);
+    }
+
+    /// 100,000 distinct states spent over time, each living 1,000 ms, one per
+    /// ms: the record holds about one lifetime's worth, never more than its
+    /// capacity, and refuses none.
+    #[test]
+    fn expired_states_make_room() {
+        let s = SpentStates::new(DEFAULT_MAX_SPENT_REQUEST_STATES);
+        let mut most = 0;
+        for i in 0..100_000u64 {
+            assert_eq!(s.spend(i, i + 1_000, i), Spend::Fresh);
+            most = most.max(s.len());
+        }
+        assert!(most <= 1_000, "{most}");
+        let (map, heap) = s.allocated();
+        assert!(map <= 4_096 && heap <= 4_096, "{map} {heap}");
+    }
+}

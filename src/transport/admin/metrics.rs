@@ -1,0 +1,105 @@
+//! The Prometheus exposition: a collector that reads the runtime's counters at
+//! scrape time (the frame path keeps its plain atomic adds; nothing is counted
+//! twice) and the request metrics, encoded as Prometheus text (0.0.4).
+
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
+use prometheus_client::metrics::MetricType;
+use prometheus_client::metrics::counter::ConstCounter;
+use prometheus_client::metrics::gauge::ConstGauge;
+use prometheus_client::registry::{Registry, Unit};
+
+use crate::runtime::Server;
+
+/// The `Content-Type` of `GET /metrics`: Prometheus text format 0.0.4.
+pub const CONTENT_TYPE: &str = prometheus_client::encoding::prometheus_text::CONTENT_TYPE;
+
+/// Reads a [`Server`]'s counters on each scrape.
+#[derive(Debug)]
+struct RuntimeCollector {
+    server: Server,
+}
+
+impl Collector for RuntimeCollector {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let m = self.server.metrics();
+        let open = ConstGauge::new(i64::try_from(m.open_streams).unwrap_or(i64::MAX));
+        open.encode(encoder.encode_descriptor(
+            "genmcp_streams_open",
+            "Listen streams open now",
+            None,
+            MetricType::Gauge,
+        )?)?;
+        ConstCounter::new(m.streams_opened).encode(encoder.encode_descriptor(
+            "genmcp_streams_opened",
+            "Listen streams opened since start",
+            None,
+            MetricType::Counter,
+        )?)?;
+        let mut closed = encoder.encode_descriptor(
+            "genmcp_streams_closed",
+            "Listen streams closed since start, by reason",
+            None,
+            MetricType::Counter,
+        )?;
+        for (reason, n) in &m.closes {
+            let labels = [("reason", reason.as_str())];
+            ConstCounter::new(*n).encode(closed.encode_family(&labels)?)?;
+        }
+        ConstCounter::new(m.frames_sent).encode(encoder.encode_descriptor(
+            "genmcp_frames_sent",
+            "Frames written to clients since start",
+            None,
+            MetricType::Counter,
+        )?)?;
+        let draining = ConstGauge::new(i64::from(self.server.is_shutting_down()));
+        draining.encode(encoder.encode_descriptor(
+            "genmcp_draining",
+            "1 while a graceful shutdown (drain) runs, else 0",
+            None,
+            MetricType::Gauge,
+        )?)?;
+        let requests = self.server.request_metrics();
+        let mut counts = encoder.encode_descriptor(
+            "genmcp_requests",
+            "Requests since start, by method (unknown methods: \"other\") and outcome",
+            None,
+            MetricType::Counter,
+        )?;
+        for (method, outcome, n) in requests.counts() {
+            let labels = [("method", method), ("outcome", outcome.as_str())];
+            ConstCounter::new(n).encode(counts.encode_family(&labels)?)?;
+        }
+        let mut durations = encoder.encode_descriptor(
+            "genmcp_request_duration",
+            "Time from dispatch to the answer of requests that ran a handler, by method",
+            Some(&Unit::Seconds),
+            MetricType::Histogram,
+        )?;
+        for (method, histogram) in requests.durations() {
+            let labels = [("method", method)];
+            histogram.encode(durations.encode_family(&labels)?)?;
+        }
+        Ok(())
+    }
+}
+
+/// A registry holding every genmcp metric of `server`.
+pub(super) fn registry(server: &Server) -> Registry {
+    let mut registry = Registry::default();
+    registry.register_collector(Box::new(RuntimeCollector {
+        server: server.clone(),
+    }));
+    registry
+}
+
+/// Encodes `registry` as Prometheus text.
+pub(super) fn encode(registry: &Registry) -> String {
+    let mut out = String::with_capacity(4096);
+    // Writing into a String cannot fail; an encoder error would be a bug in a
+    // collector, and then the partial text is still the best answer.
+    if prometheus_client::encoding::prometheus_text::encode(&mut out, registry).is_err() {
+        tracing::error!("could not encode the metrics");
+    }
+    out
+}

@@ -1,0 +1,202 @@
+//! What every request of the endpoint passes on its head, before the body is
+//! read: authentication (401 / 403), the application's assigns hook (401),
+//! then the request rate of its principal (429).
+
+use std::time::Instant;
+
+use actix_web::http::{StatusCode, header};
+use actix_web::{HttpMessage as _, HttpRequest, HttpResponse};
+
+use super::{AuthConfig, AuthError, MAX_BEARER_TOKEN_LEN, Principal};
+use crate::mux::{Assigns, ClientAddr, limit_key};
+use crate::protocol::McpError;
+use crate::protocol::jsonrpc::encode_error;
+use crate::subscription::SubscriptionHandler;
+use crate::transport::http::post::AppState;
+
+/// The bearer token of `Authorization`: `Ok(None)` without one (or with
+/// another scheme), an error when it is malformed or repeated.
+fn bearer(req: &HttpRequest) -> Result<Option<&str>, AuthError> {
+    let mut values = req.headers().get_all(header::AUTHORIZATION);
+    let Some(value) = values.next() else {
+        return Ok(None);
+    };
+    if values.next().is_some() {
+        return Err(AuthError::invalid("more than one Authorization header"));
+    }
+    let value = value
+        .to_str()
+        .map_err(|_| AuthError::invalid("malformed"))?;
+    let Some((scheme, token)) = value.trim().split_once(' ') else {
+        return Ok(None);
+    };
+    if !scheme.eq_ignore_ascii_case("bearer") {
+        return Ok(None);
+    }
+    let token = token.trim();
+    if token.is_empty() {
+        return Ok(None);
+    }
+    if token.len() > MAX_BEARER_TOKEN_LEN {
+        return Err(AuthError::invalid("too long"));
+    }
+    Ok(Some(token))
+}
+
+/// A `quoted-string` value safe for a challenge parameter.
+fn quoted(s: &str) -> String {
+    s.chars()
+        .filter(|c| *c != '"' && *c != '\\' && !c.is_control())
+        .collect()
+}
+
+/// The 401 / 403 of a refused request, with its challenge.
+fn challenge(req: &HttpRequest, auth: &AuthConfig, error: &AuthError) -> HttpResponse {
+    let url = super::metadata_url(&super::metadata::resource_of(req, auth));
+    let mut value = format!("Bearer resource_metadata=\"{}\"", quoted(&url));
+    let (status, message) = match error {
+        AuthError::InsufficientScope { required } => {
+            value.push_str(&format!(
+                ", error=\"insufficient_scope\", scope=\"{}\"",
+                quoted(&required.join(" "))
+            ));
+            (
+                StatusCode::FORBIDDEN,
+                "Forbidden: insufficient scope".to_owned(),
+            )
+        }
+        AuthError::Missing => {
+            if !auth.required_scopes.is_empty() {
+                value.push_str(&format!(
+                    ", scope=\"{}\"",
+                    quoted(&auth.required_scopes.join(" "))
+                ));
+            }
+            (
+                StatusCode::UNAUTHORIZED,
+                "Unauthorized: a bearer token is required".to_owned(),
+            )
+        }
+        AuthError::InvalidToken(why) => {
+            value.push_str(&format!(
+                ", error=\"invalid_token\", error_description=\"{}\"",
+                quoted(why)
+            ));
+            (StatusCode::UNAUTHORIZED, format!("Unauthorized: {why}"))
+        }
+        AuthError::Config(_) => (
+            StatusCode::UNAUTHORIZED,
+            "Unauthorized: the server cannot check tokens".to_owned(),
+        ),
+    };
+    let mut resp = crate::transport::http::post::refusal(status, message);
+    if let Ok(v) = header::HeaderValue::from_str(&value) {
+        resp.headers_mut().insert(header::WWW_AUTHENTICATE, v);
+    }
+    // The body was not read: do not reuse the connection.
+    resp.head_mut()
+        .set_connection_type(actix_web::http::ConnectionType::Close);
+    resp
+}
+
+async fn authenticate(req: &HttpRequest, auth: &AuthConfig) -> Result<Principal, AuthError> {
+    let token = bearer(req)?.ok_or(AuthError::Missing)?;
+    let principal = auth.authenticator.authenticate(token).await?;
+    let missing: Vec<String> = auth
+        .required_scopes
+        .iter()
+        .filter(|s| !principal.has_scope(s))
+        .cloned()
+        .collect();
+    if missing.is_empty() {
+        Ok(principal)
+    } else {
+        Err(AuthError::InsufficientScope {
+            required: auth.required_scopes.clone(),
+        })
+    }
+}
+
+/// Adds `Retry-After` to `resp` when `error` is a [`McpError::LimitExceeded`].
+pub(in crate::transport::http) fn with_retry_after(
+    mut resp: HttpResponse,
+    error: &McpError,
+) -> HttpResponse {
+    if let Some(secs) = error.retry_after()
+        && let Ok(v) = header::HeaderValue::from_str(&secs.to_string())
+    {
+        resp.headers_mut().insert(header::RETRY_AFTER, v);
+    }
+    resp
+}
+
+/// Runs the head checks of a request and builds its [`Assigns`]: the
+/// authenticated [`Principal`] (also left in the request's extensions for the
+/// assigns hook), whatever the hook adds, and the [`ClientAddr`]. Then takes
+/// one request from the principal's rate limit.
+pub(in crate::transport::http) async fn admit<H: SubscriptionHandler>(
+    req: &HttpRequest,
+    state: &AppState<H>,
+) -> Result<Assigns, HttpResponse> {
+    let config = &state.config;
+    let principal = match &config.auth {
+        Some(auth) => match authenticate(req, auth).await {
+            Ok(p) => {
+                req.extensions_mut().insert(p.clone());
+                Some(p)
+            }
+            Err(e) => {
+                tracing::debug!(error = %e, "request refused by authentication");
+                return Err(challenge(req, auth, &e));
+            }
+        },
+        None => None,
+    };
+    let mut assigns = match &config.assigns {
+        Some(hook) => hook(req).map_err(|why| {
+            let mut resp = crate::transport::http::post::refusal(
+                StatusCode::UNAUTHORIZED,
+                format!("Unauthorized: {why}"),
+            );
+            let value = match &config.auth {
+                Some(auth) => format!(
+                    "Bearer resource_metadata=\"{}\"",
+                    quoted(&super::metadata_url(&super::metadata::resource_of(
+                        req, auth
+                    )))
+                ),
+                None => "Bearer".to_owned(),
+            };
+            if let Ok(v) = header::HeaderValue::from_str(&value) {
+                resp.headers_mut().insert(header::WWW_AUTHENTICATE, v);
+            }
+            resp.head_mut()
+                .set_connection_type(actix_web::http::ConnectionType::Close);
+            resp
+        })?,
+        None => Assigns::new(),
+    };
+    if let Some(p) = principal {
+        assigns = assigns.with(p);
+    }
+    if let Some(peer) = req.peer_addr() {
+        assigns = assigns.with(ClientAddr(peer.ip()));
+    }
+    if let (Some(rate), Some(key)) = (&state.rate, limit_key(&assigns))
+        && let Err(secs) = rate.check(&key, Instant::now())
+    {
+        let error = McpError::limit_exceeded(
+            "requests_per_second",
+            format!(
+                "Too many requests: at most {} per second per principal (or per client address without one)",
+                rate.per_second()
+            ),
+            secs,
+        );
+        let resp = HttpResponse::TooManyRequests()
+            .content_type("application/json")
+            .body(encode_error(None, &error));
+        return Err(with_retry_after(resp, &error));
+    }
+    Ok(assigns)
+}

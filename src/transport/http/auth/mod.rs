@@ -1,0 +1,197 @@
+//! Authentication as an OAuth 2.1 resource server (the MCP authorization
+//! rules): a bearer token in `Authorization` on every request, checked by an
+//! [`Authenticator`] on the request head before the body is read, and the
+//! Protected Resource Metadata (RFC 9728) that tells clients where to get one.
+//!
+//! - [`Authenticator`]: token in, [`Principal`] out, or an [`AuthError`].
+//!   Built in: [`JwtAuthenticator`] (JWT access tokens checked against a JWKS
+//!   file, issuer, audience and expiry) and [`TokenTable`] (a static table,
+//!   for development and tests).
+//! - [`AuthConfig`]: the authenticator plus what the metadata document says
+//!   (resource, authorization servers, scopes) and the scopes every request
+//!   needs. Set it as [`super::HttpConfig::auth`].
+//!
+//! A refusal is 401 with `WWW-Authenticate: Bearer resource_metadata="…"`
+//! (plus `error="invalid_token"` when a token was sent), or 403 with
+//! `error="insufficient_scope", scope="…"` when the token lacks a required
+//! scope. The accepted [`Principal`] goes into the request's
+//! [`crate::mux::Assigns`] (and, for the assigns hook, into the request's
+//! extensions), so tools and `subscribe` see it.
+
+mod gate;
+mod jwt;
+mod metadata;
+mod tokens;
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+pub(super) use gate::{admit, with_retry_after};
+pub use jwt::{DEFAULT_JWT_LEEWAY_SECS, JwtAuthenticator};
+pub(super) use metadata::{WELL_KNOWN, metadata, metadata_url};
+pub use tokens::TokenTable;
+
+pub use crate::mux::Principal;
+
+/// Longest bearer token looked at (8 KiB); a longer one is refused as invalid
+/// without being parsed.
+pub const MAX_BEARER_TOKEN_LEN: usize = 8 * 1024;
+
+/// What [`Authenticator::authenticate`] returns.
+pub type AuthFuture = Pin<Box<dyn Future<Output = Result<Principal, AuthError>> + Send>>;
+
+/// Checks a bearer token: the application's plug for authentication.
+///
+/// It gets the token of the request's `Authorization: Bearer` header (never
+/// one from the query string) and answers with the [`Principal`] it stands
+/// for, or a refusal. It runs on the request head, before the body is read.
+/// The audience check (the token was issued for this server) is its job:
+/// never accept a token meant for another resource.
+///
+/// ```
+/// use genmcp::http::auth::{AuthError, AuthFuture, Authenticator, Principal};
+///
+/// struct OneToken;
+/// impl Authenticator for OneToken {
+///     fn authenticate(&self, token: &str) -> AuthFuture {
+///         let ok = token == "let-me-in";
+///         Box::pin(async move {
+///             if ok { Ok(Principal::new("guest")) } else { Err(AuthError::invalid("unknown token")) }
+///         })
+///     }
+/// }
+/// ```
+pub trait Authenticator: Send + Sync + 'static {
+    /// The principal `token` stands for, or why not.
+    fn authenticate(&self, token: &str) -> AuthFuture;
+}
+
+/// Why a request was not authenticated, or an authenticator could not be set
+/// up.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum AuthError {
+    /// No bearer token: 401 with a challenge that has no `error` code.
+    #[error("no bearer token")]
+    Missing,
+    /// A token that is malformed, expired, not for this server, or unknown:
+    /// 401 `error="invalid_token"`. The text becomes `error_description`:
+    /// keep it short and free of secrets.
+    #[error("invalid token: {0}")]
+    InvalidToken(String),
+    /// A valid token without the scopes this request needs: 403
+    /// `error="insufficient_scope"` with `scope` listing them.
+    #[error("insufficient scope: {}", .required.join(" "))]
+    InsufficientScope {
+        /// Every scope the request needs.
+        required: Vec<String>,
+    },
+    /// An authenticator could not be built (a bad JWKS or token file).
+    #[error("authentication setup: {0}")]
+    Config(String),
+}
+
+impl AuthError {
+    /// [`AuthError::InvalidToken`] with this description.
+    pub fn invalid(why: impl Into<String>) -> Self {
+        AuthError::InvalidToken(why.into())
+    }
+}
+
+/// Authentication of an HTTP endpoint: the [`Authenticator`] and what the
+/// Protected Resource Metadata says. Defaults: the resource URL is taken from
+/// each request (scheme, `Host`, path) unless set; no authorization servers,
+/// no scopes required.
+///
+/// ```no_run
+/// use genmcp::http::auth::{AuthConfig, JwtAuthenticator};
+/// let jwt = JwtAuthenticator::from_jwks_file(
+///     "jwks.json", "https://auth.example.com", "https://mcp.example.com/mcp")?;
+/// let mut config = genmcp::http::HttpConfig::default();
+/// // resource = the audience, authorization_servers = [the issuer]
+/// config.auth = Some(AuthConfig::jwt(jwt).scopes_supported(["mcp:tools"]));
+/// # Ok::<(), genmcp::http::auth::AuthError>(())
+/// ```
+#[derive(Clone)]
+#[non_exhaustive]
+pub struct AuthConfig {
+    /// Checks each bearer token.
+    pub authenticator: Arc<dyn Authenticator>,
+    /// This server's canonical resource URL (RFC 8707; e.g.
+    /// `https://mcp.example.com/mcp`): `resource` of the metadata document,
+    /// and where the `resource_metadata` URL points. Default `None`: built
+    /// from each request's scheme, `Host` and path (set it behind a proxy).
+    pub resource: Option<String>,
+    /// `authorization_servers` of the metadata document (issuer URLs; MCP
+    /// wants at least one). Default: none (the JWT issuer with
+    /// [`AuthConfig::jwt`]).
+    pub authorization_servers: Vec<String>,
+    /// `scopes_supported` of the metadata document (default: none, omitted).
+    pub scopes_supported: Vec<String>,
+    /// Scopes every request must carry (default: none); a valid token
+    /// without them gets 403 `insufficient_scope`.
+    pub required_scopes: Vec<String>,
+}
+
+impl std::fmt::Debug for AuthConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AuthConfig")
+            .field("resource", &self.resource)
+            .field("authorization_servers", &self.authorization_servers)
+            .field("scopes_supported", &self.scopes_supported)
+            .field("required_scopes", &self.required_scopes)
+            .finish_non_exhaustive()
+    }
+}
+
+impl AuthConfig {
+    /// Authentication by `authenticator`, with the defaults above.
+    pub fn new(authenticator: impl Authenticator) -> Self {
+        AuthConfig {
+            authenticator: Arc::new(authenticator),
+            resource: None,
+            authorization_servers: Vec::new(),
+            scopes_supported: Vec::new(),
+            required_scopes: Vec::new(),
+        }
+    }
+
+    /// JWT authentication: the resource is the audience, the authorization
+    /// server the issuer.
+    pub fn jwt(jwt: JwtAuthenticator) -> Self {
+        let resource = jwt.audience().to_owned();
+        let issuer = jwt.issuer().to_owned();
+        let mut config = AuthConfig::new(jwt);
+        config.resource = Some(resource);
+        config.authorization_servers = vec![issuer];
+        config
+    }
+
+    /// With `resource` as the canonical resource URL.
+    pub fn resource(mut self, resource: impl Into<String>) -> Self {
+        self.resource = Some(resource.into());
+        self
+    }
+
+    /// With `issuer` listed in `authorization_servers`.
+    pub fn authorization_server(mut self, issuer: impl Into<String>) -> Self {
+        self.authorization_servers.push(issuer.into());
+        self
+    }
+
+    /// With these `scopes_supported`.
+    pub fn scopes_supported<S: Into<String>>(
+        mut self,
+        scopes: impl IntoIterator<Item = S>,
+    ) -> Self {
+        self.scopes_supported = scopes.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// Requiring these scopes on every request.
+    pub fn require_scopes<S: Into<String>>(mut self, scopes: impl IntoIterator<Item = S>) -> Self {
+        self.required_scopes = scopes.into_iter().map(Into::into).collect();
+        self
+    }
+}

@@ -1,0 +1,172 @@
+//! Requests per second per principal: a token bucket for each principal (or
+//! client address), in a bounded table.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::Instant;
+
+/// Default number of principals / addresses whose buckets are kept.
+pub const DEFAULT_MAX_RATE_PRINCIPALS: usize = 10_000;
+
+/// A request rate per principal (or per client address without one): a
+/// token bucket of `burst` requests refilled at `per_second`. Past it: HTTP
+/// 429 with `Retry-After` and `-32603` "Too many requests",
+/// `data.limit = "requests_per_second"`, before the body is read.
+///
+/// Buckets are kept for at most `max_principals` keys (default
+/// [`DEFAULT_MAX_RATE_PRINCIPALS`]; about 100 bytes each). When a new key
+/// finds the table full, buckets that have refilled completely are dropped
+/// (they are the same as a new one), and if none has, the least recently
+/// used one: that principal's next request starts with a full burst again.
+/// That sweep is a scan of the table under its lock, paid only by a key the
+/// table does not hold while it is full.
+///
+/// ```
+/// use genmcp::http::RateLimit;
+/// let limit = RateLimit::per_second(20).burst(40);
+/// assert_eq!(limit.burst, 40);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq)]
+#[non_exhaustive]
+pub struct RateLimit {
+    /// Sustained requests per second.
+    pub per_second: f64,
+    /// Requests allowed at once after a quiet spell (default: `per_second`,
+    /// at least 1).
+    pub burst: u32,
+    /// Principals / addresses tracked at once (default
+    /// [`DEFAULT_MAX_RATE_PRINCIPALS`]).
+    pub max_principals: usize,
+}
+
+impl RateLimit {
+    /// `n` requests per second (at least 1), burst `n`.
+    pub fn per_second(n: u32) -> Self {
+        let n = n.max(1);
+        RateLimit {
+            per_second: f64::from(n),
+            burst: n,
+            max_principals: DEFAULT_MAX_RATE_PRINCIPALS,
+        }
+    }
+
+    /// With this burst (at least 1).
+    pub fn burst(mut self, burst: u32) -> Self {
+        self.burst = burst.max(1);
+        self
+    }
+
+    /// Tracking at most `n` principals (at least 1).
+    pub fn max_principals(mut self, n: usize) -> Self {
+        self.max_principals = n.max(1);
+        self
+    }
+}
+
+#[derive(Clone, Copy)]
+struct Bucket {
+    tokens: f64,
+    last: Instant,
+}
+
+/// The buckets of one endpoint.
+pub(crate) struct RateLimiter {
+    limit: RateLimit,
+    buckets: Mutex<HashMap<String, Bucket>>,
+}
+
+impl RateLimiter {
+    pub(crate) fn new(limit: RateLimit) -> Self {
+        RateLimiter {
+            limit,
+            buckets: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Takes one request for `key` at `now`: `Err(seconds)` to wait when its
+    /// bucket is empty.
+    pub(crate) fn check(&self, key: &str, now: Instant) -> Result<(), u64> {
+        let rate = self.limit.per_second.max(f64::MIN_POSITIVE);
+        let burst = f64::from(self.limit.burst.max(1));
+        let mut buckets = self.buckets.lock().unwrap_or_else(|p| p.into_inner());
+        if !buckets.contains_key(key) && buckets.len() >= self.limit.max_principals {
+            let full = |b: &Bucket| {
+                b.tokens + now.saturating_duration_since(b.last).as_secs_f64() * rate >= burst
+            };
+            buckets.retain(|_, b| !full(b));
+            if buckets.len() >= self.limit.max_principals
+                && let Some(oldest) = buckets
+                    .iter()
+                    .min_by_key(|(_, b)| b.last)
+                    .map(|(k, _)| k.clone())
+            {
+                buckets.remove(&oldest);
+            }
+        }
+        let bucket = buckets.entry(key.to_owned()).or_insert(Bucket {
+            tokens: burst,
+            last: now,
+        });
+        let elapsed = now.saturating_duration_since(bucket.last).as_secs_f64();
+        bucket.tokens = (bucket.tokens + elapsed * rate).min(burst);
+        bucket.last = now;
+        if bucket.tokens >= 1.0 {
+            bucket.tokens -= 1.0;
+            Ok(())
+        } else {
+            let wait = (1.0 - bucket.tokens) / rate;
+            // Saturating float-to-int conversion; at least one second.
+            Err((wait.ceil() as u64).max(1))
+        }
+    }
+
+    /// The sustained rate.
+    pub(crate) fn per_second(&self) -> f64 {
+        self.limit.per_second
+    }
+
+    /// Keys tracked now.
+    #[cfg(test)]
+    pub(crate) fn tracked(&self) -> usize {
+        self.buckets.lock().unwrap_or_else(|p| p.into_inner()).len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn a_bucket_allows_its_burst_then_refills() {
+        let r = RateLimiter::new(RateLimit::per_second(2).burst(3));
+        let t0 = Instant::now();
+        for _ in 0..3 {
+            assert_eq!(r.check("a", t0), Ok(()));
+        }
+        assert_eq!(r.check("a", t0), Err(1));
+        // Another principal is unaffected.
+        assert_eq!(r.check("b", t0), Ok(()));
+        // Half a second later one token is back.
+        let t1 = t0 + Duration::from_millis(500);
+        assert_eq!(r.check("a", t1), Ok(()));
+        assert_eq!(r.check("a", t1), Err(1));
+    }
+
+    /// 100,000 distinct principals: the table never holds more than its bound.
+    #[test]
+    fn the_table_is_bounded_under_many_principals() {
+        let r = RateLimiter::new(RateLimit::per_second(1).max_principals(100));
+        let t0 = Instant::now();
+        for i in 0..100_000u32 {
+            assert_eq!(r.check(&format!("p{i}"), t0), Ok(()));
+            assert!(r.tracked() <= 100);
+        }
+        // A principal that spent its burst is remembered while the table is
+        // not full of others.
+        let r = RateLimiter::new(RateLimit::per_second(1).max_principals(2));
+        assert_eq!(r.check("x", t0), Ok(()));
+        assert_eq!(r.check("y", t0), Ok(()));
+        assert_eq!(r.check("x", t0), Err(1));
+    }
+}
