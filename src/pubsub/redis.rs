@@ -5,7 +5,8 @@
 //!   trip), then serialized **once** (JSON, prefixed with the publishing
 //!   node's id) and queued for Redis `PUBLISH` on the channel
 //!   `<prefix><topic>`.
-//! - Each node holds **one** Redis subscription connection for all its topics:
+//! - Each node holds **one** Redis subscription connection for all the topics
+//!   of a bus (one per `Bus`; the demo has one bus):
 //!   it `SUBSCRIBE`s a channel when the topic's first local subscriber
 //!   appears and `UNSUBSCRIBE`s when the last one goes.
 //! - A node skips the messages it published itself (they carry its id), so
