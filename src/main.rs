@@ -85,9 +85,11 @@ struct ServeArgs {
     #[arg(long)]
     conformance: bool,
     /// Share the demo's events with the other nodes on this Redis server
-    /// (redis://HOST:PORT). Default: an embedded bus (one node).
-    #[arg(long, value_name = "URL")]
-    bus: Option<String>,
+    /// (redis://[user:password@]HOST:PORT). Default: an embedded bus (one
+    /// node). Prefer GENMCP_BUS for a URL with a password: it then stays out
+    /// of `ps`.
+    #[arg(long, value_name = "URL", env = "GENMCP_BUS", hide_env_values = true)]
+    bus: Option<BusUrl>,
     /// With --bus: start even when Redis is unreachable (degraded, reconnecting)
     /// instead of exiting with an error.
     #[arg(long, requires = "bus")]
@@ -156,7 +158,7 @@ impl ServeArgs {
     /// The bus and key: the library defaults with the flags given.
     fn node_config(&self) -> NodeConfig {
         let mut node = NodeConfig::default();
-        node.bus.clone_from(&self.bus);
+        node.bus = self.bus.as_ref().map(|b| b.0.clone());
         node.degraded = self.bus_degraded;
         node.key_file.clone_from(&self.key_file);
         node
@@ -184,6 +186,23 @@ impl ServeArgs {
             auth = auth.resource(audience.clone());
         }
         Ok(Some(auth))
+    }
+}
+
+/// A `--bus` URL whose password stays out of `{:?}`.
+#[derive(Clone)]
+struct BusUrl(String);
+
+impl std::str::FromStr for BusUrl {
+    type Err = std::convert::Infallible;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Ok(BusUrl(s.to_owned()))
+    }
+}
+
+impl std::fmt::Debug for BusUrl {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&genmcp::pubsub::redis::display_url(&self.0))
     }
 }
 
@@ -508,6 +527,13 @@ mod tests {
         assert_eq!(
             node.key_file.as_deref(),
             Some(std::path::Path::new("/etc/genmcp.key"))
+        );
+        let secret = Cli::try_parse_from(["genmcp", "serve", "--bus", "redis://u:s3cret@h:1"])
+            .expect("valid flags");
+        let debug = format!("{secret:?}");
+        assert!(
+            !debug.contains("s3cret") && debug.contains("redis://***@h:1"),
+            "{debug}"
         );
         let plain = Cli::try_parse_from(["genmcp", "serve"]).expect("no flags");
         let super::Command::Serve(serve) = plain.command else {

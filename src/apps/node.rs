@@ -21,16 +21,18 @@ use std::path::PathBuf;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
+use crate::pubsub::redis::display_url;
 use crate::pubsub::{Bus, BusError, BusHealth, RedisBusConfig, StartMode};
 use crate::suite::secret::{self, KEY_ENV, SecretError};
 
 /// A node's bus and sealing key. Every field has a default: an embedded bus
 /// and a random key, i.e. a single node.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Default)]
 #[non_exhaustive]
 pub struct NodeConfig {
-    /// `--bus`: the Redis server shared by the nodes
-    /// (`redis://HOST:PORT`); `None` (default): an embedded bus.
+    /// `--bus` (or `GENMCP_BUS`): the Redis server shared by the nodes
+    /// (`redis://[user:password@]HOST:PORT`); `None` (default): an embedded
+    /// bus. `{:?}` of a `NodeConfig` hides the password.
     pub bus: Option<String>,
     /// `--bus-degraded`: start even when Redis cannot be reached (disconnected,
     /// logged, reconnecting) instead of failing (default false).
@@ -39,6 +41,18 @@ pub struct NodeConfig {
     /// [`crate::suite::secret`]). Default none: then the environment variable
     /// [`KEY_ENV`] (`GENMCP_KEY`), then a random key of this process.
     pub key_file: Option<PathBuf>,
+}
+
+/// The bus URL's password stays out of `{:?}` (see
+/// [`crate::pubsub::redis::display_url`]).
+impl std::fmt::Debug for NodeConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NodeConfig")
+            .field("bus", &self.bus.as_deref().map(display_url))
+            .field("degraded", &self.degraded)
+            .field("key_file", &self.key_file)
+            .finish()
+    }
 }
 
 impl NodeConfig {

@@ -102,31 +102,48 @@ impl<M: Clone + Send + 'static> Topics<M> {
         (delivered, gone)
     }
 
-    /// Hands `msgs`, in order, to each subscriber, waiting for mailbox room up
-    /// to `stall` per subscriber; one that has no room by then is ended as
-    /// `Overflow`. The lock is not held while waiting. Returns how many took
-    /// them all.
+    /// Hands `msgs`, in order, to each subscriber, waiting for mailbox room
+    /// **at most `stall` in all** for this call, whatever the number of
+    /// subscribers and messages: every subscriber is first offered the
+    /// messages without waiting; those that were full are then waited on
+    /// together against one deadline, and those still full at the deadline are
+    /// ended as `Overflow` (never waited on again: an ended inbox refuses at
+    /// once). The lock is not held while waiting. Returns how many took them all.
     pub(crate) async fn deliver_wait(&self, topic: &str, msgs: &[M], stall: Duration) -> usize {
-        let subs = self.subscribers(topic);
-        let results = futures_util::future::join_all(subs.iter().map(|inbox| async move {
-            for msg in msgs {
-                match inbox.try_offer(msg.clone()) {
-                    Ok(()) => continue,
-                    Err(Some(msg)) => match tokio::time::timeout(stall, inbox.send(msg)).await {
-                        Ok(Ok(())) => continue,
-                        Ok(Err(_)) => return false,
-                        Err(_) => {
-                            inbox.overflow();
-                            return false;
-                        }
-                    },
-                    Err(None) => return false,
-                }
+        let mut took_all = 0;
+        let mut full = Vec::new();
+        for inbox in self.subscribers(topic) {
+            match offer_all(&inbox, msgs) {
+                Offered::All => took_all += 1,
+                Offered::Ended => {}
+                Offered::FullAt(next, msg) => full.push((inbox, next, msg)),
             }
-            true
-        }))
+        }
+        if full.is_empty() {
+            return took_all;
+        }
+        let deadline = tokio::time::Instant::now() + stall;
+        let waited = futures_util::future::join_all(full.into_iter().map(
+            |(inbox, next, msg)| async move {
+                let rest = async {
+                    inbox.send(msg).await?;
+                    for msg in &msgs[next..] {
+                        inbox.send(msg.clone()).await?;
+                    }
+                    Ok::<(), super::InboxError>(())
+                };
+                match tokio::time::timeout_at(deadline, rest).await {
+                    Ok(Ok(())) => true,
+                    Ok(Err(_)) => false,
+                    Err(_) => {
+                        inbox.overflow();
+                        false
+                    }
+                }
+            },
+        ))
         .await;
-        results.into_iter().filter(|ok| *ok).count()
+        took_all + waited.into_iter().filter(|ok| *ok).count()
     }
 
     /// Asks every subscriber to complete ([`Inbox::complete`]) and forgets
@@ -140,4 +157,26 @@ impl<M: Clone + Send + 'static> Topics<M> {
         }
         n
     }
+}
+
+/// How far [`offer_all`] got.
+enum Offered<M> {
+    /// The inbox took every message.
+    All,
+    /// The inbox has ended.
+    Ended,
+    /// The mailbox was full: this message, then `msgs[.0..]`, remain.
+    FullAt(usize, M),
+}
+
+/// Offers `msgs`, in order, to `inbox` without waiting or ending it.
+fn offer_all<M: Clone + Send + 'static>(inbox: &Inbox<M>, msgs: &[M]) -> Offered<M> {
+    for (i, msg) in msgs.iter().enumerate() {
+        match inbox.try_offer(msg.clone()) {
+            Ok(()) => {}
+            Err(Some(msg)) => return Offered::FullAt(i + 1, msg),
+            Err(None) => return Offered::Ended,
+        }
+    }
+    Offered::All
 }

@@ -442,6 +442,51 @@ mod tests {
         assert!(stuck_signal.is_set(), "the stuck one was ended as Overflow");
     }
 
+    #[tokio::test]
+    async fn a_slow_reader_gets_one_shared_wait_per_message_from_other_nodes() {
+        // A stream that frees one slot every 60 ms would, waited on per event,
+        // take a burst of 6 in ~360 ms and hold up every other stream as long.
+        // One deadline (100 ms) for the whole burst: it is ended as Overflow.
+        let bus = Bus::new();
+        let (slow, mut slow_rx, slow_signal) = Inbox::<u32>::channel(1);
+        let (fast, mut fast_rx, _) = Inbox::<u32>::channel(16);
+        let _a = bus.subscribe("t", slow.clone());
+        let _b = bus.subscribe("t", fast);
+        assert!(slow.try_send(0).is_ok(), "the slow mailbox starts full");
+        let slow_reader = async {
+            let mut read = 0;
+            for _ in 0..10 {
+                tokio::time::sleep(std::time::Duration::from_millis(60)).await;
+                if slow_signal.is_set() {
+                    break;
+                }
+                let next = std::future::poll_fn(|cx| slow_rx.poll_recv(cx));
+                if let Some(Some(_)) = futures_util::FutureExt::now_or_never(next) {
+                    read += 1;
+                }
+            }
+            read
+        };
+        let stall = std::time::Duration::from_millis(100);
+        let burst = [1, 2, 3, 4, 5, 6];
+        let deliver = async {
+            let took = bus.inner.local.deliver_wait("t", &burst, stall).await;
+            (took, slow_signal.is_set())
+        };
+        let ((took, overflowed), _) = futures_util::future::join(deliver, slow_reader).await;
+        assert!(overflowed, "the slow stream was ended as Overflow");
+        assert_eq!(took, 1, "only the fast stream took the whole burst");
+        let mut got = vec![];
+        while let Some(Some(m)) =
+            futures_util::FutureExt::now_or_never(std::future::poll_fn(|cx| fast_rx.poll_recv(cx)))
+        {
+            got.push(m);
+        }
+        assert_eq!(got, burst, "the fast stream got the burst in order");
+        // Ended: never waited on again.
+        assert_eq!(bus.inner.local.deliver_wait("t", &[7], stall).await, 1);
+    }
+
     #[test]
     fn a_full_subscriber_is_dropped_not_buffered() {
         let bus = Bus::new();

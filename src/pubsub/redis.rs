@@ -74,7 +74,7 @@ pub enum StartMode {
 /// let config = RedisBusConfig::new("redis://127.0.0.1:6380");
 /// assert_eq!(config.prefix, "genmcp:");
 /// ```
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 #[non_exhaustive]
 pub struct RedisBusConfig {
     /// `redis://[user:password@]HOST:PORT[/DB]`.
@@ -97,9 +97,32 @@ pub struct RedisBusConfig {
     pub reconnect_min: Duration,
     /// Largest reconnection delay (default 5 s).
     pub reconnect_max: Duration,
-    /// How long an event from another node waits for room in a local stream's
-    /// mailbox before that stream is ended as `Overflow` (default 1 s).
+    /// How long one message from another node may wait, **in all**, for room
+    /// in the mailboxes of this node's streams (default 250 ms). Every stream
+    /// is first offered the message without waiting; the full ones are then
+    /// waited on together until this deadline, and those still full are ended
+    /// as `Overflow`. So a stream that stops reading costs the other streams
+    /// at most one such wait, and the redis crate's buffer of unread
+    /// messages grows by at most `stall` × the inbound message rate.
     pub stall: Duration,
+}
+
+/// The password stays out of `{:?}` (see [`display_url`]).
+impl std::fmt::Debug for RedisBusConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedisBusConfig")
+            .field("url", &display_url(&self.url))
+            .field("prefix", &self.prefix)
+            .field("start", &self.start)
+            .field("publish_queue", &self.publish_queue)
+            .field("connect_timeout", &self.connect_timeout)
+            .field("command_timeout", &self.command_timeout)
+            .field("ping_interval", &self.ping_interval)
+            .field("reconnect_min", &self.reconnect_min)
+            .field("reconnect_max", &self.reconnect_max)
+            .field("stall", &self.stall)
+            .finish()
+    }
 }
 
 impl RedisBusConfig {
@@ -115,7 +138,7 @@ impl RedisBusConfig {
             ping_interval: Duration::from_secs(5),
             reconnect_min: Duration::from_millis(100),
             reconnect_max: Duration::from_secs(5),
-            stall: Duration::from_secs(1),
+            stall: Duration::from_millis(250),
         }
     }
 
@@ -130,10 +153,34 @@ impl RedisBusConfig {
         self.prefix = prefix.into();
         self
     }
+
+    /// The bounds that cannot work: [`BusError::Config`] naming the field.
+    fn validate(&self) -> Result<(), BusError> {
+        let bad = |what: &str| Err(BusError::Config(what.into()));
+        if self.publish_queue == 0 {
+            return bad("publish_queue must be at least 1");
+        }
+        if self.ping_interval.is_zero() {
+            return bad("ping_interval must be longer than zero");
+        }
+        if self.reconnect_min.is_zero() {
+            return bad("reconnect_min must be longer than zero (the back-off doubles it)");
+        }
+        if self.reconnect_max < self.reconnect_min {
+            return bad("reconnect_max must be at least reconnect_min");
+        }
+        Ok(())
+    }
 }
 
-/// The URL without its password, for logs and errors.
-fn display_url(url: &str) -> String {
+/// `url` without its credentials (`redis://***@HOST:PORT`), for logs, errors
+/// and `Debug` output.
+///
+/// ```
+/// use genmcp::pubsub::redis::display_url;
+/// assert_eq!(display_url("redis://u:pw@h:6379"), "redis://***@h:6379");
+/// ```
+pub fn display_url(url: &str) -> String {
     match (url.find("://"), url.rfind('@')) {
         (Some(scheme), Some(at)) if at > scheme => {
             format!("{}://***@{}", &url[..scheme], &url[at + 1..])
@@ -251,9 +298,7 @@ where
     pub async fn redis(config: RedisBusConfig) -> Result<Bus<M>, BusError> {
         let client = ::redis::Client::open(config.url.as_str())
             .map_err(|e| BusError::Config(format!("bad Redis URL: {e}")))?;
-        if config.publish_queue == 0 {
-            return Err(BusError::Config("publish_queue must be at least 1".into()));
-        }
+        config.validate()?;
         let mut node = [0u8; 8];
         getrandom::fill(&mut node)
             .map_err(|e| BusError::Config(format!("no random node id: {e}")))?;
@@ -348,15 +393,10 @@ impl<M: Clone + Send + DeserializeOwned + 'static> Task<M> {
             if self.bus.strong_count() == 0 {
                 return;
             }
-            match self.connect().await {
+            let reason = match self.connect().await {
                 Ok((pubsub, conn)) => {
-                    self.link.connected.store(true, Ordering::Release);
-                    backoff = self.config.reconnect_min;
-                    if let Some(s) = started.take() {
-                        let _ = s.send(Ok(()));
-                    }
-                    tracing::info!(url = %self.link.url, node = %format!("{:016x}", self.link.node), "event bus connected to Redis");
-                    match self.session(pubsub, conn).await {
+                    let began = std::time::Instant::now();
+                    match self.session(pubsub, conn, &mut started).await {
                         End::Shutdown => return,
                         End::Lost(reason) => {
                             self.link.set_lost(reason.clone());
@@ -371,30 +411,33 @@ impl<M: Clone + Send + DeserializeOwned + 'static> Task<M> {
                                 url = %self.link.url, %reason, streams_completed = ended,
                                 "event bus lost Redis: its streams were completed; reconnecting"
                             );
+                            backoff = backoff_after_session(backoff, began.elapsed(), &self.config);
+                            reason
                         }
                     }
                 }
                 Err(reason) => {
                     self.link.set_lost(reason.clone());
-                    if let Some(s) = started.take() {
-                        if self.config.start == StartMode::Require {
-                            let _ = s.send(Err(self.link.unavailable()));
-                            return;
-                        }
-                        tracing::warn!(
-                            url = %self.link.url, %reason,
-                            "event bus starting DEGRADED: Redis unreachable, events stay on this node until it connects"
-                        );
-                        let _ = s.send(Ok(()));
-                    } else {
-                        tracing::debug!(url = %self.link.url, %reason, retry_in = ?backoff, "event bus: Redis still unreachable");
-                    }
-                    if !self.pause(backoff).await {
-                        return;
-                    }
-                    backoff = (backoff * 2).min(self.config.reconnect_max);
+                    reason
                 }
+            };
+            if let Some(s) = started.take() {
+                if self.config.start == StartMode::Require {
+                    let _ = s.send(Err(self.link.unavailable()));
+                    return;
+                }
+                tracing::warn!(
+                    url = %self.link.url, %reason,
+                    "event bus starting DEGRADED: Redis unreachable, events stay on this node until it connects"
+                );
+                let _ = s.send(Ok(()));
+            } else {
+                tracing::debug!(url = %self.link.url, %reason, retry_in = ?backoff, "event bus: Redis still unreachable");
             }
+            if !self.pause(backoff).await {
+                return;
+            }
+            backoff = next_backoff(backoff, &self.config);
         }
     }
 
@@ -410,7 +453,14 @@ impl<M: Clone + Send + DeserializeOwned + 'static> Task<M> {
         }
     }
 
-    async fn session(&mut self, pubsub: PubSub, mut conn: MultiplexedConnection) -> End {
+    /// One connection's life. The bus is reported connected (and `started`
+    /// answered) only once the channels its streams need are subscribed.
+    async fn session(
+        &mut self,
+        pubsub: PubSub,
+        mut conn: MultiplexedConnection,
+        started: &mut Option<oneshot::Sender<Result<(), BusError>>>,
+    ) -> End {
         let (mut sink, mut messages) = pubsub.split();
         let command_timeout = self.config.command_timeout;
         let rx = &mut self.rx;
@@ -488,12 +538,36 @@ impl<M: Clone + Send + DeserializeOwned + 'static> Task<M> {
                     }
                 }
                 subscribed = wanted;
+                if !link.connected.swap(true, Ordering::AcqRel) {
+                    if let Some(s) = started.take() {
+                        let _ = s.send(Ok(()));
+                    }
+                    tracing::info!(url = %link.url, node = %format!("{:016x}", link.node), "event bus connected to Redis");
+                }
             }
         };
         tokio::select! {
             end = publishing => end,
             end = receiving => end,
         }
+    }
+}
+
+/// The back-off after a failed attempt: doubled, at most `reconnect_max`.
+fn next_backoff(backoff: Duration, config: &RedisBusConfig) -> Duration {
+    backoff.saturating_mul(2).min(config.reconnect_max)
+}
+
+/// The back-off before reconnecting after a session that `lasted`: back to
+/// `reconnect_min` only if the session lasted at least `reconnect_max` (a
+/// healthy connection that broke); otherwise the current one, still growing
+/// (a Redis that accepts connections but refuses commands, such as `-LOADING`
+/// or an ACL `NOPERM`, is not retried in a hot loop).
+fn backoff_after_session(backoff: Duration, lasted: Duration, config: &RedisBusConfig) -> Duration {
+    if lasted >= config.reconnect_max {
+        config.reconnect_min
+    } else {
+        backoff
     }
 }
 
@@ -538,7 +612,58 @@ async fn self_deliver<M: Clone + Send + DeserializeOwned + 'static>(
 
 #[cfg(test)]
 mod tests {
-    use super::display_url;
+    use super::*;
+
+    #[test]
+    fn back_off_doubles_to_the_max_and_resets_only_after_a_lasting_session() {
+        let config = RedisBusConfig::new("redis://127.0.0.1:1");
+        let (min, max) = (config.reconnect_min, config.reconnect_max);
+        // Redis accepts connections but refuses the first command, every time:
+        // each short session still grows the pause, as failed connects do.
+        let mut backoff = min;
+        let mut pauses = vec![];
+        for _ in 0..8 {
+            backoff = backoff_after_session(backoff, Duration::ZERO, &config);
+            pauses.push(backoff.as_millis());
+            backoff = next_backoff(backoff, &config);
+        }
+        assert_eq!(pauses, [100, 200, 400, 800, 1600, 3200, 5000, 5000]);
+        // A session that lasted `reconnect_max` was healthy: start again low.
+        assert_eq!(backoff_after_session(max, max, &config), min);
+        assert_eq!(backoff_after_session(max, max / 2, &config), max);
+    }
+
+    #[tokio::test]
+    async fn impossible_bounds_are_refused_before_connecting() {
+        let mut configs = vec![];
+        for set in [
+            (|c: &mut RedisBusConfig| c.ping_interval = Duration::ZERO) as fn(&mut RedisBusConfig),
+            |c| c.reconnect_min = Duration::ZERO,
+            |c| c.publish_queue = 0,
+            |c| c.reconnect_max = Duration::from_millis(1),
+        ] {
+            // Port 1: nothing listens, so only validation can answer Config.
+            let mut c = RedisBusConfig::new("redis://127.0.0.1:1");
+            c.connect_timeout = Duration::from_millis(200);
+            set(&mut c);
+            configs.push(c);
+        }
+        for config in configs {
+            let what = format!("{config:?}");
+            match Bus::<u32>::redis(config).await {
+                Err(BusError::Config(msg)) => assert!(!msg.is_empty()),
+                other => panic!("{what}: {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn debug_output_hides_the_password() {
+        let config = RedisBusConfig::new("redis://user:s3cret@10.0.0.1:6379/0");
+        let debug = format!("{config:?}");
+        assert!(!debug.contains("s3cret"), "{debug}");
+        assert!(debug.contains("redis://***@10.0.0.1:6379/0"), "{debug}");
+    }
 
     #[test]
     fn passwords_stay_out_of_logs() {
