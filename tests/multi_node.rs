@@ -355,6 +355,18 @@ fn genmcp_serve_exits_non_zero_when_its_bus_is_unreachable() {
         stderr.contains("event bus unavailable") && stderr.contains(&url),
         "{stderr}"
     );
+    // The same from GENMCP_BUS (out of `ps`), and the password is never printed.
+    let secret_url = url.replace("redis://", "redis://user:s3cret@");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_genmcp"))
+        .args(["serve", "--port", "0"])
+        .env("GENMCP_BUS", &secret_url)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("genmcp runs");
+    assert!(!out.status.success(), "GENMCP_BUS is used");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("event bus unavailable"), "{stderr}");
+    assert!(!stderr.contains("s3cret"), "{stderr}");
 }
 
 #[test]
@@ -464,5 +476,104 @@ fn a_degraded_node_is_not_ready_until_its_bus_connects() {
             last.as_ref().is_some_and(|(s, _)| *s == 200)
         }),
         "ready once Redis is up: {last:?}"
+    );
+}
+
+/// A `list_changed` of about 8 KiB from node 0, numbered (`done` ends a reader).
+fn padded(seq: usize, done: bool) -> SharedNotification {
+    let mut params = serde_json::Map::new();
+    params.insert("node".into(), json!(0));
+    params.insert("seq".into(), json!(seq));
+    params.insert("done".into(), json!(done));
+    params.insert("pad".into(), json!("x".repeat(8192)));
+    Notification::new("notifications/tools/list_changed", params).into()
+}
+
+#[test]
+fn a_stream_that_never_reads_is_ended_and_does_not_hold_up_the_others() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let redis = RedisServer::start();
+    let prefix = "t-stuck:";
+    let topic = topics::TOOLS;
+    let publisher = redis_bus(&redis.url(), prefix);
+    let mut config = bus_config(&redis.url(), prefix);
+    // Generous, so the reading stream is never mistaken for a stuck one on a
+    // busy machine; well under the runtime's own 10 s write stall, so the
+    // bus's bound is what ends the stuck stream within a round.
+    config.stall = Duration::from_secs(1);
+    let receiver: Events = block_on(Bus::redis(config)).expect("the bus connects");
+    let node_b = node(&receiver, None);
+    let open = |id: &str| {
+        let mut s = listen(node_b.addr, json!(id), json!({"toolsListChanged": true}));
+        s.next_message().expect("acknowledged");
+        s
+    };
+    // Held open, never read: the socket, then its mailbox, fill up.
+    let _stuck = open("stuck");
+    let mut active = open("active");
+    wait_streams(&node_b, 2);
+    wait_subscribed(&redis, &format!("{prefix}{topic}"), 1);
+
+    let received = Arc::new(AtomicUsize::new(0));
+    let counter = received.clone();
+    let reader = std::thread::spawn(move || {
+        active.set_timeout(Duration::from_secs(10));
+        let mut seqs = vec![];
+        loop {
+            let m = active
+                .next_message()
+                .expect("the reading stream stays open");
+            if m["params"]["done"] == true {
+                return seqs;
+            }
+            seqs.push(m["params"]["seq"].as_u64().unwrap_or(u64::MAX) as usize);
+            counter.fetch_add(1, Ordering::Release);
+        }
+    });
+
+    // Rounds of 100 events from the other node; each round must reach the
+    // reading stream within 5 s (one bus stall of 1 s, with room to spare;
+    // less than the 10 s it takes the runtime to end the stuck stream on its
+    // own) before the next. Stop once the stuck stream is gone.
+    const ROUNDS: usize = 200;
+    let mut sent = 0;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    for _ in 0..ROUNDS {
+        for _ in 0..100 {
+            rt.block_on(publisher.publish_remote_wait(topic, &[padded(sent, false)]))
+                .expect("published");
+            sent += 1;
+        }
+        assert!(
+            wait_until(Duration::from_secs(5), || received.load(Ordering::Acquire)
+                == sent),
+            "the reading stream got {} of {sent} events",
+            received.load(Ordering::Acquire)
+        );
+        if receiver.subscribers(topic).len() == 1 {
+            break;
+        }
+    }
+    assert_eq!(
+        receiver.subscribers(topic).len(),
+        1,
+        "the stuck stream was dropped after {sent} events"
+    );
+    rt.block_on(publisher.publish_remote_wait(topic, &[padded(sent, true)]))
+        .expect("published");
+    let seqs = reader.join().expect("reader");
+    assert_eq!(seqs, (0..sent).collect::<Vec<_>>(), "every event, in order");
+    assert!(
+        wait_until(Duration::from_secs(10), || node_b
+            .server
+            .metrics()
+            .closed(CloseReason::Overflow)
+            == 1),
+        "the stuck stream was ended as Overflow: {:?}",
+        node_b.server.metrics()
     );
 }

@@ -123,8 +123,8 @@ impl<M: Clone + Send + 'static> Topics<M> {
             return took_all;
         }
         let deadline = tokio::time::Instant::now() + stall;
-        let waited = futures_util::future::join_all(full.into_iter().map(
-            |(inbox, next, msg)| async move {
+        let waited =
+            futures_util::future::join_all(full.into_iter().map(|(inbox, next, msg)| async move {
                 let rest = async {
                     inbox.send(msg).await?;
                     for msg in &msgs[next..] {
@@ -140,9 +140,8 @@ impl<M: Clone + Send + 'static> Topics<M> {
                         false
                     }
                 }
-            },
-        ))
-        .await;
+            }))
+            .await;
         took_all + waited.into_iter().filter(|ok| *ok).count()
     }
 
