@@ -577,3 +577,19 @@ fn a_stream_that_never_reads_is_ended_and_does_not_hold_up_the_others() {
         node_b.server.metrics()
     );
 }
+
+#[test]
+fn a_publish_over_max_payload_fails_clearly_and_a_smaller_one_is_sent() {
+    let redis = RedisServer::start();
+    let mut config = bus_config(&redis.url(), "t-size:");
+    config.max_payload = 4096;
+    let bus: Events = block_on(Bus::redis(config)).expect("the bus connects");
+    match bus.try_publish_batch(topics::TOOLS, &[padded(0, false)]) {
+        Err((0, BusError::TooLarge { size, max })) => {
+            assert_eq!(max, 4096);
+            assert!(size > 8192, "{size}");
+        }
+        other => panic!("an 8 KiB publish with a 4 KiB bound: {other:?}"),
+    }
+    assert!(bus.try_publish(topics::TOOLS, numbered(0, 1)).is_ok());
+}

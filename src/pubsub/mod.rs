@@ -57,6 +57,16 @@ pub enum BusError {
         /// The queue's bound ([`RedisBusConfig::publish_queue`]).
         capacity: usize,
     },
+    /// The encoded publish (one message, or one burst) is larger than
+    /// [`RedisBusConfig::max_payload`]: local subscribers have it, the other
+    /// nodes do not.
+    #[error("event bus: the encoded publish is {size} bytes, more than the {max} allowed")]
+    TooLarge {
+        /// The encoded size in bytes.
+        size: usize,
+        /// The bound ([`RedisBusConfig::max_payload`]).
+        max: usize,
+    },
     /// The configuration cannot work (a bad URL, for example).
     #[error("event bus configuration: {0}")]
     Config(String),

@@ -25,7 +25,8 @@
 //! | bound | default | when hit |
 //! |---|---|---|
 //! | publishes waiting for Redis ([`RedisBusConfig::publish_queue`]) | 4,096 | [`super::Bus::try_publish`] fails with [`BusError::Backlog`]; `publish_wait` waits |
-//! | wait for a local subscriber's mailbox room, events from other nodes ([`RedisBusConfig::stall`]) | 1 s | that stream is ended as `Overflow` |
+//! | one encoded publish or burst ([`RedisBusConfig::max_payload`]) | 1 MiB | local subscribers have it; [`BusError::TooLarge`], not sent |
+//! | wait for room in this node's mailboxes, per event from another node, shared by all its streams ([`RedisBusConfig::stall`]) | 250 ms | the streams still full are ended as `Overflow` |
 //! | a Redis command's answer ([`RedisBusConfig::command_timeout`]) | 2 s | the connection is treated as lost |
 //! | keep-alive `PING` on the subscription connection ([`RedisBusConfig::ping_interval`]) | 5 s | no answer within `command_timeout`: lost |
 //!
@@ -34,7 +35,13 @@
 //! the client listens again), publishes fail with [`BusError::Unavailable`],
 //! and the thread reconnects with exponential back-off from
 //! [`RedisBusConfig::reconnect_min`] (100 ms) doubling up to
-//! [`RedisBusConfig::reconnect_max`] (5 s), for as long as the bus lives.
+//! [`RedisBusConfig::reconnect_max`] (5 s), for as long as the bus lives. The
+//! back-off also grows after a connection that was lost within
+//! `reconnect_max` (a Redis that accepts connections but refuses commands is
+//! not retried in a hot loop); it starts again from `reconnect_min` only
+//! after a connection that lasted at least `reconnect_max`. The bus reports
+//! [`BusHealth::Connected`] once the channels its streams need are
+//! subscribed, not merely when the connection is open.
 //! Streams opened while disconnected stay open: they get this node's events at
 //! once and the other nodes' from the reconnection on.
 
@@ -84,8 +91,16 @@ pub struct RedisBusConfig {
     pub prefix: String,
     /// When Redis cannot be reached at start (default [`StartMode::Require`]).
     pub start: StartMode,
-    /// Publishes waiting to be sent to Redis (default 4,096).
+    /// Publishes waiting to be sent to Redis (default 4,096). It counts
+    /// publishes, not bytes: with [`RedisBusConfig::max_payload`] the queue
+    /// holds at most `publish_queue` × `max_payload` bytes (4 GiB with the
+    /// defaults in the worst case; ordinary notifications are a few hundred
+    /// bytes each).
     pub publish_queue: usize,
+    /// The largest encoded publish (one message, or one `publish_batch`
+    /// burst, as JSON) sent to Redis (default 1 MiB). A larger one reaches
+    /// this node's subscribers only, and fails with [`BusError::TooLarge`].
+    pub max_payload: usize,
     /// How long connecting may take (default 2 s).
     pub connect_timeout: Duration,
     /// How long a Redis command may take before the connection is treated as
@@ -115,6 +130,7 @@ impl std::fmt::Debug for RedisBusConfig {
             .field("prefix", &self.prefix)
             .field("start", &self.start)
             .field("publish_queue", &self.publish_queue)
+            .field("max_payload", &self.max_payload)
             .field("connect_timeout", &self.connect_timeout)
             .field("command_timeout", &self.command_timeout)
             .field("ping_interval", &self.ping_interval)
@@ -133,6 +149,7 @@ impl RedisBusConfig {
             prefix: "genmcp:".into(),
             start: StartMode::Require,
             publish_queue: 4096,
+            max_payload: 1 << 20,
             connect_timeout: Duration::from_secs(2),
             command_timeout: Duration::from_secs(2),
             ping_interval: Duration::from_secs(5),
@@ -159,6 +176,9 @@ impl RedisBusConfig {
         let bad = |what: &str| Err(BusError::Config(what.into()));
         if self.publish_queue == 0 {
             return bad("publish_queue must be at least 1");
+        }
+        if self.max_payload <= NODE_LEN {
+            return bad("max_payload must be larger than 16 bytes");
         }
         if self.ping_interval.is_zero() {
             return bad("ping_interval must be longer than zero");
@@ -203,6 +223,7 @@ struct Link {
     connected: AtomicBool,
     last_error: Mutex<String>,
     capacity: usize,
+    max_payload: usize,
     topics_changed: Notify,
 }
 
@@ -239,6 +260,12 @@ impl<M: Serialize> RedisRemote<M> {
         let mut payload = Vec::with_capacity(NODE_LEN + 64 * msgs.len());
         payload.extend_from_slice(format!("{:016x}", self.link.node).as_bytes());
         serde_json::to_writer(&mut payload, msgs).map_err(|e| BusError::Encode(e.to_string()))?;
+        if payload.len() > self.link.max_payload {
+            return Err(BusError::TooLarge {
+                size: payload.len(),
+                max: self.link.max_payload,
+            });
+        }
         Ok(Outgoing {
             channel: format!("{}{topic}", self.link.prefix),
             payload,
@@ -310,6 +337,7 @@ where
             connected: AtomicBool::new(false),
             last_error: Mutex::new("not connected yet".into()),
             capacity: config.publish_queue,
+            max_payload: config.max_payload,
             topics_changed: Notify::new(),
         });
         let remote_link = link.clone();
