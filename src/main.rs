@@ -370,13 +370,15 @@ fn run_serve(args: ServeArgs) -> ExitCode {
             c.limits = serve.config.limits.clone();
             c
         };
+        // With --bus redis://…, spent requestStates are recorded in Redis.
+        let spent = genmcp::apps::shared_spent::RedisSpentRecord::for_bus(&bus);
         match (serve.conformance, serve.stdio) {
             (true, false) => {
-                let suite = genmcp::apps::fixtures::suite_with_secret(secret);
+                let suite = genmcp::apps::fixtures::suite_for_node(secret, spent);
                 http::serve(suite, serve.config).await
             }
             (true, true) => {
-                let suite = genmcp::apps::fixtures::suite_with_secret(secret);
+                let suite = genmcp::apps::fixtures::suite_for_node(secret, spent);
                 genmcp::transport::stdio::serve(suite, stdio_config).await
             }
             (false, false) => {
