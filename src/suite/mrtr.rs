@@ -381,6 +381,43 @@ mod tests {
         assert!(parse(&sealer, &spent, &p, &anon).is_ok());
     }
 
+    /// A pluggable record that cannot be reached: the retry is refused with
+    /// `-32603` (not the tampered `-32602`), and the state is not honoured.
+    #[test]
+    fn an_unreachable_record_refuses_the_retry() {
+        struct Down;
+        impl super::super::SpentRecord for Down {
+            fn spend(
+                &self,
+                _nonce: u64,
+                _expires_at_ms: u64,
+            ) -> super::super::BoxFuture<Result<Spend, super::super::SpentError>> {
+                Box::pin(async { Err(super::super::SpentError::Unavailable("down".into())) })
+            }
+        }
+        let sealer = Sealer::new([3; 32]);
+        let binding = Binding::new("tools/call", "t", &json!({}));
+        let token = input_required_result(
+            &sealer,
+            Duration::from_secs(60),
+            InputRequired::new().with_state(json!(1)),
+            &caps(json!({})),
+            &binding,
+        )
+        .unwrap()["requestState"]
+            .clone();
+        let down = Spender::Shared(std::sync::Arc::new(Down));
+        let err = parse(
+            &sealer,
+            &down,
+            &params(json!({ "requestState": token })),
+            &binding,
+        )
+        .unwrap_err();
+        assert_eq!(err, unverifiable_state());
+        assert_eq!(err.code(), -32603);
+    }
+
     #[test]
     fn expired_state_is_refused() {
         let sealer = Sealer::new([1; 32]);
