@@ -85,7 +85,9 @@ struct ServeArgs {
     #[arg(long)]
     conformance: bool,
     /// Share the demo's events with the other nodes on this Redis server
-    /// (redis://HOST:PORT). Default: an embedded bus (one node).
+    /// (redis://HOST:PORT), and record spent requestStates there (each is
+    /// honoured once across the nodes; refused while Redis is unreachable).
+    /// Default: an embedded bus (one node).
     #[arg(long, value_name = "URL")]
     bus: Option<String>,
     /// With --bus: start even when Redis is unreachable (degraded, reconnecting)

@@ -30,7 +30,9 @@ use crate::suite::secret::{self, KEY_ENV, SecretError};
 #[non_exhaustive]
 pub struct NodeConfig {
     /// `--bus`: the Redis server shared by the nodes
-    /// (`redis://HOST:PORT`); `None` (default): an embedded bus.
+    /// (`redis://HOST:PORT`); `None` (default): an embedded bus. The nodes
+    /// also record spent `requestState`s there
+    /// ([`crate::apps::shared_spent::RedisSpentRecord::for_bus`]).
     pub bus: Option<String>,
     /// `--bus-degraded`: start even when Redis cannot be reached (disconnected,
     /// logged, reconnecting) instead of failing (default false).

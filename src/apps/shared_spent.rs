@@ -12,7 +12,8 @@
 //!
 //! - **Memory.** Redis forgets each key at the state's sealed expiry `exp`
 //!   plus [`DEFAULT_CLOCK_MARGIN`]: it holds at most the states spent within
-//!   one `request_state_ttl` + margin (about 100 bytes each). Nothing is kept
+//!   one `request_state_ttl` + margin (about 120 bytes each
+//!   on Redis 7.0: see `docs/auth.md`). Nothing is kept
 //!   on the node.
 //! - **Clocks.** `exp` is set by the sealing node's clock and checked by the
 //!   spending node's; the key expires by Redis's clock. The margin keeps a key
