@@ -210,3 +210,115 @@ fn concurrent_retries_on_two_nodes_honour_one() {
         .count();
     assert_eq!((ok, replays), (1, 15), "{answers:?}");
 }
+
+/// `RedisOnce::claim` under a Redis that holds writes (`CLIENT PAUSE … WRITE`):
+/// a claim is answered within `command_timeout` (as unavailable, not after
+/// the pause), one more than `max_claims` fails at once as busy, and the
+/// timed-out `SET` lands when Redis resumes (so that state is then refused as
+/// spent, as `docs/auth.md` says).
+#[test]
+fn a_stalled_redis_times_claims_out_and_bounds_the_waiting_ones() {
+    use genmcp::pubsub::BusError;
+    let redis = RedisServer::start();
+    let mut c = RedisBusConfig::new(redis.url()).prefix("t-spent-stall:");
+    c.command_timeout = Duration::from_millis(300);
+    c.max_claims = 1;
+    let bus: Events = block_on(Bus::redis(c)).expect("the bus connects");
+    let once = bus.once().expect("a Redis bus has set-once keys");
+    let until = u64::try_from(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .expect("clock")
+            .as_millis(),
+    )
+    .expect("ms")
+        + 600_000;
+    assert_eq!(block_on(once.claim("first", until)), Ok(true));
+    assert_eq!(block_on(once.claim("first", until)), Ok(false));
+
+    let paused = redis.command(&["CLIENT", "PAUSE", "2000", "WRITE"]);
+    assert_eq!(paused.as_deref(), Some("+OK\r\n"));
+    let started = std::time::Instant::now();
+    let (stalled, busy) = block_on(async {
+        let waiting = {
+            let once = once.clone();
+            tokio::spawn(async move { once.claim("stalled", until).await })
+        };
+        // Let the first claim take the only slot.
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let busy = once.claim("other", until).await;
+        (waiting.await.expect("claim task"), busy)
+    });
+    assert_eq!(busy, Err(BusError::Busy { capacity: 1 }));
+    match stalled {
+        Err(BusError::Unavailable { reason, .. }) => {
+            assert!(reason.contains("unanswered"), "{reason}")
+        }
+        other => panic!("a stalled SET: {other:?}"),
+    }
+    assert!(
+        started.elapsed() < Duration::from_millis(1_900),
+        "answered by the timeout, not by the end of the pause: {:?}",
+        started.elapsed()
+    );
+    // Once Redis resumes, the timed-out SET has been applied.
+    assert!(
+        wait_until(Duration::from_secs(10), || block_on(
+            once.claim("probe", until)
+        )
+        .is_ok()),
+        "Redis takes writes again"
+    );
+    assert_eq!(block_on(once.claim("stalled", until)), Ok(false));
+}
+
+/// The real binary: two `genmcp serve --conformance --bus … --key-file …`
+/// processes; a state spent on the first is refused on the second.
+#[test]
+fn genmcp_serve_with_a_bus_shares_the_spent_record() {
+    use std::process::{Command, Stdio};
+    struct Node(std::process::Child);
+    impl Drop for Node {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let redis = RedisServer::start();
+    let key_file = std::env::temp_dir().join(format!("genmcp-spent-key-{}", std::process::id()));
+    std::fs::write(&key_file, "3c".repeat(32)).expect("key file");
+    let spawn = || {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .map(|a| a.port())
+            .expect("a free port");
+        let child = Command::new(env!("CARGO_BIN_EXE_genmcp"))
+            .args(["serve", "--conformance", "--workers", "1"])
+            .args(["--port", &port.to_string(), "--bus", &redis.url()])
+            .arg("--key-file")
+            .arg(&key_file)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("genmcp starts");
+        let addr: SocketAddr = ([127, 0, 0, 1], port).into();
+        let node = Node(child);
+        assert!(
+            wait_until(Duration::from_secs(20), || std::net::TcpStream::connect(
+                addr
+            )
+            .is_ok()),
+            "genmcp serve listens on {addr}"
+        );
+        (node, addr)
+    };
+    let (_n1, a1) = spawn();
+    let (_n2, a2) = spawn();
+    let (_, retry) = issue(a1, 1);
+    let ok = state_call(a1, 2, retry.clone());
+    assert!(honoured(&ok), "{ok}");
+    let replay = state_call(a2, 3, retry);
+    assert_eq!(replay["error"]["code"], -32602, "{replay}");
+    let _ = std::fs::remove_file(&key_file);
+}

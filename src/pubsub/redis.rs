@@ -466,7 +466,11 @@ impl<M: Clone + Send + DeserializeOwned + 'static> Task<M> {
                     }
                     tracing::info!(url = %self.link.url, node = %format!("{:016x}", self.link.node), "event bus connected to Redis");
                     match self.session(pubsub, conn).await {
-                        End::Shutdown => return,
+                        End::Shutdown => {
+                            // Claims made through a RedisOnce fail from now on.
+                            self.link.set_lost("the bus was dropped".into());
+                            return;
+                        }
                         End::Lost(reason) => {
                             self.link.set_lost(reason.clone());
                             // Publishes queued before the loss are dropped (at most once).
