@@ -77,7 +77,7 @@ pub enum SpentError {
 ///
 /// impl SpentRecord for Forever {
 ///     fn spend(&self, nonce: u64, _expires_at_ms: u64) -> BoxFuture<Result<Spend, SpentError>> {
-///         let fresh = self.0.lock().map(|mut s| s.insert(nonce));
+///         let fresh = self.0.lock().map(|mut s| s.insert(nonce)).map_err(|_| ());
 ///         Box::pin(async move {
 ///             match fresh {
 ///                 Ok(true) => Ok(Spend::Fresh),
