@@ -101,11 +101,22 @@ struct ServeArgs {
     key_file: Option<std::path::PathBuf>,
     /// Require a bearer token from this table (lines `TOKEN PRINCIPAL [admin]`;
     /// HTTP only; see docs/auth.md).
-    #[arg(long, value_name = "FILE", group = "auth_source")]
+    #[arg(
+        long,
+        value_name = "FILE",
+        group = "auth_source",
+        conflicts_with = "stdio"
+    )]
     auth_tokens: Option<PathBuf>,
     /// Require a JWT access token signed by a key of this JWKS file, from
     /// --issuer, for --audience (HTTP only; see docs/auth.md).
-    #[arg(long, value_name = "FILE", group = "auth_source", requires_all = ["issuer", "audience"])]
+    #[arg(
+        long,
+        value_name = "FILE",
+        group = "auth_source",
+        requires_all = ["issuer", "audience"],
+        conflicts_with = "stdio"
+    )]
     jwks: Option<PathBuf>,
     /// The authorization server: the JWT `iss`, and `authorization_servers` of
     /// the protected resource metadata.
@@ -121,7 +132,7 @@ struct ServeArgs {
     max_streams_per_principal: Option<NonZeroUsize>,
     /// Requests per second per principal, or per client address without one,
     /// with a burst of as many (default: no limit); past it 429.
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", conflicts_with = "stdio")]
     max_requests_per_second: Option<NonZeroU32>,
     /// Run the admin listener (GET /metrics, /healthz, /readyz) on this
     /// address, e.g. 127.0.0.1:9090; never the MCP port (default: off).
@@ -472,6 +483,15 @@ mod tests {
             &["genmcp", "serve", "--bogus"],
             &["genmcp", "serve", "--admin", "nowhere"],
             &["genmcp", "serve", "--stdio", "--admin", "127.0.0.1:9090"],
+            // HTTP-only flags are refused on stdio rather than silently ignored.
+            &["genmcp", "serve", "--stdio", "--auth-tokens", "t.txt"],
+            &[
+                "genmcp",
+                "serve",
+                "--stdio",
+                "--max-requests-per-second",
+                "5",
+            ],
             &["genmcp", "serve", "--log-format", "xml"],
             &["genmcp", "bench", "--pid", "1"],
             &["genmcp", "bench", "--mode", "speed"],

@@ -151,6 +151,47 @@ fn a_missing_scope_is_403_insufficient_scope() {
     );
 }
 
+#[test]
+fn an_invalid_token_challenge_names_the_required_scopes() {
+    let srv = demo(|c| {
+        c.auth = Some(auth().require_scopes(["mcp:tools"]));
+    });
+    let resp = tool(&srv, Some("forged"), "whoami", json!({}));
+    assert_eq!(resp.status, 401);
+    let challenge = resp.header("www-authenticate").unwrap();
+    assert!(
+        challenge.contains("error=\"invalid_token\"") && challenge.contains("scope=\"mcp:tools\""),
+        "{challenge}"
+    );
+}
+
+/// An authenticator that cannot check tokens (its introspection endpoint is
+/// down, say): the server's trouble, not the client's.
+struct Unavailable;
+
+impl genmcp::http::auth::Authenticator for Unavailable {
+    fn authenticate(&self, _token: &str) -> genmcp::http::auth::AuthFuture {
+        Box::pin(async {
+            Err(genmcp::http::auth::AuthError::Config(
+                "introspection endpoint unreachable".into(),
+            ))
+        })
+    }
+}
+
+#[test]
+fn an_authenticator_failure_is_503_without_a_challenge() {
+    let srv = demo(|c| c.auth = Some(AuthConfig::new(Unavailable)));
+    let resp = tool(&srv, Some("tok-user"), "whoami", json!({}));
+    assert_eq!(resp.status, 503);
+    assert!(
+        resp.header("www-authenticate").is_none(),
+        "a challenge would send the client to re-authorise in a loop"
+    );
+    // Without a token the client is still told how to get one.
+    assert_eq!(tool(&srv, None, "whoami", json!({})).status, 401);
+}
+
 /// The 2025 path is authenticated the same way: initialize, session requests
 /// and the GET stream.
 #[test]

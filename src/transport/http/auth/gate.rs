@@ -50,7 +50,19 @@ fn quoted(s: &str) -> String {
         .collect()
 }
 
-/// The 401 / 403 of a refused request, with its challenge.
+/// Adds `scope="…"` (the scopes every request needs) to a 401 challenge, as
+/// the MCP authorization rules ask, when any are configured.
+fn push_required_scopes(value: &mut String, auth: &AuthConfig) {
+    if !auth.required_scopes.is_empty() {
+        value.push_str(&format!(
+            ", scope=\"{}\"",
+            quoted(&auth.required_scopes.join(" "))
+        ));
+    }
+}
+
+/// The 401 / 403 of a refused request, with its challenge; 503 when the
+/// authenticator itself failed ([`AuthError::Config`]).
 fn challenge(req: &HttpRequest, auth: &AuthConfig, error: &AuthError) -> HttpResponse {
     let url = super::metadata_url(&super::metadata::resource_of(req, auth));
     let mut value = format!("Bearer resource_metadata=\"{}\"", quoted(&url));
@@ -66,12 +78,7 @@ fn challenge(req: &HttpRequest, auth: &AuthConfig, error: &AuthError) -> HttpRes
             )
         }
         AuthError::Missing => {
-            if !auth.required_scopes.is_empty() {
-                value.push_str(&format!(
-                    ", scope=\"{}\"",
-                    quoted(&auth.required_scopes.join(" "))
-                ));
-            }
+            push_required_scopes(&mut value, auth);
             (
                 StatusCode::UNAUTHORIZED,
                 "Unauthorized: a bearer token is required".to_owned(),
@@ -82,12 +89,22 @@ fn challenge(req: &HttpRequest, auth: &AuthConfig, error: &AuthError) -> HttpRes
                 ", error=\"invalid_token\", error_description=\"{}\"",
                 quoted(why)
             ));
+            push_required_scopes(&mut value, auth);
             (StatusCode::UNAUTHORIZED, format!("Unauthorized: {why}"))
         }
-        AuthError::Config(_) => (
-            StatusCode::UNAUTHORIZED,
-            "Unauthorized: the server cannot check tokens".to_owned(),
-        ),
+        AuthError::Config(why) => {
+            // The server cannot check tokens (an authenticator's own failure):
+            // not the client's fault, so no challenge that would send it to
+            // re-authorise in a loop.
+            tracing::error!(error = %why, "authenticator failed");
+            let mut resp = crate::transport::http::post::refusal(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "Service unavailable: the server cannot check tokens right now".to_owned(),
+            );
+            resp.head_mut()
+                .set_connection_type(actix_web::http::ConnectionType::Close);
+            return resp;
+        }
     };
     let mut resp = crate::transport::http::post::refusal(status, message);
     if let Ok(v) = header::HeaderValue::from_str(&value) {
