@@ -36,6 +36,7 @@ mod schema;
 pub(crate) mod seal;
 pub mod secret;
 mod spent;
+mod template;
 mod tool;
 mod tools_call;
 mod typed;
