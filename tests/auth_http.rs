@@ -288,6 +288,51 @@ fn a_third_stream_of_one_principal_is_429_and_others_still_open_streams() {
     }));
 }
 
+/// The sample of `genmcp_requests_total` for `method` and `outcome` (0 when
+/// the series is absent: only non-zero series are written).
+fn requests_total(srv: &ServerThread, method: &str, outcome: &str) -> u64 {
+    let text = genmcp::admin::Admin::new(srv.server.clone(), Vec::new()).metrics_text();
+    let method = format!("method=\"{method}\"");
+    let outcome = format!("outcome=\"{outcome}\"");
+    text.lines()
+        .filter(|l| l.starts_with("genmcp_requests_total{"))
+        .find(|l| l.contains(&method) && l.contains(&outcome))
+        .and_then(|l| l.rsplit(' ').next()?.parse().ok())
+        .unwrap_or(0)
+}
+
+#[test]
+fn refusals_are_counted_as_unauthorized_or_limited_by_method() {
+    let srv = demo(|c| {
+        c.limits.max_streams_per_principal = Some(1);
+        // Refilling one request per 100 s: the test never sees a refill.
+        let mut rate = RateLimit::per_second(1).burst(3);
+        rate.per_second = 0.01;
+        c.rate_limit = Some(rate);
+    });
+    assert_eq!(tool(&srv, None, "whoami", json!({})).status, 401);
+    assert_eq!(tool(&srv, Some("forged"), "whoami", json!({})).status, 401);
+    assert_eq!(requests_total(&srv, "tools/call", "unauthorized"), 2);
+    let tools = json!({"toolsListChanged": true});
+    let mut held = listen(&srv, Some("tok-user"), 1, tools.clone());
+    held.next_message().unwrap();
+    let second = listen(&srv, Some("tok-user"), 2, tools).into_response();
+    assert_eq!(second.status, 429);
+    assert_eq!(requests_total(&srv, "subscriptions/listen", "limited"), 1);
+    assert_eq!(requests_total(&srv, "subscriptions/listen", "ok"), 1);
+    // bob's burst of 3 is spent (two listens, one call): the rate limit.
+    assert_eq!(
+        tool(&srv, Some("tok-user"), "whoami", json!({})).status,
+        200
+    );
+    assert_eq!(
+        tool(&srv, Some("tok-user"), "whoami", json!({})).status,
+        429
+    );
+    assert_eq!(requests_total(&srv, "tools/call", "limited"), 1);
+    assert_eq!(requests_total(&srv, "tools/call", "ok"), 1);
+}
+
 #[test]
 fn without_a_principal_streams_are_counted_per_client_address() {
     let mut config = common::config();

@@ -167,10 +167,10 @@ pub(crate) fn spawn_unary<H: SubscriptionHandler, G: 'static>(
                     .await;
             let (result, counted) = match outcome {
                 Ok(Ok(result)) => {
-                    let counted = if result.is_ok() {
-                        RequestOutcome::Ok
-                    } else {
-                        RequestOutcome::Error
+                    let counted = match &result {
+                        Ok(_) => RequestOutcome::Ok,
+                        Err(e) if e.retry_after().is_some() => RequestOutcome::Limited,
+                        Err(_) => RequestOutcome::Error,
                     };
                     (result, counted)
                 }

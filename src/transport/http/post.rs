@@ -405,7 +405,12 @@ pub(super) async fn listen<H: SubscriptionHandler>(
     )
     .await
     {
-        server.record_request(methods::LISTEN, RequestOutcome::Error, None);
+        let outcome = if error.retry_after().is_some() {
+            RequestOutcome::Limited
+        } else {
+            RequestOutcome::Error
+        };
+        server.record_request(methods::LISTEN, outcome, None);
         return error_response(Some(&id), &error, Phase::Dispatch);
     }
     server.record_request(methods::LISTEN, RequestOutcome::Ok, None);

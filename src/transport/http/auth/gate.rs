@@ -11,6 +11,7 @@ use super::{AuthConfig, AuthError, MAX_BEARER_TOKEN_LEN, Principal};
 use crate::mux::{Assigns, ClientAddr, limit_key};
 use crate::protocol::McpError;
 use crate::protocol::jsonrpc::encode_error;
+use crate::runtime::RequestOutcome;
 use crate::subscription::SubscriptionHandler;
 use crate::transport::http::post::AppState;
 
@@ -156,6 +157,16 @@ pub(in crate::transport::http) async fn admit<H: SubscriptionHandler>(
     state: &AppState<H>,
 ) -> Result<Assigns, HttpResponse> {
     let config = &state.config;
+    // Head refusals are counted under the method the routing header names
+    // (a bounded label), since the body is never read.
+    let count = |outcome| {
+        let method = req
+            .headers()
+            .get(crate::transport::http::headers::METHOD)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("");
+        state.server.record_request(method, outcome, None);
+    };
     let principal = match &config.auth {
         Some(auth) => match authenticate(req, auth).await {
             Ok(p) => {
@@ -164,6 +175,10 @@ pub(in crate::transport::http) async fn admit<H: SubscriptionHandler>(
             }
             Err(e) => {
                 tracing::debug!(error = %e, "request refused by authentication");
+                count(match e {
+                    AuthError::Config(_) => RequestOutcome::Error,
+                    _ => RequestOutcome::Unauthorized,
+                });
                 return Err(challenge(req, auth, &e));
             }
         },
@@ -171,6 +186,7 @@ pub(in crate::transport::http) async fn admit<H: SubscriptionHandler>(
     };
     let mut assigns = match &config.assigns {
         Some(hook) => hook(req).map_err(|why| {
+            count(RequestOutcome::Unauthorized);
             let mut resp = crate::transport::http::post::refusal(
                 StatusCode::UNAUTHORIZED,
                 format!("Unauthorized: {why}"),
@@ -210,6 +226,7 @@ pub(in crate::transport::http) async fn admit<H: SubscriptionHandler>(
             ),
             secs,
         );
+        count(RequestOutcome::Limited);
         let resp = HttpResponse::TooManyRequests()
             .content_type("application/json")
             .body(encode_error(None, &error));
