@@ -85,9 +85,10 @@ struct ServeArgs {
     #[arg(long)]
     conformance: bool,
     /// Share the demo's events with the other nodes on this Redis server
-    /// (redis://[user:password@]HOST:PORT). Default: an embedded bus (one
-    /// node). Prefer GENMCP_BUS for a URL with a password: it then stays out
-    /// of `ps`.
+    /// (redis://[user:password@]HOST:PORT), and record spent requestStates
+    /// there (each is honoured once across the nodes; refused while Redis is
+    /// unreachable). Default: an embedded bus (one node). Prefer GENMCP_BUS
+    /// for a URL with a password: it then stays out of `ps`.
     #[arg(long, value_name = "URL", env = "GENMCP_BUS", hide_env_values = true)]
     bus: Option<BusUrl>,
     /// With --bus: start even when Redis is unreachable (degraded, reconnecting)
@@ -101,11 +102,22 @@ struct ServeArgs {
     key_file: Option<std::path::PathBuf>,
     /// Require a bearer token from this table (lines `TOKEN PRINCIPAL [admin]`;
     /// HTTP only; see docs/auth.md).
-    #[arg(long, value_name = "FILE", group = "auth_source")]
+    #[arg(
+        long,
+        value_name = "FILE",
+        group = "auth_source",
+        conflicts_with = "stdio"
+    )]
     auth_tokens: Option<PathBuf>,
     /// Require a JWT access token signed by a key of this JWKS file, from
     /// --issuer, for --audience (HTTP only; see docs/auth.md).
-    #[arg(long, value_name = "FILE", group = "auth_source", requires_all = ["issuer", "audience"])]
+    #[arg(
+        long,
+        value_name = "FILE",
+        group = "auth_source",
+        requires_all = ["issuer", "audience"],
+        conflicts_with = "stdio"
+    )]
     jwks: Option<PathBuf>,
     /// The authorization server: the JWT `iss`, and `authorization_servers` of
     /// the protected resource metadata.
@@ -121,7 +133,7 @@ struct ServeArgs {
     max_streams_per_principal: Option<NonZeroUsize>,
     /// Requests per second per principal, or per client address without one,
     /// with a burst of as many (default: no limit); past it 429.
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", conflicts_with = "stdio")]
     max_requests_per_second: Option<NonZeroU32>,
     /// Run the admin listener (GET /metrics, /healthz, /readyz) on this
     /// address, e.g. 127.0.0.1:9090; never the MCP port (default: off).
@@ -389,13 +401,15 @@ fn run_serve(args: ServeArgs) -> ExitCode {
             c.limits = serve.config.limits.clone();
             c
         };
+        // With --bus redis://…, spent requestStates are recorded in Redis.
+        let spent = genmcp::apps::shared_spent::RedisSpentRecord::for_bus(&bus);
         match (serve.conformance, serve.stdio) {
             (true, false) => {
-                let suite = genmcp::apps::fixtures::suite_with_secret(secret);
+                let suite = genmcp::apps::fixtures::suite_for_node(secret, spent);
                 http::serve(suite, serve.config).await
             }
             (true, true) => {
-                let suite = genmcp::apps::fixtures::suite_with_secret(secret);
+                let suite = genmcp::apps::fixtures::suite_for_node(secret, spent);
                 genmcp::transport::stdio::serve(suite, stdio_config).await
             }
             (false, false) => {
@@ -487,6 +501,15 @@ mod tests {
             &["genmcp", "serve", "--bogus"],
             &["genmcp", "serve", "--admin", "nowhere"],
             &["genmcp", "serve", "--stdio", "--admin", "127.0.0.1:9090"],
+            // HTTP-only flags are refused on stdio rather than silently ignored.
+            &["genmcp", "serve", "--stdio", "--auth-tokens", "t.txt"],
+            &[
+                "genmcp",
+                "serve",
+                "--stdio",
+                "--max-requests-per-second",
+                "5",
+            ],
             &["genmcp", "serve", "--log-format", "xml"],
             &["genmcp", "bench", "--pid", "1"],
             &["genmcp", "bench", "--mode", "speed"],

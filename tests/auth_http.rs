@@ -151,6 +151,47 @@ fn a_missing_scope_is_403_insufficient_scope() {
     );
 }
 
+#[test]
+fn an_invalid_token_challenge_names_the_required_scopes() {
+    let srv = demo(|c| {
+        c.auth = Some(auth().require_scopes(["mcp:tools"]));
+    });
+    let resp = tool(&srv, Some("forged"), "whoami", json!({}));
+    assert_eq!(resp.status, 401);
+    let challenge = resp.header("www-authenticate").unwrap();
+    assert!(
+        challenge.contains("error=\"invalid_token\"") && challenge.contains("scope=\"mcp:tools\""),
+        "{challenge}"
+    );
+}
+
+/// An authenticator that cannot check tokens (its introspection endpoint is
+/// down, say): the server's trouble, not the client's.
+struct Unavailable;
+
+impl genmcp::http::auth::Authenticator for Unavailable {
+    fn authenticate(&self, _token: &str) -> genmcp::http::auth::AuthFuture {
+        Box::pin(async {
+            Err(genmcp::http::auth::AuthError::Config(
+                "introspection endpoint unreachable".into(),
+            ))
+        })
+    }
+}
+
+#[test]
+fn an_authenticator_failure_is_503_without_a_challenge() {
+    let srv = demo(|c| c.auth = Some(AuthConfig::new(Unavailable)));
+    let resp = tool(&srv, Some("tok-user"), "whoami", json!({}));
+    assert_eq!(resp.status, 503);
+    assert!(
+        resp.header("www-authenticate").is_none(),
+        "a challenge would send the client to re-authorise in a loop"
+    );
+    // Without a token the client is still told how to get one.
+    assert_eq!(tool(&srv, None, "whoami", json!({})).status, 401);
+}
+
 /// The 2025 path is authenticated the same way: initialize, session requests
 /// and the GET stream.
 #[test]
@@ -245,6 +286,51 @@ fn a_third_stream_of_one_principal_is_429_and_others_still_open_streams() {
     assert!(common::wait_until(Duration::from_secs(10), || {
         srv.server.stream_owners() == 0
     }));
+}
+
+/// The sample of `genmcp_requests_total` for `method` and `outcome` (0 when
+/// the series is absent: only non-zero series are written).
+fn requests_total(srv: &ServerThread, method: &str, outcome: &str) -> u64 {
+    let text = genmcp::admin::Admin::new(srv.server.clone(), Vec::new()).metrics_text();
+    let method = format!("method=\"{method}\"");
+    let outcome = format!("outcome=\"{outcome}\"");
+    text.lines()
+        .filter(|l| l.starts_with("genmcp_requests_total{"))
+        .find(|l| l.contains(&method) && l.contains(&outcome))
+        .and_then(|l| l.rsplit(' ').next()?.parse().ok())
+        .unwrap_or(0)
+}
+
+#[test]
+fn refusals_are_counted_as_unauthorized_or_limited_by_method() {
+    let srv = demo(|c| {
+        c.limits.max_streams_per_principal = Some(1);
+        // Refilling one request per 100 s: the test never sees a refill.
+        let mut rate = RateLimit::per_second(1).burst(3);
+        rate.per_second = 0.01;
+        c.rate_limit = Some(rate);
+    });
+    assert_eq!(tool(&srv, None, "whoami", json!({})).status, 401);
+    assert_eq!(tool(&srv, Some("forged"), "whoami", json!({})).status, 401);
+    assert_eq!(requests_total(&srv, "tools/call", "unauthorized"), 2);
+    let tools = json!({"toolsListChanged": true});
+    let mut held = listen(&srv, Some("tok-user"), 1, tools.clone());
+    held.next_message().unwrap();
+    let second = listen(&srv, Some("tok-user"), 2, tools).into_response();
+    assert_eq!(second.status, 429);
+    assert_eq!(requests_total(&srv, "subscriptions/listen", "limited"), 1);
+    assert_eq!(requests_total(&srv, "subscriptions/listen", "ok"), 1);
+    // bob's burst of 3 is spent (two listens, one call): the rate limit.
+    assert_eq!(
+        tool(&srv, Some("tok-user"), "whoami", json!({})).status,
+        200
+    );
+    assert_eq!(
+        tool(&srv, Some("tok-user"), "whoami", json!({})).status,
+        429
+    );
+    assert_eq!(requests_total(&srv, "tools/call", "limited"), 1);
+    assert_eq!(requests_total(&srv, "tools/call", "ok"), 1);
 }
 
 #[test]

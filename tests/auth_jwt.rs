@@ -142,22 +142,27 @@ fn algorithm_confusion_is_refused() {
     )
     .unwrap();
     assert_eq!(refusal(&hs), "no key for this token");
+    // The classic confusion: HS256 under the EC key's kid, "signed" with the
+    // public key's own bytes as the HMAC secret (anyone can read them).
+    let jwks: Value =
+        serde_json::from_str(include_str!("fixtures/jwks.json")).expect("the test JWKS");
+    let public = jwks["keys"][0].to_string();
     let mut header = Header::new(Algorithm::HS256);
     header.kid = Some("test-key".into());
     let hs = jsonwebtoken::encode(
         &header,
         &claims(),
-        &EncodingKey::from_secret(b"0123456789abcdef0123456789abcdef").unwrap(),
+        &EncodingKey::from_secret(public.as_bytes()).unwrap(),
     )
     .unwrap();
-    assert!(jwt().verify(&hs).is_err());
+    assert_eq!(refusal(&hs), "wrong algorithm");
     let b64 = |v: Value| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(v.to_string());
     let none = format!(
         "{}.{}.",
         b64(json!({"alg": "none", "kid": "test-key"})),
         b64(claims())
     );
-    assert!(jwt().verify(&none).is_err());
+    assert_eq!(refusal(&none), "malformed", "alg none is not even parsed");
 }
 
 #[test]

@@ -219,8 +219,10 @@ pub fn suite() -> (Suite<NotesSubscriptions>, Bus<SharedNotification>) {
 
 /// The demo suite publishing on `bus` (embedded, or shared with other nodes
 /// through Redis: [`Bus::redis`]), sealing `requestState`s and cursors with
-/// `secret` (`None`: a random key of this process). A tool whose event could
-/// not reach the other nodes says so in an error result.
+/// `secret` (`None`: a random key of this process). On a Redis bus, spent
+/// `requestState`s are recorded in Redis too
+/// ([`super::shared_spent::RedisSpentRecord`]). A tool whose event could not
+/// reach the other nodes says so in an error result.
 pub fn suite_with(
     bus: Bus<SharedNotification>,
     secret: Option<[u8; 32]>,
@@ -442,6 +444,9 @@ pub fn suite_with(
     .subscriptions(NotesSubscriptions::new(bus.clone()));
     if let Some(secret) = secret {
         builder = builder.secret(secret);
+    }
+    if let Some(record) = super::shared_spent::RedisSpentRecord::for_bus(&bus) {
+        builder = builder.spent_record(record);
     }
     let suite = builder.build();
     (suite, bus)

@@ -6,3 +6,4 @@ pub mod demo;
 pub mod fixtures;
 pub mod logging;
 pub mod node;
+pub mod shared_spent;

@@ -32,7 +32,9 @@ use crate::suite::secret::{self, KEY_ENV, SecretError};
 pub struct NodeConfig {
     /// `--bus` (or `GENMCP_BUS`): the Redis server shared by the nodes
     /// (`redis://[user:password@]HOST:PORT`); `None` (default): an embedded
-    /// bus. `{:?}` of a `NodeConfig` hides the password.
+    /// bus. `{:?}` of a `NodeConfig` hides the password. The nodes
+    /// also record spent `requestState`s there
+    /// ([`crate::apps::shared_spent::RedisSpentRecord::for_bus`]).
     pub bus: Option<String>,
     /// `--bus-degraded`: start even when Redis cannot be reached (disconnected,
     /// logged, reconnecting) instead of failing (default false).

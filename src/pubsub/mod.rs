@@ -34,7 +34,7 @@ use std::sync::{Arc, Weak};
 pub(crate) use inbox::OverflowSignal;
 pub use inbox::{DeliverFuture, Inbox, InboxError, InboxSink};
 use local::Topics;
-pub use redis::{RedisBusConfig, StartMode};
+pub use redis::{RedisBusConfig, RedisOnce, StartMode};
 
 /// Why a publish could not reach the other nodes, or a bus could not start.
 /// Local subscribers have already received a failed publish's events.
@@ -73,6 +73,13 @@ pub enum BusError {
     /// A message could not be serialized.
     #[error("event bus: cannot serialize the message: {0}")]
     Encode(String),
+    /// Too many [`RedisOnce::claim`]s already wait for Redis: this one was
+    /// not sent.
+    #[error("event bus busy: {capacity} claims already wait for Redis")]
+    Busy {
+        /// The bound ([`RedisBusConfig::max_claims`]).
+        capacity: usize,
+    },
 }
 
 /// The state of a bus's link to the other nodes, cheap to query.
@@ -120,6 +127,8 @@ pub(crate) trait Remote<M>: Send + Sync {
     ) -> BoxFuture<'a, Result<(), BusError>>;
     /// The set of local topics changed (one appeared or went away).
     fn topics_changed(&self);
+    /// Set-once keys on the shared server, if the link has one.
+    fn once(&self) -> Option<RedisOnce>;
     /// The link's state.
     fn health(&self) -> BusHealth;
 }
@@ -255,6 +264,13 @@ impl<M: Clone + Send + 'static> Bus<M> {
     /// Whether this bus carries events between nodes.
     pub fn is_distributed(&self) -> bool {
         self.inner.remote.is_some()
+    }
+
+    /// Set-once keys on the Redis server this bus shares with the other
+    /// nodes, through the bus's own connection; `None` for an embedded bus.
+    /// See [`RedisOnce::claim`].
+    pub fn once(&self) -> Option<RedisOnce> {
+        self.inner.remote.as_ref().and_then(|r| r.once())
     }
 
     /// Publishes without waiting: each local subscriber gets `msg` or, if its

@@ -29,6 +29,11 @@
 //! | wait for room in this node's mailboxes, per event from another node, shared by all its streams ([`RedisBusConfig::stall`]) | 250 ms | the streams still full are ended as `Overflow` |
 //! | a Redis command's answer ([`RedisBusConfig::command_timeout`]) | 2 s | the connection is treated as lost |
 //! | keep-alive `PING` on the subscription connection ([`RedisBusConfig::ping_interval`]) | 5 s | no answer within `command_timeout`: lost |
+//! | [`RedisOnce::claim`]s waiting for Redis ([`RedisBusConfig::max_claims`]) | 1,024 | the claim fails at once with [`BusError::Busy`] |
+//!
+//! The bus also lends its command connection to [`RedisOnce`] ([`Bus::once`]):
+//! set-once keys with an expiry, which the nodes use to honour a sealed
+//! `requestState` at most once across all of them (`docs/bus.md`).
 //!
 //! When the connection is lost every local subscriber is asked to complete
 //! ([`super::Inbox::complete`]: its stream ends with its completion result,
@@ -55,7 +60,7 @@ use ::redis::aio::{MultiplexedConnection, PubSub};
 use futures_util::StreamExt;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
-use tokio::sync::{Notify, mpsc, oneshot};
+use tokio::sync::{Notify, Semaphore, mpsc, oneshot};
 
 use super::local::lock;
 use super::{Bus, BusError, BusHealth, BusInner, Remote};
@@ -120,6 +125,9 @@ pub struct RedisBusConfig {
     /// at most one such wait, and the redis crate's buffer of unread
     /// messages grows by at most `stall` × the inbound message rate.
     pub stall: Duration,
+    /// [`RedisOnce::claim`]s waiting for Redis at once (default 1,024); one
+    /// more fails with [`BusError::Busy`].
+    pub max_claims: usize,
 }
 
 /// The password stays out of `{:?}` (see [`display_url`]).
@@ -137,6 +145,7 @@ impl std::fmt::Debug for RedisBusConfig {
             .field("reconnect_min", &self.reconnect_min)
             .field("reconnect_max", &self.reconnect_max)
             .field("stall", &self.stall)
+            .field("max_claims", &self.max_claims)
             .finish()
     }
 }
@@ -156,6 +165,7 @@ impl RedisBusConfig {
             reconnect_min: Duration::from_millis(100),
             reconnect_max: Duration::from_secs(5),
             stall: Duration::from_millis(250),
+            max_claims: 1024,
         }
     }
 
@@ -176,6 +186,9 @@ impl RedisBusConfig {
         let bad = |what: &str| Err(BusError::Config(what.into()));
         if self.publish_queue == 0 {
             return bad("publish_queue must be at least 1");
+        }
+        if self.max_claims == 0 {
+            return bad("max_claims must be at least 1");
         }
         if self.max_payload <= NODE_LEN {
             return bad("max_payload must be larger than 16 bytes");
@@ -225,6 +238,13 @@ struct Link {
     capacity: usize,
     max_payload: usize,
     topics_changed: Notify,
+    /// The command connection while connected (for [`RedisOnce`]).
+    conn: Mutex<Option<MultiplexedConnection>>,
+    /// The Redis thread's runtime, where [`RedisOnce`] commands run.
+    runtime: std::sync::OnceLock<tokio::runtime::Handle>,
+    command_timeout: Duration,
+    claims: Arc<Semaphore>,
+    max_claims: usize,
 }
 
 impl Link {
@@ -237,7 +257,82 @@ impl Link {
 
     fn set_lost(&self, reason: String) {
         *lock(&self.last_error) = reason;
+        *lock(&self.conn) = None;
         self.connected.store(false, Ordering::Release);
+    }
+
+    fn unavailable_because(&self, reason: String) -> BusError {
+        BusError::Unavailable {
+            url: self.url.clone(),
+            reason,
+        }
+    }
+}
+
+/// Set-once keys with an expiry on a Redis bus's server, sharing the bus's
+/// command connection ([`Bus::once`]). Cheap to clone; it does not keep the
+/// bus alive (once the bus is dropped, every claim fails).
+///
+/// Commands run on the bus's Redis thread: a claim never blocks the caller's
+/// thread, works from any async runtime, and is answered within
+/// [`RedisBusConfig::command_timeout`].
+#[derive(Clone)]
+pub struct RedisOnce {
+    link: Arc<Link>,
+}
+
+impl std::fmt::Debug for RedisOnce {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedisOnce")
+            .field("url", &self.link.url)
+            .field("prefix", &self.link.prefix)
+            .finish()
+    }
+}
+
+impl RedisOnce {
+    /// Claims the key `<prefix><name>` until `expires_at_ms` (milliseconds
+    /// since the Unix epoch, by Redis's clock): `SET key 1 NX PXAT
+    /// expires_at_ms`. `Ok(true)`: this call set it (the first claim, on any
+    /// node); `Ok(false)`: it was already set and has not expired. Redis
+    /// forgets the key at `expires_at_ms`, so its memory is bounded by the
+    /// claims made within one lifetime. Needs Redis 6.2 or later (`PXAT`).
+    ///
+    /// Fails with [`BusError::Unavailable`] when the bus is not connected, the
+    /// command fails, or no answer comes within
+    /// [`RedisBusConfig::command_timeout`] (the key may then be set or not),
+    /// and with [`BusError::Busy`] when [`RedisBusConfig::max_claims`] claims
+    /// already wait.
+    pub async fn claim(&self, name: &str, expires_at_ms: u64) -> Result<bool, BusError> {
+        let link = &self.link;
+        if !link.connected.load(Ordering::Acquire) {
+            return Err(link.unavailable());
+        }
+        let conn = lock(&link.conn).clone();
+        let (Some(mut conn), Some(runtime)) = (conn, link.runtime.get()) else {
+            return Err(link.unavailable());
+        };
+        let permit = link
+            .claims
+            .clone()
+            .try_acquire_owned()
+            .map_err(|_| BusError::Busy {
+                capacity: link.max_claims,
+            })?;
+        let key = format!("{}{name}", link.prefix);
+        let timeout = link.command_timeout;
+        let task = runtime.spawn(async move {
+            let _permit = permit;
+            let mut set = ::redis::cmd("SET");
+            set.arg(key).arg(1).arg("NX").arg("PXAT").arg(expires_at_ms);
+            tokio::time::timeout(timeout, set.query_async::<Option<String>>(&mut conn)).await
+        });
+        match task.await {
+            Ok(Ok(Ok(set))) => Ok(set.is_some()),
+            Ok(Ok(Err(e))) => Err(link.unavailable_because(format!("SET failed: {e}"))),
+            Ok(Err(_)) => Err(link.unavailable_because(format!("SET unanswered in {timeout:?}"))),
+            Err(_) => Err(link.unavailable_because("the bus was dropped".into())),
+        }
     }
 }
 
@@ -303,6 +398,12 @@ impl<M: Serialize + Send + 'static> Remote<M> for RedisRemote<M> {
         self.link.topics_changed.notify_one();
     }
 
+    fn once(&self) -> Option<RedisOnce> {
+        Some(RedisOnce {
+            link: self.link.clone(),
+        })
+    }
+
     fn health(&self) -> BusHealth {
         if self.link.connected.load(Ordering::Acquire) {
             BusHealth::Connected
@@ -339,6 +440,11 @@ where
             capacity: config.publish_queue,
             max_payload: config.max_payload,
             topics_changed: Notify::new(),
+            conn: Mutex::new(None),
+            runtime: std::sync::OnceLock::new(),
+            command_timeout: config.command_timeout,
+            claims: Arc::new(Semaphore::new(config.max_claims)),
+            max_claims: config.max_claims,
         });
         let remote_link = link.clone();
         let bus = Bus::with_remote(move |_| {
@@ -363,7 +469,10 @@ where
                     .enable_all()
                     .build()
                 {
-                    Ok(rt) => rt.block_on(task.run(started_tx)),
+                    Ok(rt) => {
+                        let _ = task.link.runtime.set(rt.handle().clone());
+                        rt.block_on(task.run(started_tx))
+                    }
                     Err(e) => {
                         let _ = started_tx.send(Err(BusError::Config(format!(
                             "cannot start the Redis thread's runtime: {e}"
@@ -423,9 +532,14 @@ impl<M: Clone + Send + DeserializeOwned + 'static> Task<M> {
             }
             let reason = match self.connect().await {
                 Ok((pubsub, conn)) => {
+                    *lock(&self.link.conn) = Some(conn.clone());
                     let began = std::time::Instant::now();
                     match self.session(pubsub, conn, &mut started).await {
-                        End::Shutdown => return,
+                        End::Shutdown => {
+                            // Claims made through a RedisOnce fail from now on.
+                            self.link.set_lost("the bus was dropped".into());
+                            return;
+                        }
                         End::Lost(reason) => {
                             self.link.set_lost(reason.clone());
                             // Publishes queued before the loss are dropped (at most once).

@@ -67,16 +67,24 @@ pub enum RequestOutcome {
     Timeout,
     /// Its handler panicked.
     Panicked,
+    /// Refused on its HTTP head by authentication (401 / 403: no token, a bad
+    /// token, a missing scope, or the application's assigns hook).
+    Unauthorized,
+    /// Refused by a limit with HTTP 429: the request rate, the open streams of
+    /// one principal, or a full spent request-state record.
+    Limited,
 }
 
 impl RequestOutcome {
     /// Every outcome, in a fixed order.
-    pub const ALL: [RequestOutcome; 5] = [
+    pub const ALL: [RequestOutcome; 7] = [
         RequestOutcome::Ok,
         RequestOutcome::Error,
         RequestOutcome::Refused,
         RequestOutcome::Timeout,
         RequestOutcome::Panicked,
+        RequestOutcome::Unauthorized,
+        RequestOutcome::Limited,
     ];
 
     /// A stable lower-case name, for logs and metrics.
@@ -87,6 +95,8 @@ impl RequestOutcome {
             RequestOutcome::Refused => "refused",
             RequestOutcome::Timeout => "timeout",
             RequestOutcome::Panicked => "panicked",
+            RequestOutcome::Unauthorized => "unauthorized",
+            RequestOutcome::Limited => "limited",
         }
     }
 

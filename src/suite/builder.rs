@@ -21,6 +21,7 @@ pub struct SuiteBuilder<H> {
     request_state_ttl: Duration,
     secret: Option<[u8; 32]>,
     max_spent: usize,
+    spent_record: Option<Arc<dyn SpentRecord>>,
     logging: bool,
     catalog: Catalog,
     handler: H,
@@ -43,6 +44,7 @@ impl Suite<NoSubscriptions> {
             request_state_ttl: DEFAULT_REQUEST_STATE_TTL,
             secret: None,
             max_spent: DEFAULT_MAX_SPENT_REQUEST_STATES,
+            spent_record: None,
             logging: false,
             catalog: Catalog::new(),
             handler: NoSubscriptions,
@@ -121,9 +123,23 @@ impl<H: SubscriptionHandler> SuiteBuilder<H> {
     /// honoured once: it is remembered until it expires, and while this many
     /// unexpired states are remembered a further retry is refused with
     /// `-32603` / HTTP 429 "retry later" rather than forgetting one. The record
-    /// is per process (see `docs/security.md`).
+    /// is per process (see `docs/security.md`); unused with a
+    /// [`SuiteBuilder::spent_record`].
     pub fn max_spent_request_states(mut self, max: usize) -> Self {
         self.max_spent = max.max(1);
+        self
+    }
+
+    /// Records spent MRTR `requestState`s in `record` instead of this
+    /// process's memory (default: in memory, see
+    /// [`SuiteBuilder::max_spent_request_states`]). Nodes that share a
+    /// [`SuiteBuilder::secret`] must share a record too, or a state spent on
+    /// one node is honoured once more on each other node; `genmcp serve --bus
+    /// redis://…` uses a Redis-backed one
+    /// (`genmcp::apps::shared_spent::RedisSpentRecord`). When `record` fails,
+    /// the retry is refused (`-32603`, see `docs/auth.md`).
+    pub fn spent_record(mut self, record: Arc<dyn SpentRecord>) -> Self {
+        self.spent_record = Some(record);
         self
     }
 
@@ -195,6 +211,7 @@ impl<H: SubscriptionHandler> SuiteBuilder<H> {
             request_state_ttl: self.request_state_ttl,
             secret: self.secret,
             max_spent: self.max_spent,
+            spent_record: self.spent_record,
             logging: self.logging,
             catalog: self.catalog,
             handler,
@@ -221,7 +238,10 @@ impl<H: SubscriptionHandler> SuiteBuilder<H> {
                 cursor_ttl: self.cursor_ttl,
                 request_state_ttl: self.request_state_ttl,
                 sealer,
-                spent: SpentStates::new(self.max_spent),
+                spent: match self.spent_record {
+                    Some(record) => Spender::Shared(record),
+                    None => Spender::Local(SpentStates::new(self.max_spent)),
+                },
                 logging: self.logging,
                 catalog: self.catalog,
             }),

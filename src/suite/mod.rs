@@ -36,6 +36,7 @@ mod schema;
 pub(crate) mod seal;
 pub mod secret;
 mod spent;
+mod template;
 mod tool;
 mod tools_call;
 mod typed;
@@ -77,8 +78,8 @@ use crate::protocol::{
 use crate::subscription::{NoSubscriptions, SubscriptionHandler};
 use mrtr::{Binding, Retry};
 use seal::{Sealer, purpose};
-pub use spent::DEFAULT_MAX_SPENT_REQUEST_STATES;
-use spent::SpentStates;
+pub use spent::{DEFAULT_MAX_SPENT_REQUEST_STATES, Spend, SpentError, SpentRecord};
+use spent::{Spender, SpentStates};
 
 /// Default page size of the four list methods.
 pub const DEFAULT_PAGE_SIZE: usize = 500;
@@ -100,7 +101,7 @@ struct Inner {
     cursor_ttl: Duration,
     request_state_ttl: Duration,
     sealer: Sealer,
-    spent: SpentStates,
+    spent: Spender,
     logging: bool,
     catalog: Catalog,
 }
@@ -174,10 +175,11 @@ impl<H> Suite<H> {
         &self.inner.sealer
     }
 
-    /// Spent MRTR request states remembered now, and the most that can be
-    /// ([`SuiteBuilder::max_spent_request_states`]).
+    /// Spent MRTR request states remembered now in this process, and the most
+    /// that can be ([`SuiteBuilder::max_spent_request_states`]); `(0, 0)` with
+    /// a [`SuiteBuilder::spent_record`], which keeps its own.
     pub fn spent_request_states(&self) -> (usize, usize) {
-        (self.inner.spent.len(), self.inner.spent.capacity())
+        self.inner.spent.stats()
     }
 }
 

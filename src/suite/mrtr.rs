@@ -13,7 +13,7 @@ use serde_json::{Map, Value, json};
 pub(crate) use super::mrtr_answers::{elicited, roots, sampled_text};
 pub(crate) use super::mrtr_gate::check_capabilities;
 use super::seal::{self, Sealer, purpose};
-use super::spent::{Spend, SpentStates};
+use super::spent::{Spend, Spender};
 use super::tool::InputRequired;
 use crate::mux::Principal;
 use crate::protocol::{ClientCapabilities, McpError};
@@ -73,10 +73,11 @@ fn invalid_state(reason: &str) -> McpError {
 /// otherwise, `null` included); `requestState` must be a string sealed by this
 /// suite for the same method, name, arguments and principal, not expired and
 /// not spent before (`-32602`; a replay or another principal gets the same
-/// error as a tampered state). It is spent here, in `spent`.
-pub(crate) fn parse_retry(
+/// error as a tampered state). It is spent here, in `spent`; when `spent`
+/// cannot be reached the retry is refused ([`unverifiable_state`]).
+pub(crate) async fn parse_retry(
     sealer: &Sealer,
-    spent: &SpentStates,
+    spent: &Spender,
     params: &Map<String, Value>,
     binding: &Binding,
 ) -> Result<Retry, McpError> {
@@ -101,7 +102,11 @@ pub(crate) fn parse_retry(
     };
     let request_state = match params.get("requestState") {
         None => None,
-        Some(Value::String(token)) => Some(open_state(sealer, spent, token, binding)?),
+        Some(Value::String(token)) => {
+            let (nonce, exp, state) = open_state(sealer, token, binding)?;
+            spend_state(spent, nonce, exp).await?;
+            Some(state)
+        }
         Some(_) => return Err(invalid_state("requestState must be a string")),
     };
     Ok(Retry {
@@ -114,12 +119,13 @@ pub(crate) fn parse_retry(
 /// client learns nothing about which.
 const TAMPERED: &str = "integrity check failed";
 
+/// The nonce, expiry and handler state of a sealed state verified for
+/// `binding` (not yet spent).
 fn open_state(
     sealer: &Sealer,
-    spent: &SpentStates,
     token: &str,
     binding: &Binding,
-) -> Result<Value, McpError> {
+) -> Result<(u64, u64, Value), McpError> {
     let payload = sealer
         .open(purpose::REQUEST_STATE, token)
         .ok_or_else(|| invalid_state(TAMPERED))?;
@@ -141,18 +147,35 @@ fn open_state(
         .get("q")
         .and_then(Value::as_u64)
         .ok_or_else(|| invalid_state(TAMPERED))?;
-    match spent.spend(nonce, exp, seal::now_ms()) {
-        Spend::Fresh => {}
-        Spend::Replayed => return Err(invalid_state(TAMPERED)),
-        Spend::Full(wait_ms) => {
-            return Err(McpError::limit_exceeded(
-                "max_spent_request_states",
-                "Server busy: too many request states in use; retry later",
-                wait_ms.div_ceil(1_000),
-            ));
+    let state = payload.get("s").cloned().unwrap_or(Value::Null);
+    Ok((nonce, exp, state))
+}
+
+/// The refusal of a retry whose state could not be checked for replay (the
+/// spent record is unreachable): the state is not honoured, and the client is
+/// told it may retry (`-32603`; see `docs/auth.md`).
+fn unverifiable_state() -> McpError {
+    McpError::internal(
+        "Internal error: cannot check requestState against replay (the spent-state record is \
+         unavailable); it was not honoured, retry later",
+    )
+}
+
+/// Spends a verified state: once honoured, a state is refused.
+async fn spend_state(spent: &Spender, nonce: u64, exp: u64) -> Result<(), McpError> {
+    match spent.spend(nonce, exp, seal::now_ms()).await {
+        Ok(Spend::Fresh) => Ok(()),
+        Ok(Spend::Replayed) => Err(invalid_state(TAMPERED)),
+        Ok(Spend::Full(wait_ms)) => Err(McpError::limit_exceeded(
+            "max_spent_request_states",
+            "Server busy: too many request states in use; retry later",
+            wait_ms.div_ceil(1_000),
+        )),
+        Err(e) => {
+            tracing::warn!(error = %e, "requestState refused: cannot check it against replay");
+            Err(unverifiable_state())
         }
     }
-    Ok(payload.get("s").cloned().unwrap_or(Value::Null))
 }
 
 /// The `input_required` result of a round: capability-gated, its state sealed
@@ -221,8 +244,21 @@ mod tests {
         v.as_object().unwrap().clone()
     }
 
-    fn spent() -> SpentStates {
-        SpentStates::new(16)
+    fn spent() -> Spender {
+        Spender::Local(super::super::spent::SpentStates::new(16))
+    }
+
+    /// [`parse_retry`] run to completion (the in-memory record never waits).
+    fn parse(
+        sealer: &Sealer,
+        spent: &Spender,
+        params: &Map<String, Value>,
+        binding: &Binding,
+    ) -> Result<Retry, McpError> {
+        tokio::runtime::Builder::new_current_thread()
+            .build()
+            .expect("a runtime")
+            .block_on(parse_retry(sealer, spent, params, binding))
     }
 
     #[test]
@@ -244,7 +280,7 @@ mod tests {
         assert_eq!(result["resultType"], "input_required");
         assert!(result.get("ttlMs").is_none() && result.get("cacheScope").is_none());
         let token = result["requestState"].as_str().unwrap().to_owned();
-        let retry = parse_retry(
+        let retry = parse(
             &sealer,
             &spent(),
             &params(json!({"requestState": token})),
@@ -270,7 +306,7 @@ mod tests {
             Binding::new("tools/call", "u", &args),
             Binding::new("prompts/get", "t", &args),
         ] {
-            let err = parse_retry(
+            let err = parse(
                 &sealer,
                 &spent(),
                 &params(json!({"requestState": token})),
@@ -280,7 +316,7 @@ mod tests {
             assert_eq!(err.code(), -32602);
         }
         for bad in [json!(format!("{token}-TAMPERED")), json!(5), json!("x.y")] {
-            let err = parse_retry(
+            let err = parse(
                 &sealer,
                 &spent(),
                 &params(json!({"requestState": bad})),
@@ -311,7 +347,7 @@ mod tests {
             .unwrap()["requestState"]
                 .clone()
         };
-        let tampered = parse_retry(
+        let tampered = parse(
             &sealer,
             &spent,
             &params(json!({"requestState": format!("{}x", issue().as_str().unwrap())})),
@@ -324,17 +360,11 @@ mod tests {
             Binding::new("tools/call", "t", &json!({})).by(Some(&bob)),
             Binding::new("tools/call", "t", &json!({})),
         ] {
-            assert_eq!(
-                parse_retry(&sealer, &spent, &p, &other).unwrap_err(),
-                tampered
-            );
+            assert_eq!(parse(&sealer, &spent, &p, &other).unwrap_err(), tampered);
         }
         // Refusing the strangers did not spend it: its owner gets it once.
-        assert!(parse_retry(&sealer, &spent, &p, &binding).is_ok());
-        assert_eq!(
-            parse_retry(&sealer, &spent, &p, &binding).unwrap_err(),
-            tampered
-        );
+        assert!(parse(&sealer, &spent, &p, &binding).is_ok());
+        assert_eq!(parse(&sealer, &spent, &p, &binding).unwrap_err(), tampered);
         // A state issued without a principal is refused to one.
         let anon = Binding::new("tools/call", "t", &json!({}));
         let token = input_required_result(
@@ -347,11 +377,45 @@ mod tests {
         .unwrap()["requestState"]
             .clone();
         let p = params(json!({ "requestState": token }));
-        assert_eq!(
-            parse_retry(&sealer, &spent, &p, &binding).unwrap_err(),
-            tampered
-        );
-        assert!(parse_retry(&sealer, &spent, &p, &anon).is_ok());
+        assert_eq!(parse(&sealer, &spent, &p, &binding).unwrap_err(), tampered);
+        assert!(parse(&sealer, &spent, &p, &anon).is_ok());
+    }
+
+    /// A pluggable record that cannot be reached: the retry is refused with
+    /// `-32603` (not the tampered `-32602`), and the state is not honoured.
+    #[test]
+    fn an_unreachable_record_refuses_the_retry() {
+        struct Down;
+        impl super::super::SpentRecord for Down {
+            fn spend(
+                &self,
+                _nonce: u64,
+                _expires_at_ms: u64,
+            ) -> super::super::BoxFuture<Result<Spend, super::super::SpentError>> {
+                Box::pin(async { Err(super::super::SpentError::Unavailable("down".into())) })
+            }
+        }
+        let sealer = Sealer::new([3; 32]);
+        let binding = Binding::new("tools/call", "t", &json!({}));
+        let token = input_required_result(
+            &sealer,
+            Duration::from_secs(60),
+            InputRequired::new().with_state(json!(1)),
+            &caps(json!({})),
+            &binding,
+        )
+        .unwrap()["requestState"]
+            .clone();
+        let down = Spender::Shared(std::sync::Arc::new(Down));
+        let err = parse(
+            &sealer,
+            &down,
+            &params(json!({ "requestState": token })),
+            &binding,
+        )
+        .unwrap_err();
+        assert_eq!(err, unverifiable_state());
+        assert_eq!(err.code(), -32603);
     }
 
     #[test]
@@ -366,7 +430,7 @@ mod tests {
             &binding,
         )
         .unwrap();
-        let err = parse_retry(
+        let err = parse(
             &sealer,
             &spent(),
             &params(json!({"requestState": result["requestState"]})),
@@ -389,13 +453,13 @@ mod tests {
             json!({"inputResponses": []}),
         ] {
             assert_eq!(
-                parse_retry(&sealer, &spent(), &params(bad), &b)
+                parse(&sealer, &spent(), &params(bad), &b)
                     .unwrap_err()
                     .code(),
                 -32602
             );
         }
-        let ok = parse_retry(
+        let ok = parse(
             &sealer,
             &spent(),
             &params(json!({"inputResponses": {"k": {"action": "decline"}}})),
@@ -404,7 +468,7 @@ mod tests {
         .unwrap();
         assert_eq!(ok.input_responses.len(), 1);
         assert!(
-            parse_retry(&sealer, &spent(), &Map::new(), &b)
+            parse(&sealer, &spent(), &Map::new(), &b)
                 .unwrap()
                 .request_state
                 .is_none()

@@ -36,7 +36,7 @@ impl<H: SubscriptionHandler> Suite<H> {
         let arguments = prompt::check_arguments(prompt.descriptor(), &params)?;
         let binding = Binding::new(methods::PROMPTS_GET, name, &json!(arguments))
             .by(channel.assigns().get::<Principal>());
-        let retry = self.retry(&params, &binding)?;
+        let retry = self.retry(&params, &binding).await?;
         let get = PromptGet {
             arguments,
             channel: channel.clone(),
@@ -108,7 +108,7 @@ impl<H: SubscriptionHandler> Suite<H> {
         };
         let binding = Binding::new(methods::RESOURCES_READ, uri, &json!({}))
             .by(channel.assigns().get::<Principal>());
-        let retry = self.retry(&params, &binding)?;
+        let retry = self.retry(&params, &binding).await?;
         let mut providers: Vec<_> = self
             .inner
             .catalog

@@ -13,24 +13,123 @@
 //! heap), each structure at most 131,072 slots at the default capacity of
 //! 100,000 (they round up to a power of two): about 4.3 MB. Filling it takes
 //! `capacity` distinct states issued and spent within one `request_state_ttl`.
+//!
+//! That record is per process. Nodes that share a sealing key must share the
+//! record too, or a state spent on one node can be replayed once on each
+//! other node: [`SpentRecord`] is the seam
+//! ([`super::SuiteBuilder::spent_record`]); `genmcp serve --bus redis://…`
+//! plugs in a Redis-backed one (`crate::apps::shared_spent`, `docs/auth.md`).
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
+
+use super::tool::BoxFuture;
 
 /// Default number of unexpired spent request states remembered per suite.
 pub const DEFAULT_MAX_SPENT_REQUEST_STATES: usize = 100_000;
 
-/// What [`SpentStates::spend`] found.
+/// What spending a request state found.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Spend {
+#[non_exhaustive]
+pub enum Spend {
     /// First use: recorded, honour it.
     Fresh,
-    /// Already spent: refuse it.
+    /// Already spent: refuse it (the client gets the same `-32602` as for a
+    /// tampered state).
     Replayed,
-    /// The record is full of unexpired states: refuse for now, retry later.
-    /// Carries the milliseconds until the oldest one expires.
+    /// The record is full: refuse for now (`-32603`, HTTP 429 with
+    /// `Retry-After`), the state stays unspent. Carries the milliseconds after
+    /// which a retry may succeed.
     Full(u64),
+}
+
+/// Why a [`SpentRecord`] could not say whether a state was spent.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum SpentError {
+    /// The record cannot be reached (a shared store is down or too slow).
+    /// The suite refuses the retry (fail closed): `-32603` "cannot check
+    /// requestState" (see `docs/auth.md`), never honouring it unchecked.
+    #[error("the spent request-state record is unavailable: {0}")]
+    Unavailable(String),
+}
+
+/// Where a suite records the MRTR `requestState`s it has honoured, so that
+/// each is honoured at most once. The default is an in-memory record of this
+/// process ([`super::SuiteBuilder::max_spent_request_states`]); nodes sharing
+/// a sealing key share one through this trait
+/// ([`super::SuiteBuilder::spent_record`]).
+///
+/// `spend` is called only for a state whose seal, binding (method, name,
+/// arguments, principal) and expiry have been verified. It must record
+/// `nonce` atomically: of two concurrent calls with the same nonce, on any
+/// node, at most one gets [`Spend::Fresh`]. It may forget a nonce once
+/// `expires_at_ms` has passed (the state is refused as expired anyway).
+///
+/// ```
+/// use genmcp::suite::{BoxFuture, Spend, SpentError, SpentRecord};
+/// use std::collections::HashSet;
+/// use std::sync::Mutex;
+///
+/// /// Remembers forever (a sketch: a real record forgets expired states).
+/// struct Forever(Mutex<HashSet<u64>>);
+///
+/// impl SpentRecord for Forever {
+///     fn spend(&self, nonce: u64, _expires_at_ms: u64) -> BoxFuture<Result<Spend, SpentError>> {
+///         let fresh = self.0.lock().map(|mut s| s.insert(nonce)).map_err(|_| ());
+///         Box::pin(async move {
+///             match fresh {
+///                 Ok(true) => Ok(Spend::Fresh),
+///                 Ok(false) => Ok(Spend::Replayed),
+///                 Err(_) => Err(SpentError::Unavailable("poisoned".into())),
+///             }
+///         })
+///     }
+/// }
+/// ```
+pub trait SpentRecord: Send + Sync + 'static {
+    /// Spends the state `nonce` (a random 64-bit number sealed into the
+    /// state), which expires at `expires_at_ms` (milliseconds since the Unix
+    /// epoch, the sealed `exp`).
+    fn spend(&self, nonce: u64, expires_at_ms: u64) -> BoxFuture<Result<Spend, SpentError>>;
+}
+
+/// The record a suite uses: the in-memory one (spent synchronously, no
+/// allocation) or a pluggable one.
+pub(crate) enum Spender {
+    /// This process's record (the default).
+    Local(SpentStates),
+    /// A record given to [`super::SuiteBuilder::spent_record`].
+    Shared(Arc<dyn SpentRecord>),
+}
+
+impl Spender {
+    /// Spends `nonce`, expiring at `exp`, at time `now` (the local record's clock).
+    pub(crate) async fn spend(&self, nonce: u64, exp: u64, now: u64) -> Result<Spend, SpentError> {
+        match self {
+            Spender::Local(states) => Ok(states.spend(nonce, exp, now)),
+            Spender::Shared(record) => record.spend(nonce, exp).await,
+        }
+    }
+
+    /// Spent states remembered here and the most that can be (`(0, 0)` for a
+    /// pluggable record: it keeps its own count).
+    pub(crate) fn stats(&self) -> (usize, usize) {
+        match self {
+            Spender::Local(states) => (states.len(), states.capacity()),
+            Spender::Shared(_) => (0, 0),
+        }
+    }
+}
+
+impl std::fmt::Debug for Spender {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Spender::Local(states) => states.fmt(f),
+            Spender::Shared(_) => f.write_str("SpentRecord(..)"),
+        }
+    }
 }
 
 #[derive(Default)]

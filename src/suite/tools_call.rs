@@ -18,12 +18,12 @@ impl<H: SubscriptionHandler> Suite<H> {
         self.page("tools", "tools", tools, params, hint)
     }
 
-    pub(super) fn retry(
+    pub(super) async fn retry(
         &self,
         params: &Map<String, Value>,
         binding: &Binding,
     ) -> Result<Retry, McpError> {
-        mrtr::parse_retry(&self.inner.sealer, &self.inner.spent, params, binding)
+        mrtr::parse_retry(&self.inner.sealer, &self.inner.spent, params, binding).await
     }
 
     pub(super) fn input_required(
@@ -86,7 +86,7 @@ impl<H: SubscriptionHandler> Suite<H> {
         schema.validate(&name, &arguments)?;
         let binding = Binding::new(methods::TOOLS_CALL, &name, &arguments)
             .by(channel.assigns().get::<Principal>());
-        let retry = self.retry(&params, &binding)?;
+        let retry = self.retry(&params, &binding).await?;
         let Value::Object(arguments) = arguments else {
             return Err(McpError::internal("Internal error"));
         };

@@ -120,12 +120,30 @@ pub(crate) fn request_span(server: &Server, channel: &Channel, method: &str) -> 
     span
 }
 
+/// The HTTP status of a unary outcome, and for a limit hit inside the handler
+/// (a 429) the seconds to put in `Retry-After`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct ReplyStatus {
+    /// The HTTP status code.
+    pub(crate) code: u16,
+    /// `Retry-After` seconds, from [`McpError::retry_after`].
+    pub(crate) retry_after: Option<u64>,
+}
+
+impl ReplyStatus {
+    /// 200, nothing to retry.
+    pub(crate) const OK: Self = Self {
+        code: 200,
+        retry_after: None,
+    };
+}
+
 /// Runs a unary request on the current arbiter. Its final frame (result or
 /// error) goes into the channel's outbox after any notification it sent; a
 /// panicking handler answers `-32603`, and so does one still running at
 /// `deadlines.request` (its future is dropped). `guard` is held until the request
 /// has been answered (an in-flight permit). Also returns the HTTP status of the
-/// outcome. The request is counted in `server`'s request metrics (method,
+/// outcome ([`ReplyStatus`]). The request is counted in `server`'s request metrics (method,
 /// outcome, duration) and runs in its [`request_span`].
 pub(crate) fn spawn_unary<H: SubscriptionHandler, G: 'static>(
     suite: &Suite<H>,
@@ -135,8 +153,8 @@ pub(crate) fn spawn_unary<H: SubscriptionHandler, G: 'static>(
     channel: Channel,
     deadlines: Deadlines,
     guard: G,
-) -> (tokio::task::JoinHandle<()>, oneshot::Receiver<u16>) {
-    let (status_tx, status_rx) = oneshot::channel::<u16>();
+) -> (tokio::task::JoinHandle<()>, oneshot::Receiver<ReplyStatus>) {
+    let (status_tx, status_rx) = oneshot::channel::<ReplyStatus>();
     let span = request_span(server, &channel, &method);
     let future = suite.call(&method, params, channel.clone());
     let server = server.clone();
@@ -149,10 +167,10 @@ pub(crate) fn spawn_unary<H: SubscriptionHandler, G: 'static>(
                     .await;
             let (result, counted) = match outcome {
                 Ok(Ok(result)) => {
-                    let counted = if result.is_ok() {
-                        RequestOutcome::Ok
-                    } else {
-                        RequestOutcome::Error
+                    let counted = match &result {
+                        Ok(_) => RequestOutcome::Ok,
+                        Err(e) if e.retry_after().is_some() => RequestOutcome::Limited,
+                        Err(_) => RequestOutcome::Error,
                     };
                     (result, counted)
                 }
@@ -172,10 +190,13 @@ pub(crate) fn spawn_unary<H: SubscriptionHandler, G: 'static>(
             tracing::Span::current().record("outcome", counted.as_str());
             let id = channel.id();
             let (bytes, status) = match result {
-                Ok(result) => (encode_result(id, &result), 200),
+                Ok(result) => (encode_result(id, &result), ReplyStatus::OK),
                 Err(error) => (
                     encode_error(Some(id), &error),
-                    error.http_status(Phase::Dispatch),
+                    ReplyStatus {
+                        code: error.http_status(Phase::Dispatch),
+                        retry_after: error.retry_after(),
+                    },
                 ),
             };
             let _ = status_tx.send(status);

@@ -23,7 +23,7 @@ use crate::runtime::{Connection, RequestOutcome, Server, method_label, spawn_lis
 use crate::subscription::SubscriptionHandler;
 use crate::suite::Suite;
 use crate::transport::dispatch::{
-    Deadlines, ListenRequest, Routed, route, spawn_unary, validate_meta,
+    Deadlines, ListenRequest, ReplyStatus, Routed, route, spawn_unary, validate_meta,
 };
 
 /// What every request of one endpoint shares: built once (outside the
@@ -361,17 +361,12 @@ pub(super) async fn unary<H: SubscriptionHandler>(
         );
     };
     if first.last {
-        let status = status_rx.await.unwrap_or(200);
+        let status = status_rx.await.unwrap_or(ReplyStatus::OK);
         state.server.count_frames(1);
-        let bytes = first.to_bytes();
-        let mut resp = json_response(status, bytes.to_vec());
-        if status == 429 {
+        let mut resp = json_response(status.code, first.to_bytes().to_vec());
+        if let Some(secs) = status.retry_after {
             // A limit hit inside the handler (spent request states): say when
             // to retry, as every other 429 does.
-            let secs = serde_json::from_slice::<Value>(&bytes)
-                .ok()
-                .and_then(|v| v.pointer("/error/data/retryAfter").and_then(Value::as_u64))
-                .unwrap_or(1);
             resp.headers_mut()
                 .insert(header::RETRY_AFTER, header::HeaderValue::from(secs));
         }
@@ -410,7 +405,12 @@ pub(super) async fn listen<H: SubscriptionHandler>(
     )
     .await
     {
-        server.record_request(methods::LISTEN, RequestOutcome::Error, None);
+        let outcome = if error.retry_after().is_some() {
+            RequestOutcome::Limited
+        } else {
+            RequestOutcome::Error
+        };
+        server.record_request(methods::LISTEN, outcome, None);
         return error_response(Some(&id), &error, Phase::Dispatch);
     }
     server.record_request(methods::LISTEN, RequestOutcome::Ok, None);

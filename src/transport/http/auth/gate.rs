@@ -11,6 +11,7 @@ use super::{AuthConfig, AuthError, MAX_BEARER_TOKEN_LEN, Principal};
 use crate::mux::{Assigns, ClientAddr, limit_key};
 use crate::protocol::McpError;
 use crate::protocol::jsonrpc::encode_error;
+use crate::runtime::RequestOutcome;
 use crate::subscription::SubscriptionHandler;
 use crate::transport::http::post::AppState;
 
@@ -50,7 +51,19 @@ fn quoted(s: &str) -> String {
         .collect()
 }
 
-/// The 401 / 403 of a refused request, with its challenge.
+/// Adds `scope="…"` (the scopes every request needs) to a 401 challenge, as
+/// the MCP authorization rules ask, when any are configured.
+fn push_required_scopes(value: &mut String, auth: &AuthConfig) {
+    if !auth.required_scopes.is_empty() {
+        value.push_str(&format!(
+            ", scope=\"{}\"",
+            quoted(&auth.required_scopes.join(" "))
+        ));
+    }
+}
+
+/// The 401 / 403 of a refused request, with its challenge; 503 when the
+/// authenticator itself failed ([`AuthError::Config`]).
 fn challenge(req: &HttpRequest, auth: &AuthConfig, error: &AuthError) -> HttpResponse {
     let url = super::metadata_url(&super::metadata::resource_of(req, auth));
     let mut value = format!("Bearer resource_metadata=\"{}\"", quoted(&url));
@@ -66,12 +79,7 @@ fn challenge(req: &HttpRequest, auth: &AuthConfig, error: &AuthError) -> HttpRes
             )
         }
         AuthError::Missing => {
-            if !auth.required_scopes.is_empty() {
-                value.push_str(&format!(
-                    ", scope=\"{}\"",
-                    quoted(&auth.required_scopes.join(" "))
-                ));
-            }
+            push_required_scopes(&mut value, auth);
             (
                 StatusCode::UNAUTHORIZED,
                 "Unauthorized: a bearer token is required".to_owned(),
@@ -82,12 +90,22 @@ fn challenge(req: &HttpRequest, auth: &AuthConfig, error: &AuthError) -> HttpRes
                 ", error=\"invalid_token\", error_description=\"{}\"",
                 quoted(why)
             ));
+            push_required_scopes(&mut value, auth);
             (StatusCode::UNAUTHORIZED, format!("Unauthorized: {why}"))
         }
-        AuthError::Config(_) => (
-            StatusCode::UNAUTHORIZED,
-            "Unauthorized: the server cannot check tokens".to_owned(),
-        ),
+        AuthError::Config(why) => {
+            // The server cannot check tokens (an authenticator's own failure):
+            // not the client's fault, so no challenge that would send it to
+            // re-authorise in a loop.
+            tracing::error!(error = %why, "authenticator failed");
+            let mut resp = crate::transport::http::post::refusal(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "Service unavailable: the server cannot check tokens right now".to_owned(),
+            );
+            resp.head_mut()
+                .set_connection_type(actix_web::http::ConnectionType::Close);
+            return resp;
+        }
     };
     let mut resp = crate::transport::http::post::refusal(status, message);
     if let Ok(v) = header::HeaderValue::from_str(&value) {
@@ -139,6 +157,16 @@ pub(in crate::transport::http) async fn admit<H: SubscriptionHandler>(
     state: &AppState<H>,
 ) -> Result<Assigns, HttpResponse> {
     let config = &state.config;
+    // Head refusals are counted under the method the routing header names
+    // (a bounded label), since the body is never read.
+    let count = |outcome| {
+        let method = req
+            .headers()
+            .get(crate::transport::http::headers::METHOD)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("");
+        state.server.record_request(method, outcome, None);
+    };
     let principal = match &config.auth {
         Some(auth) => match authenticate(req, auth).await {
             Ok(p) => {
@@ -147,6 +175,10 @@ pub(in crate::transport::http) async fn admit<H: SubscriptionHandler>(
             }
             Err(e) => {
                 tracing::debug!(error = %e, "request refused by authentication");
+                count(match e {
+                    AuthError::Config(_) => RequestOutcome::Error,
+                    _ => RequestOutcome::Unauthorized,
+                });
                 return Err(challenge(req, auth, &e));
             }
         },
@@ -154,6 +186,7 @@ pub(in crate::transport::http) async fn admit<H: SubscriptionHandler>(
     };
     let mut assigns = match &config.assigns {
         Some(hook) => hook(req).map_err(|why| {
+            count(RequestOutcome::Unauthorized);
             let mut resp = crate::transport::http::post::refusal(
                 StatusCode::UNAUTHORIZED,
                 format!("Unauthorized: {why}"),
@@ -193,6 +226,7 @@ pub(in crate::transport::http) async fn admit<H: SubscriptionHandler>(
             ),
             secs,
         );
+        count(RequestOutcome::Limited);
         let resp = HttpResponse::TooManyRequests()
             .content_type("application/json")
             .body(encode_error(None, &error));

@@ -87,7 +87,9 @@ pub enum AuthError {
         /// Every scope the request needs.
         required: Vec<String>,
     },
-    /// An authenticator could not be built (a bad JWKS or token file).
+    /// An authenticator could not be built (a bad JWKS or token file), or
+    /// cannot check tokens right now. Returned by [`Authenticator::authenticate`]
+    /// it answers 503 (no challenge: the client is not at fault).
     #[error("authentication setup: {0}")]
     Config(String),
 }
