@@ -782,6 +782,8 @@ mod tests {
             (|c: &mut RedisBusConfig| c.ping_interval = Duration::ZERO) as fn(&mut RedisBusConfig),
             |c| c.reconnect_min = Duration::ZERO,
             |c| c.publish_queue = 0,
+            |c| c.max_claims = 0,
+            |c| c.max_payload = 0,
             |c| c.reconnect_max = Duration::from_millis(1),
         ] {
             // Port 1: nothing listens, so only validation can answer Config.
