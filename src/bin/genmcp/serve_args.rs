@@ -1,71 +1,18 @@
-//! The `genmcp` command: `genmcp serve` runs the notes demo (or, with
-//! `--conformance`, the conformance fixture server) over Streamable HTTP.
+//! The flags of `genmcp serve`, and how they map onto the library's
+//! configuration (`HttpConfig`, `AuthConfig`, `NodeConfig`): a flag not given
+//! leaves the library default.
 
 use std::num::{NonZeroU32, NonZeroUsize};
 use std::path::PathBuf;
-use std::process::ExitCode;
 use std::time::Duration;
 
-use genmcp::http::auth::{AuthConfig, AuthError, JwtAuthenticator, TokenTable};
-use genmcp::http::{self, HttpConfig, RateLimit};
-
-use clap::{Args, Parser, Subcommand, ValueEnum};
-use genmcp::apps::bench::{BenchConfig, Kind, Mode};
-use genmcp::apps::logging::LogFormat;
+use clap::Args;
 use genmcp::apps::node::NodeConfig;
-
-/// genmcp: an MCP (2026-07-28) server runtime.
-#[derive(Parser, Debug)]
-#[command(
-    name = "genmcp",
-    version,
-    after_help = "Logging: RUST_LOG (default genmcp=info)."
-)]
-struct Cli {
-    /// Log lines on stderr as text (default) or JSON lines.
-    #[arg(long, global = true, value_enum, default_value_t = LogFormatArg::Text)]
-    log_format: LogFormatArg,
-    #[command(subcommand)]
-    command: Command,
-}
-
-#[derive(Clone, Copy, Debug, ValueEnum)]
-enum LogFormatArg {
-    /// Human-readable lines.
-    Text,
-    /// One JSON object per line, with the request and stream span fields.
-    Json,
-}
-
-#[derive(Subcommand, Debug)]
-enum Command {
-    /// Run the notes demo on http://HOST:PORT/mcp (default 127.0.0.1:8080).
-    ///
-    /// Without --auth-tokens or --jwks the demo has no authentication, and its `burst` and catalog-changing
-    /// tools let any client make the server work and notify every stream: they
-    /// are for loopback benchmarking and testing. Binding a non-loopback HOST
-    /// logs a warning; do not expose the demo. Bounds and deadlines (body size,
-    /// body and request deadlines, requests in flight, ids, _meta, filters) are
-    /// listed in docs/security.md.
-    Serve(ServeArgs),
-    /// Drive `genmcp serve` and a raw-SSE baseline (`genmcp bench-baseline`),
-    /// each a fresh process, with the same loopback load generator and report
-    /// the ratio.
-    ///
-    /// --url drives any server with the burst contract instead (see
-    /// docs/benchmark.md).
-    Bench(BenchArgs),
-    /// The raw actix-web SSE baseline server that `genmcp bench` measures against.
-    #[command(hide = true)]
-    BenchBaseline {
-        /// The loopback port to listen on.
-        #[arg(long)]
-        port: u16,
-    },
-}
+use genmcp::http::auth::{AuthConfig, AuthError, JwtAuthenticator, TokenTable};
+use genmcp::http::{HttpConfig, RateLimit};
 
 #[derive(Args, Debug)]
-struct ServeArgs {
+pub(crate) struct ServeArgs {
     /// The address to bind (default 127.0.0.1).
     #[arg(long)]
     host: Option<String>,
@@ -80,10 +27,10 @@ struct ServeArgs {
     workers: Option<NonZeroUsize>,
     /// Serve on stdin/stdout (newline-delimited JSON-RPC) instead of HTTP.
     #[arg(long)]
-    stdio: bool,
+    pub(crate) stdio: bool,
     /// Serve the conformance fixture catalog instead of the demo.
     #[arg(long)]
-    conformance: bool,
+    pub(crate) conformance: bool,
     /// Share the demo's events with the other nodes on this Redis server
     /// (redis://[user:password@]HOST:PORT), and record spent requestStates
     /// there (each is honoured once across the nodes; refused while Redis is
@@ -143,7 +90,7 @@ struct ServeArgs {
 
 impl ServeArgs {
     /// The HTTP configuration: the library defaults with the flags given.
-    fn http_config(&self) -> HttpConfig {
+    pub(crate) fn http_config(&self) -> HttpConfig {
         let mut config = HttpConfig::default();
         if let Some(host) = &self.host {
             config.host.clone_from(host);
@@ -168,7 +115,7 @@ impl ServeArgs {
     }
 
     /// The bus and key: the library defaults with the flags given.
-    fn node_config(&self) -> NodeConfig {
+    pub(crate) fn node_config(&self) -> NodeConfig {
         let mut node = NodeConfig::default();
         node.bus = self.bus.as_ref().map(|b| b.0.clone());
         node.degraded = self.bus_degraded;
@@ -177,7 +124,7 @@ impl ServeArgs {
     }
 
     /// The authentication of --auth-tokens or --jwks (reading their files).
-    fn auth_config(&self) -> Result<Option<AuthConfig>, AuthError> {
+    pub(crate) fn auth_config(&self) -> Result<Option<AuthConfig>, AuthError> {
         let mut auth = match (&self.auth_tokens, &self.jwks) {
             (Some(tokens), _) => AuthConfig::new(TokenTable::from_file(tokens)?),
             (None, Some(jwks)) => {
@@ -227,231 +174,16 @@ fn positive_seconds(s: &str) -> Result<Duration, String> {
     }
 }
 
-#[derive(Args, Debug)]
-struct BenchArgs {
-    /// What to measure.
-    #[arg(long, value_enum, default_value_t = BenchMode::Throughput)]
-    mode: BenchMode,
-    /// Which notification the streams receive.
-    #[arg(long, value_enum, default_value_t = BenchKind::Tools)]
-    kind: BenchKind,
-    /// Concurrent streams (default 100).
-    #[arg(long, value_name = "S")]
-    streams: Option<NonZeroUsize>,
-    /// Events per stream (default 1000).
-    #[arg(long, value_name = "K")]
-    events: Option<NonZeroUsize>,
-    /// Rounds; each measures baseline then genmcp (default 3).
-    #[arg(long, value_name = "R")]
-    rounds: Option<NonZeroUsize>,
-    /// Events per second in latency mode (default 200).
-    #[arg(long, value_name = "N")]
-    rate: Option<NonZeroU32>,
-    /// Drive this server (http://HOST:PORT/PATH) instead of starting baseline and genmcp.
-    #[arg(long)]
-    url: Option<String>,
-    /// With --url in memory mode: the process to read resident memory from.
-    #[arg(long, requires = "url")]
-    pid: Option<u32>,
-    /// Cross-node mode: start `genmcp serve --bus URL` nodes sharing this Redis
-    /// server and compare one node with three (burst on node 1, listens on
-    /// nodes 2 and 3); throughput or latency.
-    #[arg(long, value_name = "REDIS_URL", conflicts_with = "url")]
-    cross_node: Option<String>,
-}
-
-#[derive(Clone, Copy, Debug, ValueEnum)]
-enum BenchMode {
-    /// Frames per second, all streams together.
-    Throughput,
-    /// Publish-to-receive latency at a fixed rate.
-    Latency,
-    /// Resident memory per idle open stream.
-    Memory,
-}
-
-#[derive(Clone, Copy, Debug, ValueEnum)]
-enum BenchKind {
-    /// notifications/tools/list_changed.
-    Tools,
-    /// notifications/resources/updated for one URI.
-    Resources,
-}
-
-impl BenchArgs {
-    fn config(&self) -> BenchConfig {
-        let mut cfg = BenchConfig::default();
-        cfg.mode = match self.mode {
-            BenchMode::Throughput => Mode::Throughput,
-            BenchMode::Latency => Mode::Latency,
-            BenchMode::Memory => Mode::Memory,
-        };
-        cfg.kind = match self.kind {
-            BenchKind::Tools => Kind::Tools,
-            BenchKind::Resources => Kind::Resources,
-        };
-        if let Some(n) = self.streams {
-            cfg.streams = n.get();
-        }
-        if let Some(n) = self.events {
-            cfg.events = n.get();
-        }
-        if let Some(n) = self.rounds {
-            cfg.rounds = n.get();
-        }
-        if let Some(n) = self.rate {
-            cfg.rate = n.get();
-        }
-        cfg.url.clone_from(&self.url);
-        cfg.pid = self.pid;
-        cfg.cross_node.clone_from(&self.cross_node);
-        cfg
-    }
-}
-
-fn main() -> ExitCode {
-    let cli = Cli::parse();
-    genmcp::apps::logging::init(match cli.log_format {
-        LogFormatArg::Text => LogFormat::Text,
-        LogFormatArg::Json => LogFormat::Json,
-    });
-    match cli.command {
-        Command::Serve(serve) => run_serve(serve),
-        Command::Bench(bench) => match std::env::current_exe() {
-            Ok(exe) => genmcp::apps::bench::cli(bench.config(), &exe),
-            Err(e) => {
-                eprintln!("error: {e}");
-                ExitCode::FAILURE
-            }
-        },
-        Command::BenchBaseline { port } => genmcp::apps::bench::baseline_cli(port),
-    }
-}
-
-/// What `genmcp serve` runs, resolved from its flags.
-struct Serve {
-    config: HttpConfig,
-    node: NodeConfig,
-    conformance: bool,
-    stdio: bool,
-}
-
-/// Whether `host` names the loopback interface only.
-fn is_loopback(host: &str) -> bool {
-    let bare = host.trim_start_matches('[').trim_end_matches(']');
-    bare.eq_ignore_ascii_case("localhost")
-        || bare
-            .parse::<std::net::IpAddr>()
-            .is_ok_and(|ip| ip.is_loopback())
-}
-
-fn run_serve(args: ServeArgs) -> ExitCode {
-    let mut config = args.http_config();
-    match args.auth_config() {
-        Ok(auth) => config.auth = auth,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return ExitCode::from(2);
-        }
-    }
-    let serve = Serve {
-        config,
-        node: args.node_config(),
-        conformance: args.conformance,
-        stdio: args.stdio,
-    };
-    if !serve.stdio
-        && !is_loopback(&serve.config.host)
-        && serve.config.assigns.is_none()
-        && serve.config.auth.is_none()
-    {
-        tracing::warn!(
-            host = %serve.config.host,
-            "!!! binding a non-loopback address with NO authentication configured: any \
-             client that can reach this port can call every tool, including the demo's \
-             `burst` and catalog-changing tools (meant for loopback benchmarking only). \
-             Put an authenticating proxy in front, or bind 127.0.0.1 !!!"
-        );
-        eprintln!(
-            "WARNING: genmcp is serving {} without authentication; see --help",
-            serve.config.host
-        );
-    }
-    let secret = match serve.node.secret() {
-        Ok(secret) => secret,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
-    let system = actix_rt::System::new();
-    let stdio = serve.stdio;
-    let result = system.block_on(async move {
-        let mut serve = serve;
-        let bus = serve.node.bus().await.map_err(std::io::Error::other)?;
-        if bus.is_distributed()
-            && let Some(admin) = serve.config.admin.take()
-        {
-            // /readyz answers 503 "down: bus" while Redis is not connected.
-            let health = bus.clone();
-            serve.config.admin = Some(admin.check("bus", move || health.is_connected()));
-        }
-        let stdio_config = {
-            let mut c = genmcp::transport::stdio::StdioConfig::default();
-            c.limits = serve.config.limits.clone();
-            c
-        };
-        // With --bus redis://…, spent requestStates are recorded in Redis.
-        let spent = genmcp::apps::shared_spent::RedisSpentRecord::for_bus(&bus);
-        match (serve.conformance, serve.stdio) {
-            (true, false) => {
-                let suite = genmcp::apps::fixtures::suite_for_node(secret, spent);
-                http::serve(suite, serve.config).await
-            }
-            (true, true) => {
-                let suite = genmcp::apps::fixtures::suite_for_node(secret, spent);
-                genmcp::transport::stdio::serve(suite, stdio_config).await
-            }
-            (false, false) => {
-                let suite = genmcp::apps::demo::suite_with(bus, secret).0;
-                http::serve(suite, serve.config).await
-            }
-            (false, true) => {
-                let suite = genmcp::apps::demo::suite_with(bus, secret).0;
-                genmcp::transport::stdio::serve(suite, stdio_config).await
-            }
-        }
-    });
-    if let Err(e) = &result {
-        eprintln!("error: {e}");
-    }
-    if stdio {
-        // tokio reads stdin on a blocking thread that a shutdown cannot interrupt;
-        // everything is flushed, so leave without waiting for it.
-        std::process::exit(if result.is_ok() { 0 } else { 1 });
-    }
-    if result.is_ok() {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::FAILURE
-    }
-}
-
 #[cfg(test)]
 mod tests {
-    use super::{Cli, is_loopback};
-    use clap::{CommandFactory, Parser};
-
-    #[test]
-    fn the_command_line_definition_is_consistent() {
-        Cli::command().debug_assert();
-    }
+    use crate::{Cli, Command, LogFormatArg};
+    use clap::Parser;
 
     #[test]
     fn serve_flags_override_only_what_they_name() {
         let cli = Cli::try_parse_from(["genmcp", "serve", "--port", "0", "--keep-alive", "0.5"])
             .expect("valid flags");
-        let super::Command::Serve(serve) = cli.command else {
+        let Command::Serve(serve) = cli.command else {
             panic!("serve expected")
         };
         let config = serve.http_config();
@@ -469,7 +201,7 @@ mod tests {
             "5",
         ])
         .expect("valid flags");
-        let super::Command::Serve(serve) = cli.command else {
+        let Command::Serve(serve) = cli.command else {
             panic!("serve expected")
         };
         let config = serve.http_config();
@@ -488,8 +220,8 @@ mod tests {
             "json",
         ])
         .expect("valid flags");
-        assert!(matches!(cli.log_format, super::LogFormatArg::Json));
-        let super::Command::Serve(serve) = cli.command else {
+        assert!(matches!(cli.log_format, LogFormatArg::Json));
+        let Command::Serve(serve) = cli.command else {
             panic!("serve expected")
         };
         let admin = serve.http_config().admin.expect("--admin sets it");
@@ -541,7 +273,7 @@ mod tests {
             "/etc/genmcp.key",
         ])
         .expect("valid flags");
-        let super::Command::Serve(serve) = cli.command else {
+        let Command::Serve(serve) = cli.command else {
             panic!("serve expected")
         };
         let node = serve.node_config();
@@ -559,7 +291,7 @@ mod tests {
             "{debug}"
         );
         let plain = Cli::try_parse_from(["genmcp", "serve"]).expect("no flags");
-        let super::Command::Serve(serve) = plain.command else {
+        let Command::Serve(serve) = plain.command else {
             panic!("serve expected")
         };
         let node = serve.node_config();
@@ -576,22 +308,5 @@ mod tests {
             ])
             .is_err()
         );
-    }
-
-    #[test]
-    fn loopback_hosts_are_recognised() {
-        for h in [
-            "127.0.0.1",
-            "127.1.2.3",
-            "::1",
-            "[::1]",
-            "localhost",
-            "LOCALHOST",
-        ] {
-            assert!(is_loopback(h), "{h}");
-        }
-        for h in ["0.0.0.0", "::", "10.0.0.1", "example.com"] {
-            assert!(!is_loopback(h), "{h}");
-        }
     }
 }

@@ -1,0 +1,90 @@
+//! The `genmcp` command: `genmcp serve` runs the notes demo (or, with
+//! `--conformance`, the conformance fixture server) over Streamable HTTP or
+//! stdio; `genmcp bench` measures it. The flags are parsed by clap and mapped
+//! onto the library's configuration types, whose defaults they keep.
+
+mod bench;
+mod serve;
+mod serve_args;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand, ValueEnum};
+use genmcp::apps::logging::LogFormat;
+
+use bench::BenchArgs;
+use serve_args::ServeArgs;
+
+/// genmcp: an MCP (2026-07-28) server runtime.
+#[derive(Parser, Debug)]
+#[command(
+    name = "genmcp",
+    version,
+    after_help = "Logging: RUST_LOG (default genmcp=info)."
+)]
+struct Cli {
+    /// Log lines on stderr as text (default) or JSON lines.
+    #[arg(long, global = true, value_enum, default_value_t = LogFormatArg::Text)]
+    log_format: LogFormatArg,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum LogFormatArg {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object per line, with the request and stream span fields.
+    Json,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Run the notes demo on http://HOST:PORT/mcp (default 127.0.0.1:8080).
+    ///
+    /// Without --auth-tokens or --jwks the demo has no authentication, and its `burst` and catalog-changing
+    /// tools let any client make the server work and notify every stream: they
+    /// are for loopback benchmarking and testing. Binding a non-loopback HOST
+    /// logs a warning; do not expose the demo. Bounds and deadlines (body size,
+    /// body and request deadlines, requests in flight, ids, _meta, filters) are
+    /// listed in docs/security.md.
+    Serve(ServeArgs),
+    /// Drive `genmcp serve` and a raw-SSE baseline (`genmcp bench-baseline`),
+    /// each a fresh process, with the same loopback load generator and report
+    /// the ratio.
+    ///
+    /// --url drives any server with the burst contract instead (see
+    /// docs/benchmark.md).
+    Bench(BenchArgs),
+    /// The raw actix-web SSE baseline server that `genmcp bench` measures against.
+    #[command(hide = true)]
+    BenchBaseline {
+        /// The loopback port to listen on.
+        #[arg(long)]
+        port: u16,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    genmcp::apps::logging::init(match cli.log_format {
+        LogFormatArg::Text => LogFormat::Text,
+        LogFormatArg::Json => LogFormat::Json,
+    });
+    match cli.command {
+        Command::Serve(args) => serve::run(args),
+        Command::Bench(args) => bench::run(&args),
+        Command::BenchBaseline { port } => genmcp::apps::bench::baseline_cli(port),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Cli;
+    use clap::CommandFactory;
+
+    #[test]
+    fn the_command_line_definition_is_consistent() {
+        Cli::command().debug_assert();
+    }
+}
