@@ -1,0 +1,219 @@
+//! How a Redis bus connects, and its bounds: [`RedisBusConfig`], checked
+//! before connecting, and [`display_url`], which keeps passwords out of logs.
+
+use std::time::Duration;
+
+use super::link::NODE_LEN;
+use crate::pubsub::BusError;
+
+/// What to do when Redis cannot be reached when the bus starts.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum StartMode {
+    /// Fail: [`Bus::redis`] returns [`BusError::Unavailable`] (the default;
+    /// `genmcp serve` exits non-zero).
+    ///
+    /// [`Bus::redis`]: crate::pubsub::Bus::redis
+    #[default]
+    Require,
+    /// Start disconnected ([`BusHealth::Disconnected`], logged), serving local
+    /// subscribers and reconnecting in the background.
+    ///
+    /// [`BusHealth::Disconnected`]: crate::pubsub::BusHealth::Disconnected
+    Degraded,
+}
+
+/// How a Redis-backed bus connects, and its bounds. Every field has a default;
+/// only the URL is needed.
+///
+/// ```
+/// use genmcp::pubsub::RedisBusConfig;
+/// let config = RedisBusConfig::new("redis://127.0.0.1:6380");
+/// assert_eq!(config.prefix, "genmcp:");
+/// ```
+#[derive(Clone)]
+#[non_exhaustive]
+pub struct RedisBusConfig {
+    /// `redis://[user:password@]HOST:PORT[/DB]`.
+    pub url: String,
+    /// Prefix of the Redis channel names (default `genmcp:`): a topic `t` is
+    /// the channel `genmcp:t`. Deployments sharing one Redis use different ones.
+    pub prefix: String,
+    /// When Redis cannot be reached at start (default [`StartMode::Require`]).
+    pub start: StartMode,
+    /// Publishes waiting to be sent to Redis (default 4,096). It counts
+    /// publishes, not bytes: with [`RedisBusConfig::max_payload`] the queue
+    /// holds at most `publish_queue` × `max_payload` bytes (4 GiB with the
+    /// defaults in the worst case; ordinary notifications are a few hundred
+    /// bytes each).
+    pub publish_queue: usize,
+    /// The largest encoded publish (one message, or one `publish_batch`
+    /// burst, as JSON) sent to Redis (default 1 MiB). A larger one reaches
+    /// this node's subscribers only, and fails with [`BusError::TooLarge`].
+    pub max_payload: usize,
+    /// How long connecting may take (default 2 s).
+    pub connect_timeout: Duration,
+    /// How long a Redis command may take before the connection is treated as
+    /// lost (default 2 s).
+    pub command_timeout: Duration,
+    /// The keep-alive `PING` on the subscription connection (default 5 s).
+    pub ping_interval: Duration,
+    /// First reconnection delay (default 100 ms); it doubles after each failure.
+    pub reconnect_min: Duration,
+    /// Largest reconnection delay (default 5 s).
+    pub reconnect_max: Duration,
+    /// How long one message from another node may wait, **in all**, for room
+    /// in the mailboxes of this node's streams (default 250 ms). Every stream
+    /// is first offered the message without waiting; the full ones are then
+    /// waited on together until this deadline, and those still full are ended
+    /// as `Overflow`. So a stream that stops reading costs the other streams
+    /// at most one such wait, and the redis crate's buffer of unread
+    /// messages grows by at most `stall` × the inbound message rate.
+    pub stall: Duration,
+    /// [`RedisOnce::claim`]s waiting for Redis at once (default 1,024); one
+    /// more fails with [`BusError::Busy`].
+    ///
+    /// [`RedisOnce::claim`]: super::RedisOnce::claim
+    pub max_claims: usize,
+}
+
+/// The password stays out of `{:?}` (see [`display_url`]).
+impl std::fmt::Debug for RedisBusConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedisBusConfig")
+            .field("url", &display_url(&self.url))
+            .field("prefix", &self.prefix)
+            .field("start", &self.start)
+            .field("publish_queue", &self.publish_queue)
+            .field("max_payload", &self.max_payload)
+            .field("connect_timeout", &self.connect_timeout)
+            .field("command_timeout", &self.command_timeout)
+            .field("ping_interval", &self.ping_interval)
+            .field("reconnect_min", &self.reconnect_min)
+            .field("reconnect_max", &self.reconnect_max)
+            .field("stall", &self.stall)
+            .field("max_claims", &self.max_claims)
+            .finish()
+    }
+}
+
+impl RedisBusConfig {
+    /// The defaults, for the server at `url`.
+    pub fn new(url: impl Into<String>) -> Self {
+        RedisBusConfig {
+            url: url.into(),
+            prefix: "genmcp:".into(),
+            start: StartMode::Require,
+            publish_queue: 4096,
+            max_payload: 1 << 20,
+            connect_timeout: Duration::from_secs(2),
+            command_timeout: Duration::from_secs(2),
+            ping_interval: Duration::from_secs(5),
+            reconnect_min: Duration::from_millis(100),
+            reconnect_max: Duration::from_secs(5),
+            stall: Duration::from_millis(250),
+            max_claims: 1024,
+        }
+    }
+
+    /// Sets the start mode.
+    pub fn start(mut self, start: StartMode) -> Self {
+        self.start = start;
+        self
+    }
+
+    /// Sets the channel prefix.
+    pub fn prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.prefix = prefix.into();
+        self
+    }
+
+    /// The bounds that cannot work: [`BusError::Config`] naming the field.
+    pub(super) fn validate(&self) -> Result<(), BusError> {
+        let bad = |what: &str| Err(BusError::Config(what.into()));
+        if self.publish_queue == 0 {
+            return bad("publish_queue must be at least 1");
+        }
+        if self.max_claims == 0 {
+            return bad("max_claims must be at least 1");
+        }
+        if self.max_payload <= NODE_LEN {
+            return bad("max_payload must be larger than 16 bytes");
+        }
+        if self.ping_interval.is_zero() {
+            return bad("ping_interval must be longer than zero");
+        }
+        if self.reconnect_min.is_zero() {
+            return bad("reconnect_min must be longer than zero (the back-off doubles it)");
+        }
+        if self.reconnect_max < self.reconnect_min {
+            return bad("reconnect_max must be at least reconnect_min");
+        }
+        Ok(())
+    }
+}
+
+/// `url` without its credentials (`redis://***@HOST:PORT`), for logs, errors
+/// and `Debug` output.
+///
+/// ```
+/// use genmcp::pubsub::redis::display_url;
+/// assert_eq!(display_url("redis://u:pw@h:6379"), "redis://***@h:6379");
+/// ```
+pub fn display_url(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(scheme), Some(at)) if at > scheme => {
+            format!("{}://***@{}", &url[..scheme], &url[at + 1..])
+        }
+        _ => url.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pubsub::Bus;
+
+    #[tokio::test]
+    async fn impossible_bounds_are_refused_before_connecting() {
+        let mut configs = vec![];
+        for set in [
+            (|c: &mut RedisBusConfig| c.ping_interval = Duration::ZERO) as fn(&mut RedisBusConfig),
+            |c| c.reconnect_min = Duration::ZERO,
+            |c| c.publish_queue = 0,
+            |c| c.max_claims = 0,
+            |c| c.max_payload = 0,
+            |c| c.reconnect_max = Duration::from_millis(1),
+        ] {
+            // Port 1: nothing listens, so only validation can answer Config.
+            let mut c = RedisBusConfig::new("redis://127.0.0.1:1");
+            c.connect_timeout = Duration::from_millis(200);
+            set(&mut c);
+            configs.push(c);
+        }
+        for config in configs {
+            let what = format!("{config:?}");
+            match Bus::<u32>::redis(config).await {
+                Err(BusError::Config(msg)) => assert!(!msg.is_empty()),
+                other => panic!("{what}: {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn debug_output_hides_the_password() {
+        let config = RedisBusConfig::new("redis://user:s3cret@10.0.0.1:6379/0");
+        let debug = format!("{config:?}");
+        assert!(!debug.contains("s3cret"), "{debug}");
+        assert!(debug.contains("redis://***@10.0.0.1:6379/0"), "{debug}");
+    }
+
+    #[test]
+    fn passwords_stay_out_of_logs() {
+        assert_eq!(
+            display_url("redis://u:secret@10.0.0.1:6379/0"),
+            "redis://***@10.0.0.1:6379/0"
+        );
+        assert_eq!(display_url("redis://127.0.0.1:1"), "redis://127.0.0.1:1");
+    }
+}

@@ -1,0 +1,82 @@
+//! What the bus and the Redis thread share: the [`Link`], the publishes on
+//! their way to Redis, and the payload's node-id prefix.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use ::redis::aio::MultiplexedConnection;
+use tokio::sync::{Notify, Semaphore};
+
+use super::{RedisBusConfig, display_url};
+use crate::pubsub::BusError;
+use crate::pubsub::local::lock;
+
+/// The node id that prefixes every payload: 16 lowercase hex digits.
+pub(super) const NODE_LEN: usize = 16;
+
+/// One publish on its way to Redis.
+pub(super) struct Outgoing {
+    pub(super) channel: String,
+    pub(super) payload: Vec<u8>,
+}
+
+/// What the bus and the Redis thread share.
+pub(super) struct Link {
+    pub(super) node: u64,
+    pub(super) prefix: String,
+    pub(super) url: String,
+    pub(super) connected: AtomicBool,
+    last_error: Mutex<String>,
+    pub(super) capacity: usize,
+    pub(super) max_payload: usize,
+    pub(super) topics_changed: Notify,
+    /// The command connection while connected (for [`super::RedisOnce`]).
+    pub(super) conn: Mutex<Option<MultiplexedConnection>>,
+    /// The Redis thread's runtime, where [`super::RedisOnce`] commands run.
+    pub(super) runtime: std::sync::OnceLock<tokio::runtime::Handle>,
+    pub(super) command_timeout: Duration,
+    pub(super) claims: Arc<Semaphore>,
+    pub(super) max_claims: usize,
+}
+
+impl Link {
+    /// The shared state of a bus with `config`, as node `node`, not connected.
+    pub(super) fn new(config: &RedisBusConfig, node: u64) -> Self {
+        Link {
+            node,
+            prefix: config.prefix.clone(),
+            url: display_url(&config.url),
+            connected: AtomicBool::new(false),
+            last_error: Mutex::new("not connected yet".into()),
+            capacity: config.publish_queue,
+            max_payload: config.max_payload,
+            topics_changed: Notify::new(),
+            conn: Mutex::new(None),
+            runtime: std::sync::OnceLock::new(),
+            command_timeout: config.command_timeout,
+            claims: Arc::new(Semaphore::new(config.max_claims)),
+            max_claims: config.max_claims,
+        }
+    }
+
+    pub(super) fn unavailable(&self) -> BusError {
+        BusError::Unavailable {
+            url: self.url.clone(),
+            reason: lock(&self.last_error).clone(),
+        }
+    }
+
+    pub(super) fn set_lost(&self, reason: String) {
+        *lock(&self.last_error) = reason;
+        *lock(&self.conn) = None;
+        self.connected.store(false, Ordering::Release);
+    }
+
+    pub(super) fn unavailable_because(&self, reason: String) -> BusError {
+        BusError::Unavailable {
+            url: self.url.clone(),
+            reason,
+        }
+    }
+}

@@ -1,0 +1,114 @@
+//! The Redis engine of [`super::Bus`]: several nodes share one Redis server,
+//! and an event published on any node reaches the subscribers of every node.
+//!
+//! - A publish is handed to this node's subscribers at once (no Redis round
+//!   trip), then serialized **once** (JSON, prefixed with the publishing
+//!   node's id) and queued for Redis `PUBLISH` on the channel
+//!   `<prefix><topic>`.
+//! - Each node holds **one** Redis subscription connection for all the topics
+//!   of a bus (one per `Bus`; the demo has one bus):
+//!   it `SUBSCRIBE`s a channel when the topic's first local subscriber
+//!   appears and `UNSUBSCRIBE`s when the last one goes.
+//! - A node skips the messages it published itself (they carry its id), so
+//!   nothing is delivered twice.
+//!
+//! **Guarantee: at most once, in order per topic per publishing node.** An
+//! event may be lost (Redis down, a subscriber too slow, a topic subscribed
+//! after the event was published) but is never duplicated, and two events
+//! published on the same node on the same topic arrive everywhere in the order
+//! they were published. Events from different nodes have no relative order.
+//!
+//! All Redis I/O runs on one dedicated thread (`genmcp-redis`, a
+//! current-thread tokio runtime): a slow or hung Redis never blocks a worker
+//! thread. The bounds between the bus and that thread:
+//!
+//! | bound | default | when hit |
+//! |---|---|---|
+//! | publishes waiting for Redis ([`RedisBusConfig::publish_queue`]) | 4,096 | [`super::Bus::try_publish`] fails with [`BusError::Backlog`]; `publish_wait` waits |
+//! | one encoded publish or burst ([`RedisBusConfig::max_payload`]) | 1 MiB | local subscribers have it; [`BusError::TooLarge`], not sent |
+//! | wait for room in this node's mailboxes, per event from another node, shared by all its streams ([`RedisBusConfig::stall`]) | 250 ms | the streams still full are ended as `Overflow` |
+//! | a Redis command's answer ([`RedisBusConfig::command_timeout`]) | 2 s | the connection is treated as lost |
+//! | keep-alive `PING` on the subscription connection ([`RedisBusConfig::ping_interval`]) | 5 s | no answer within `command_timeout`: lost |
+//! | [`RedisOnce::claim`]s waiting for Redis ([`RedisBusConfig::max_claims`]) | 1,024 | the claim fails at once with [`BusError::Busy`] |
+//!
+//! The bus also lends its command connection to [`RedisOnce`] ([`Bus::once`]):
+//! set-once keys with an expiry, which the nodes use to honour a sealed
+//! `requestState` at most once across all of them (`docs/bus.md`).
+//!
+//! When the connection is lost every local subscriber is asked to complete
+//! ([`super::Inbox::complete`]: its stream ends with its completion result,
+//! the client listens again), publishes fail with [`BusError::Unavailable`],
+//! and the thread reconnects with exponential back-off from
+//! [`RedisBusConfig::reconnect_min`] (100 ms) doubling up to
+//! [`RedisBusConfig::reconnect_max`] (5 s), for as long as the bus lives. The
+//! back-off also grows after a connection that was lost within
+//! `reconnect_max` (a Redis that accepts connections but refuses commands is
+//! not retried in a hot loop); it starts again from `reconnect_min` only
+//! after a connection that lasted at least `reconnect_max`. The bus reports
+//! [`BusHealth::Connected`] once the channels its streams need are
+//! subscribed, not merely when the connection is open.
+//! Streams opened while disconnected stay open: they get this node's events at
+//! once and the other nodes' from the reconnection on.
+//!
+//! The module by idea: `config` (the settings and their bounds), `link` (what
+//! the bus and the Redis thread share), `remote` (the publishing side),
+//! `task` (the Redis thread), `once` (set-once keys).
+//!
+//! [`BusHealth::Connected`]: super::BusHealth::Connected
+
+mod config;
+mod link;
+mod once;
+mod remote;
+mod task;
+
+use std::sync::Arc;
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use tokio::sync::{mpsc, oneshot};
+
+pub use config::{RedisBusConfig, StartMode, display_url};
+pub use once::RedisOnce;
+
+use super::{Bus, BusError};
+use link::Link;
+use remote::RedisRemote;
+
+impl<M> Bus<M>
+where
+    M: Clone + Send + Serialize + DeserializeOwned + 'static,
+{
+    /// A bus shared with the other nodes connected to the same Redis server
+    /// (see the [module docs](self) for the guarantee and the bounds). Waits
+    /// for the first connection (at most [`RedisBusConfig::connect_timeout`]);
+    /// if it fails, returns [`BusError::Unavailable`] or, with
+    /// [`StartMode::Degraded`], a disconnected bus that keeps trying. Works
+    /// from any async runtime or none: the Redis I/O runs on its own thread.
+    pub async fn redis(config: RedisBusConfig) -> Result<Bus<M>, BusError> {
+        let client = ::redis::Client::open(config.url.as_str())
+            .map_err(|e| BusError::Config(format!("bad Redis URL: {e}")))?;
+        config.validate()?;
+        let mut node = [0u8; 8];
+        getrandom::fill(&mut node)
+            .map_err(|e| BusError::Config(format!("no random node id: {e}")))?;
+        let (tx, rx) = mpsc::channel(config.publish_queue);
+        let link = Arc::new(Link::new(&config, u64::from_le_bytes(node)));
+        let remote_link = link.clone();
+        let bus = Bus::with_remote(move |_| Box::new(RedisRemote::<M>::new(remote_link, tx)));
+        let (started_tx, started_rx) = oneshot::channel();
+        task::spawn(
+            client,
+            config,
+            link,
+            Arc::downgrade(&bus.inner),
+            rx,
+            started_tx,
+        )?;
+        match started_rx.await {
+            Ok(Ok(())) => Ok(bus),
+            Ok(Err(e)) => Err(e),
+            Err(_) => Err(BusError::Config("the Redis thread ended at start".into())),
+        }
+    }
+}

@@ -1,0 +1,96 @@
+//! The publishing side: [`RedisRemote`] encodes a publish once and queues it
+//! for the Redis thread.
+
+use std::marker::PhantomData;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use serde::Serialize;
+use tokio::sync::mpsc;
+
+use super::RedisOnce;
+use super::link::{Link, NODE_LEN, Outgoing};
+use crate::pubsub::{BoxFuture, BusError, BusHealth, Remote};
+
+/// The bus's side of the link. It alone holds the queue's sender: when the bus
+/// is dropped the Redis thread sees the queue close and ends.
+pub(super) struct RedisRemote<M> {
+    link: Arc<Link>,
+    queue: mpsc::Sender<Outgoing>,
+    _messages: PhantomData<fn(M)>,
+}
+
+impl<M> RedisRemote<M> {
+    /// The bus's side of `link`, the only sender of the queue `queue`.
+    pub(super) fn new(link: Arc<Link>, queue: mpsc::Sender<Outgoing>) -> Self {
+        RedisRemote {
+            link,
+            queue,
+            _messages: PhantomData,
+        }
+    }
+}
+
+impl<M: Serialize> RedisRemote<M> {
+    fn outgoing(&self, topic: &str, msgs: &[M]) -> Result<Outgoing, BusError> {
+        if !self.link.connected.load(Ordering::Acquire) {
+            return Err(self.link.unavailable());
+        }
+        let mut payload = Vec::with_capacity(NODE_LEN + 64 * msgs.len());
+        payload.extend_from_slice(format!("{:016x}", self.link.node).as_bytes());
+        serde_json::to_writer(&mut payload, msgs).map_err(|e| BusError::Encode(e.to_string()))?;
+        if payload.len() > self.link.max_payload {
+            return Err(BusError::TooLarge {
+                size: payload.len(),
+                max: self.link.max_payload,
+            });
+        }
+        Ok(Outgoing {
+            channel: format!("{}{topic}", self.link.prefix),
+            payload,
+        })
+    }
+}
+
+impl<M: Serialize + Send + 'static> Remote<M> for RedisRemote<M> {
+    fn publish(&self, topic: &str, msgs: &[M]) -> Result<(), BusError> {
+        let out = self.outgoing(topic, msgs)?;
+        self.queue.try_send(out).map_err(|e| match e {
+            mpsc::error::TrySendError::Full(_) => BusError::Backlog {
+                capacity: self.link.capacity,
+            },
+            mpsc::error::TrySendError::Closed(_) => self.link.unavailable(),
+        })
+    }
+
+    fn publish_wait<'a>(
+        &'a self,
+        topic: &'a str,
+        msgs: &'a [M],
+    ) -> BoxFuture<'a, Result<(), BusError>> {
+        let out = self.outgoing(topic, msgs);
+        Box::pin(async move {
+            let out = out?;
+            self.queue
+                .send(out)
+                .await
+                .map_err(|_| self.link.unavailable())
+        })
+    }
+
+    fn topics_changed(&self) {
+        self.link.topics_changed.notify_one();
+    }
+
+    fn once(&self) -> Option<RedisOnce> {
+        Some(RedisOnce::new(self.link.clone()))
+    }
+
+    fn health(&self) -> BusHealth {
+        if self.link.connected.load(Ordering::Acquire) {
+            BusHealth::Connected
+        } else {
+            BusHealth::Disconnected
+        }
+    }
+}

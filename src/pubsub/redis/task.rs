@@ -1,0 +1,345 @@
+//! The Redis thread: connects, keeps one subscription connection in step with
+//! this node's topics, delivers the other nodes' events, sends the queued
+//! publishes, and reconnects with back-off.
+
+use std::collections::HashSet;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use ::redis::aio::{MultiplexedConnection, PubSub};
+use futures_util::StreamExt;
+use serde::de::DeserializeOwned;
+use tokio::sync::{mpsc, oneshot};
+
+use super::link::{Link, NODE_LEN, Outgoing};
+use super::{RedisBusConfig, StartMode};
+use crate::pubsub::local::lock;
+use crate::pubsub::{BusError, BusInner};
+
+/// Starts the Redis thread (`genmcp-redis`, a current-thread tokio runtime)
+/// for the bus `bus`; `started` is answered once the first connection is
+/// made or has failed (see [`StartMode`]).
+pub(super) fn spawn<M: Clone + Send + DeserializeOwned + 'static>(
+    client: ::redis::Client,
+    config: RedisBusConfig,
+    link: Arc<Link>,
+    bus: Weak<BusInner<M>>,
+    rx: mpsc::Receiver<Outgoing>,
+    started: oneshot::Sender<Result<(), BusError>>,
+) -> Result<(), BusError> {
+    let task = Task {
+        client,
+        config,
+        link,
+        bus,
+        rx,
+    };
+    std::thread::Builder::new()
+        .name("genmcp-redis".into())
+        .spawn(move || {
+            match tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            {
+                Ok(rt) => {
+                    let _ = task.link.runtime.set(rt.handle().clone());
+                    rt.block_on(task.run(started))
+                }
+                Err(e) => {
+                    let _ = started.send(Err(BusError::Config(format!(
+                        "cannot start the Redis thread's runtime: {e}"
+                    ))));
+                }
+            }
+        })
+        .map(drop)
+        .map_err(|e| BusError::Config(format!("cannot start the Redis thread: {e}")))
+}
+
+/// Why a connection's session ended.
+enum End {
+    /// The bus was dropped: the thread ends.
+    Shutdown,
+    /// The connection failed.
+    Lost(String),
+}
+
+/// The Redis thread's state.
+struct Task<M> {
+    client: ::redis::Client,
+    config: RedisBusConfig,
+    link: Arc<Link>,
+    bus: Weak<BusInner<M>>,
+    rx: mpsc::Receiver<Outgoing>,
+}
+
+impl<M: Clone + Send + DeserializeOwned + 'static> Task<M> {
+    async fn connect(&self) -> Result<(PubSub, MultiplexedConnection), String> {
+        let connect = async {
+            let pubsub = self.client.get_async_pubsub().await?;
+            let conn = self.client.get_multiplexed_async_connection().await?;
+            Ok::<_, ::redis::RedisError>((pubsub, conn))
+        };
+        match tokio::time::timeout(self.config.connect_timeout, connect).await {
+            Ok(Ok(pair)) => Ok(pair),
+            Ok(Err(e)) => Err(e.to_string()),
+            Err(_) => Err(format!(
+                "no connection within {:?}",
+                self.config.connect_timeout
+            )),
+        }
+    }
+
+    async fn run(mut self, started: oneshot::Sender<Result<(), BusError>>) {
+        let mut started = Some(started);
+        let mut backoff = self.config.reconnect_min;
+        loop {
+            if self.bus.strong_count() == 0 {
+                return;
+            }
+            let reason = match self.connect().await {
+                Ok((pubsub, conn)) => {
+                    *lock(&self.link.conn) = Some(conn.clone());
+                    let began = std::time::Instant::now();
+                    match self.session(pubsub, conn, &mut started).await {
+                        End::Shutdown => {
+                            // Claims made through a RedisOnce fail from now on.
+                            self.link.set_lost("the bus was dropped".into());
+                            return;
+                        }
+                        End::Lost(reason) => {
+                            self.link.set_lost(reason.clone());
+                            // Publishes queued before the loss are dropped (at most once).
+                            while self.rx.try_recv().is_ok() {}
+                            let ended = self
+                                .bus
+                                .upgrade()
+                                .map(|bus| bus.local.complete_all())
+                                .unwrap_or(0);
+                            tracing::warn!(
+                                url = %self.link.url, %reason, streams_completed = ended,
+                                "event bus lost Redis: its streams were completed; reconnecting"
+                            );
+                            backoff = backoff_after_session(backoff, began.elapsed(), &self.config);
+                            reason
+                        }
+                    }
+                }
+                Err(reason) => {
+                    self.link.set_lost(reason.clone());
+                    reason
+                }
+            };
+            if let Some(s) = started.take() {
+                if self.config.start == StartMode::Require {
+                    let _ = s.send(Err(self.link.unavailable()));
+                    return;
+                }
+                tracing::warn!(
+                    url = %self.link.url, %reason,
+                    "event bus starting DEGRADED: Redis unreachable, events stay on this node until it connects"
+                );
+                let _ = s.send(Ok(()));
+            } else {
+                tracing::debug!(url = %self.link.url, %reason, retry_in = ?backoff, "event bus: Redis still unreachable");
+            }
+            if !self.pause(backoff).await {
+                return;
+            }
+            backoff = next_backoff(backoff, &self.config);
+        }
+    }
+
+    /// Waits `delay`, discarding stale publishes; false if the bus was dropped.
+    async fn pause(&mut self, delay: Duration) -> bool {
+        let sleep = tokio::time::sleep(delay);
+        tokio::pin!(sleep);
+        loop {
+            tokio::select! {
+                _ = &mut sleep => return self.bus.strong_count() > 0,
+                item = self.rx.recv() => if item.is_none() { return false },
+            }
+        }
+    }
+
+    /// One connection's life. The bus is reported connected (and `started`
+    /// answered) only once the channels its streams need are subscribed.
+    async fn session(
+        &mut self,
+        pubsub: PubSub,
+        mut conn: MultiplexedConnection,
+        started: &mut Option<oneshot::Sender<Result<(), BusError>>>,
+    ) -> End {
+        let (mut sink, mut messages) = pubsub.split();
+        let command_timeout = self.config.command_timeout;
+        let rx = &mut self.rx;
+        let publishing = async {
+            let mut batch: Vec<Outgoing> = Vec::with_capacity(256);
+            loop {
+                if rx.recv_many(&mut batch, 256).await == 0 {
+                    return End::Shutdown;
+                }
+                let mut pipe = ::redis::pipe();
+                for out in batch.drain(..) {
+                    pipe.publish(out.channel, out.payload).ignore();
+                }
+                match tokio::time::timeout(command_timeout, pipe.exec_async(&mut conn)).await {
+                    Ok(Ok(())) => {}
+                    Ok(Err(e)) => return End::Lost(format!("PUBLISH failed: {e}")),
+                    Err(_) => {
+                        return End::Lost(format!("PUBLISH unanswered in {command_timeout:?}"));
+                    }
+                }
+            }
+        };
+        let link = &self.link;
+        let bus = &self.bus;
+        let config = &self.config;
+        let receiving = async {
+            let mut subscribed: HashSet<String> = HashSet::new();
+            let mut ping = tokio::time::interval(config.ping_interval);
+            ping.tick().await;
+            // Whether the local topics may differ from the subscribed channels.
+            let mut dirty = true;
+            loop {
+                if !dirty {
+                    tokio::select! {
+                        msg = messages.next() => match msg {
+                            Some(msg) => self_deliver(bus, link, config, &msg).await,
+                            None => return End::Lost("connection closed".into()),
+                        },
+                        _ = link.topics_changed.notified() => dirty = true,
+                        _ = ping.tick() => {
+                            match tokio::time::timeout(command_timeout, sink.ping::<::redis::Value>()).await {
+                                Ok(Ok(_)) => {}
+                                Ok(Err(e)) => return End::Lost(format!("PING failed: {e}")),
+                                Err(_) => return End::Lost(format!("PING unanswered in {command_timeout:?}")),
+                            }
+                        }
+                    }
+                    continue;
+                }
+                dirty = false;
+                let Some(inner) = bus.upgrade() else {
+                    return End::Shutdown;
+                };
+                let wanted: HashSet<String> = inner
+                    .local
+                    .names()
+                    .into_iter()
+                    .map(|t| format!("{}{t}", link.prefix))
+                    .collect();
+                drop(inner);
+                let add: Vec<&String> = wanted.difference(&subscribed).collect();
+                if !add.is_empty() {
+                    match tokio::time::timeout(command_timeout, sink.subscribe(&add)).await {
+                        Ok(Ok(())) => {}
+                        Ok(Err(e)) => return End::Lost(format!("SUBSCRIBE failed: {e}")),
+                        Err(_) => return End::Lost("SUBSCRIBE unanswered".into()),
+                    }
+                }
+                let remove: Vec<&String> = subscribed.difference(&wanted).collect();
+                if !remove.is_empty() {
+                    match tokio::time::timeout(command_timeout, sink.unsubscribe(&remove)).await {
+                        Ok(Ok(())) => {}
+                        Ok(Err(e)) => return End::Lost(format!("UNSUBSCRIBE failed: {e}")),
+                        Err(_) => return End::Lost("UNSUBSCRIBE unanswered".into()),
+                    }
+                }
+                subscribed = wanted;
+                if !link.connected.swap(true, Ordering::AcqRel) {
+                    if let Some(s) = started.take() {
+                        let _ = s.send(Ok(()));
+                    }
+                    tracing::info!(url = %link.url, node = %format!("{:016x}", link.node), "event bus connected to Redis");
+                }
+            }
+        };
+        tokio::select! {
+            end = publishing => end,
+            end = receiving => end,
+        }
+    }
+}
+
+/// The back-off after a failed attempt: doubled, at most `reconnect_max`.
+fn next_backoff(backoff: Duration, config: &RedisBusConfig) -> Duration {
+    backoff.saturating_mul(2).min(config.reconnect_max)
+}
+
+/// The back-off before reconnecting after a session that `lasted`: back to
+/// `reconnect_min` only if the session lasted at least `reconnect_max` (a
+/// healthy connection that broke); otherwise the current one, still growing
+/// (a Redis that accepts connections but refuses commands, such as `-LOADING`
+/// or an ACL `NOPERM`, is not retried in a hot loop).
+fn backoff_after_session(backoff: Duration, lasted: Duration, config: &RedisBusConfig) -> Duration {
+    if lasted >= config.reconnect_max {
+        config.reconnect_min
+    } else {
+        backoff
+    }
+}
+
+/// Hands one message from Redis to this node's subscribers of its topic,
+/// unless this node published it.
+async fn self_deliver<M: Clone + Send + DeserializeOwned + 'static>(
+    bus: &Weak<BusInner<M>>,
+    link: &Link,
+    config: &RedisBusConfig,
+    msg: &::redis::Msg,
+) {
+    let Some(topic) = msg.get_channel_name().strip_prefix(link.prefix.as_str()) else {
+        return;
+    };
+    let payload = msg.get_payload_bytes();
+    let Some((node, body)) = payload.split_at_checked(NODE_LEN) else {
+        tracing::warn!(topic, "event bus: a message without a node id was ignored");
+        return;
+    };
+    let Some(node) = std::str::from_utf8(node)
+        .ok()
+        .and_then(|n| u64::from_str_radix(n, 16).ok())
+    else {
+        tracing::warn!(topic, "event bus: a message with a bad node id was ignored");
+        return;
+    };
+    if node == link.node {
+        return;
+    }
+    let msgs: Vec<M> = match serde_json::from_slice(body) {
+        Ok(msgs) => msgs,
+        Err(e) => {
+            tracing::warn!(topic, error = %e, "event bus: an undecodable message was ignored");
+            return;
+        }
+    };
+    let Some(inner) = bus.upgrade() else {
+        return;
+    };
+    inner.local.deliver_wait(topic, &msgs, config.stall).await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn back_off_doubles_to_the_max_and_resets_only_after_a_lasting_session() {
+        let config = RedisBusConfig::new("redis://127.0.0.1:1");
+        let (min, max) = (config.reconnect_min, config.reconnect_max);
+        // Redis accepts connections but refuses the first command, every time:
+        // each short session still grows the pause, as failed connects do.
+        let mut backoff = min;
+        let mut pauses = vec![];
+        for _ in 0..8 {
+            backoff = backoff_after_session(backoff, Duration::ZERO, &config);
+            pauses.push(backoff.as_millis());
+            backoff = next_backoff(backoff, &config);
+        }
+        assert_eq!(pauses, [100, 200, 400, 800, 1600, 3200, 5000, 5000]);
+        // A session that lasted `reconnect_max` was healthy: start again low.
+        assert_eq!(backoff_after_session(max, max, &config), min);
+        assert_eq!(backoff_after_session(max, max / 2, &config), max);
+    }
+}
