@@ -9,6 +9,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use common::redis_server::RedisServer;
+use common::request_state::state_call;
 use common::{call, listen, wait_until};
 use genmcp::apps::demo::{self, topics};
 use genmcp::http::ServerThread;
@@ -156,32 +157,12 @@ fn three_nodes_deliver_every_event_once_in_publish_order() {
     }
 }
 
-const STATE_TOOL: &str = "test_input_required_result_request_state";
-
 fn fixture_node(key: Option<[u8; 32]>) -> ServerThread {
     ServerThread::spawn(
         move || genmcp::apps::fixtures::suite_with_secret(key),
         common::config(),
     )
     .expect("node starts")
-}
-
-fn state_call(addr: SocketAddr, id: i64, extra: Value) -> Value {
-    let mut params = json!({"name": STATE_TOOL, "arguments": {}});
-    if let (Some(p), Some(e)) = (params.as_object_mut(), extra.as_object()) {
-        p.extend(e.clone());
-    }
-    params["_meta"] = json!({
-        "io.modelcontextprotocol/protocolVersion": common::VERSION,
-        "io.modelcontextprotocol/clientCapabilities": {"elicitation": {}},
-    });
-    let r = common::post(
-        addr,
-        &common::headers("tools/call", Some(STATE_TOOL)),
-        &common::request(json!(id), "tools/call", params),
-    );
-    assert_eq!(r.status, 200);
-    r.json()
 }
 
 #[test]

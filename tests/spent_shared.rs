@@ -10,6 +10,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use common::redis_server::RedisServer;
+use common::request_state::state_call;
 use common::wait_until;
 use genmcp::apps::shared_spent::RedisSpentRecord;
 use genmcp::http::ServerThread;
@@ -19,8 +20,6 @@ use genmcp::pubsub::{BusHealth, RedisBusConfig};
 use serde_json::{Value, json};
 
 type Events = Bus<SharedNotification>;
-
-const STATE_TOOL: &str = "test_input_required_result_request_state";
 
 fn block_on<T>(f: impl std::future::Future<Output = T>) -> T {
     tokio::runtime::Builder::new_current_thread()
@@ -51,24 +50,6 @@ fn node(bus: &Events) -> ServerThread {
         common::config(),
     )
     .expect("node starts")
-}
-
-fn state_call(addr: SocketAddr, id: i64, extra: Value) -> Value {
-    let mut params = json!({"name": STATE_TOOL, "arguments": {}});
-    if let (Some(p), Some(e)) = (params.as_object_mut(), extra.as_object()) {
-        p.extend(e.clone());
-    }
-    params["_meta"] = json!({
-        "io.modelcontextprotocol/protocolVersion": common::VERSION,
-        "io.modelcontextprotocol/clientCapabilities": {"elicitation": {}},
-    });
-    let r = common::post(
-        addr,
-        &common::headers("tools/call", Some(STATE_TOOL)),
-        &common::request(json!(id), "tools/call", params),
-    );
-    assert_eq!(r.status, 200);
-    r.json()
 }
 
 /// A fresh `requestState` from `addr`, and the retry that answers it.

@@ -6,6 +6,7 @@
 pub mod legacy;
 pub mod probe;
 pub mod redis_server;
+pub mod request_state;
 pub mod user_server;
 
 use std::io::{BufRead, BufReader, Read, Write};
