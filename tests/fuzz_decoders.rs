@@ -6,6 +6,10 @@
 //! More cases: `PROPTEST_CASES=100000 cargo test --release --test fuzz_decoders`
 //! (see docs/security.md).
 
+#[path = "common/fuzz.rs"]
+mod fuzz;
+
+use fuzz::runner;
 use genmcp::protocol::jsonrpc::{MAX_ID_LEN, encode_error};
 use genmcp::protocol::meta::{
     MAX_CLIENT_CAPABILITIES_BYTES, MAX_EXTRA_META_BYTES, MAX_PROGRESS_TOKEN_LEN,
@@ -16,25 +20,10 @@ use genmcp::protocol::{Incoming, RequestId, RequestMeta, SubscriptionFilter};
 use genmcp::runtime::{Limits, listen_filter};
 use genmcp::suite::ResourceTemplate;
 use proptest::prelude::*;
-use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
 use serde_json::{Map, Value, json};
 
-/// A runner with a fixed seed; `PROPTEST_CASES` overrides the case count.
-fn runner(cases: u32) -> TestRunner {
-    let cases = std::env::var("PROPTEST_CASES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(cases);
-    let config = Config {
-        cases,
-        failure_persistence: None,
-        ..Config::default()
-    };
-    TestRunner::new_with_rng(
-        config,
-        TestRng::from_seed(RngAlgorithm::ChaCha, &[0x6d; 32]),
-    )
-}
+/// This file's fuzz seed.
+const SEED: u8 = 0x6d;
 
 /// Arbitrary JSON, up to a few levels deep, with long strings now and then.
 fn json_value() -> impl Strategy<Value = Value> {
@@ -137,7 +126,7 @@ fn message_bytes() -> impl Strategy<Value = Vec<u8>> {
 
 #[test]
 fn fuzz_the_json_rpc_decoder() {
-    runner(1_000)
+    runner(1_000, SEED)
         .run(&message_bytes(), |bytes| {
             match Incoming::parse(&bytes) {
                 Ok(Incoming::Request(r)) => {
@@ -171,7 +160,7 @@ fn fuzz_the_json_rpc_decoder() {
 
 #[test]
 fn fuzz_meta_validation() {
-    runner(1_000)
+    runner(1_000, SEED)
         .run(&meta_object(), |meta| {
             let mut params = Map::new();
             params.insert("_meta".into(), Value::Object(meta));
@@ -227,7 +216,7 @@ fn fuzz_the_listen_filter() {
         prop::option::of(prop::collection::vec(uri(), 0..40)),
         0usize..40,
     );
-    runner(1_000)
+    runner(1_000, SEED)
         .run(&notifications, |(flags, uris, max)| {
             let mut n: Map<String, Value> = flags.into_iter().collect();
             if let Some(uris) = uris {
@@ -283,7 +272,7 @@ fn fuzz_template_matching() {
         "[a-z:/{}+.é€?#]{0,20}",
     ];
     let uri = prop_oneof!["[a-z:/{}+.é€?#%0-9A-F]{0,40}", ".{0,40}",];
-    runner(1_000)
+    runner(1_000, SEED)
         .run(&(template, uri), |(template, uri)| {
             let t = ResourceTemplate::new(template, "t");
             if let Some(vars) = t.matches(&uri) {

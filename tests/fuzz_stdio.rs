@@ -3,31 +3,21 @@
 //! bounded by a function of the input. Seeded and bounded; more cases with
 //! `PROPTEST_CASES` (see docs/security.md).
 
+#[path = "common/fuzz.rs"]
+mod fuzz;
+
 use std::time::Duration;
 
+use fuzz::runner;
 use genmcp::prelude::*;
 use genmcp::runtime::Server;
 use genmcp::transport::stdio::{StdioConfig, serve_io};
 use proptest::prelude::*;
-use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-fn runner(cases: u32) -> TestRunner {
-    let cases = std::env::var("PROPTEST_CASES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(cases);
-    let config = Config {
-        cases,
-        failure_persistence: None,
-        ..Config::default()
-    };
-    TestRunner::new_with_rng(
-        config,
-        TestRng::from_seed(RngAlgorithm::ChaCha, &[0x5d; 32]),
-    )
-}
+/// This file's fuzz seed.
+const SEED: u8 = 0x5d;
 
 /// Input lines: valid requests, near-misses and raw junk.
 fn input() -> impl Strategy<Value = Vec<u8>> {
@@ -96,7 +86,7 @@ fn run_pipe(input: Vec<u8>) -> Vec<u8> {
 
 #[test]
 fn fuzz_the_stdio_line_reader() {
-    runner(256)
+    runner(256, SEED)
         .run(&input(), |input| {
             let lines = input.split(|b| *b == b'\n').count();
             let out = run_pipe(input.clone());

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use actix::prelude::*;
 use actix_web::{App, HttpResponse, HttpServer, web};
 use common::user_server::UserServer;
-use common::{Exchange, headers, request, wait_until};
+use common::{Exchange, wait_until};
 use genmcp::http::Endpoint;
 use genmcp::prelude::*;
 use serde_json::{Value, json};
@@ -129,16 +129,7 @@ fn get(addr: std::net::SocketAddr, method: &str, path: &str) -> common::Response
 }
 
 fn listen(addr: std::net::SocketAddr, id: &str) -> Exchange {
-    let body = request(
-        json!(id),
-        "subscriptions/listen",
-        json!({"notifications": {"resourceSubscriptions": [URI]}}),
-    );
-    let mut stream = Exchange::open(
-        addr,
-        &headers("subscriptions/listen", None),
-        body.to_string().as_bytes(),
-    );
+    let mut stream = common::listen(addr, json!(id), json!({"resourceSubscriptions": [URI]}));
     let ack = stream.next_message().expect("ack");
     assert_eq!(ack["method"], "notifications/subscriptions/acknowledged");
     stream

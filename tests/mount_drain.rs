@@ -11,37 +11,12 @@ use std::time::{Duration, Instant};
 
 use actix_web::middleware::Logger;
 use actix_web::{App, HttpServer, web};
+use common::quiet::Quiet;
 use common::user_server::UserServer;
 use common::{Exchange, headers, request};
 use genmcp::http::Endpoint;
 use genmcp::prelude::*;
 use serde_json::{Value, json};
-
-/// Accepts every listen, sends nothing, counts `handle_close`.
-struct Quiet {
-    closed: Arc<AtomicUsize>,
-}
-
-impl SubscriptionHandler for Quiet {
-    type Message = ();
-    type State = ();
-
-    fn subscribe(&self, _f: &SubscriptionFilter, _cx: &mut SubscribeCx<'_, ()>) -> Subscribe<()> {
-        Subscribe::Accept(())
-    }
-
-    fn handle_message(&self, _msg: (), _channel: &Channel, _state: &mut ()) -> Flow {
-        Flow::Continue
-    }
-
-    fn handle_close(&self, _channel: &Channel, _state: ()) {
-        self.closed.fetch_add(1, Ordering::SeqCst);
-    }
-
-    fn subscription_capabilities(&self, _channel: &Channel) -> SubscriptionCapabilities {
-        SubscriptionCapabilities::none().with_tools_list_changed(true)
-    }
-}
 
 fn setup() -> (Endpoint<Quiet>, Arc<AtomicUsize>, UserServer) {
     let closed = Arc::new(AtomicUsize::new(0));

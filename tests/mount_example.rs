@@ -13,7 +13,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::{Exchange, call, headers, request};
+use common::{Exchange, call};
 use serde_json::{Value, json};
 
 const ROOM: &str = "room://messages";
@@ -118,15 +118,10 @@ fn the_actix_app_example_serves_its_routes_and_mcp() {
     assert_eq!(post["inputSchema"]["properties"]["text"]["type"], "string");
 
     // A listen on the room, then a post: the stream hears about it.
-    let body = request(
-        json!("room"),
-        "subscriptions/listen",
-        json!({"notifications": {"resourceSubscriptions": [ROOM]}}),
-    );
-    let mut stream = Exchange::open(
+    let mut stream = common::listen(
         addr,
-        &headers("subscriptions/listen", None),
-        body.to_string().as_bytes(),
+        json!("room"),
+        json!({"resourceSubscriptions": [ROOM]}),
     );
     let ack = stream.next_message().expect("ack");
     assert_eq!(ack["method"], "notifications/subscriptions/acknowledged");

@@ -11,6 +11,7 @@ use actix_web::body::MessageBody;
 use actix_web::dev::{ServiceRequest, ServiceResponse};
 use actix_web::middleware::{Next, from_fn};
 use actix_web::{App, HttpMessage as _, HttpResponse, HttpServer, web};
+use common::quiet::Quiet;
 use common::user_server::UserServer;
 use common::{Event, Exchange, headers, request};
 use genmcp::http::{Endpoint, HttpConfig};
@@ -36,32 +37,6 @@ async fn require_key(
     next.call(req)
         .await
         .map(ServiceResponse::map_into_left_body)
-}
-
-/// Accepts tool-change listens and never sends: a quiet stream.
-struct Quiet {
-    closed: Arc<AtomicUsize>,
-}
-
-impl SubscriptionHandler for Quiet {
-    type Message = ();
-    type State = ();
-
-    fn subscribe(&self, _f: &SubscriptionFilter, _cx: &mut SubscribeCx<'_, ()>) -> Subscribe<()> {
-        Subscribe::Accept(())
-    }
-
-    fn handle_message(&self, _msg: (), _channel: &Channel, _state: &mut ()) -> Flow {
-        Flow::Continue
-    }
-
-    fn handle_close(&self, _channel: &Channel, _state: ()) {
-        self.closed.fetch_add(1, Ordering::SeqCst);
-    }
-
-    fn subscription_capabilities(&self, _channel: &Channel) -> SubscriptionCapabilities {
-        SubscriptionCapabilities::none().with_tools_list_changed(true)
-    }
 }
 
 struct Counters {

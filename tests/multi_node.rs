@@ -8,37 +8,17 @@ mod common;
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use common::redis_server::RedisServer;
+use common::redis_server::{RedisServer, block_on, bus_config, redis_bus};
 use common::request_state::state_call;
 use common::{call, listen, wait_until};
 use genmcp::apps::demo::{self, topics};
 use genmcp::http::ServerThread;
 use genmcp::mux::SharedNotification;
 use genmcp::prelude::*;
-use genmcp::pubsub::{BusError, BusHealth, RedisBusConfig, StartMode};
+use genmcp::pubsub::{BusError, BusHealth, StartMode};
 use serde_json::{Value, json};
 
 type Events = Bus<SharedNotification>;
-
-fn block_on<T>(f: impl std::future::Future<Output = T>) -> T {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("a runtime")
-        .block_on(f)
-}
-
-fn bus_config(url: &str, prefix: &str) -> RedisBusConfig {
-    let mut c = RedisBusConfig::new(url).prefix(prefix);
-    c.reconnect_max = Duration::from_millis(200);
-    // Frequent keep-alives: a keep-alive that fails would end the streams.
-    c.ping_interval = Duration::from_millis(50);
-    c
-}
-
-fn redis_bus(url: &str, prefix: &str) -> Events {
-    block_on(Bus::redis(bus_config(url, prefix))).expect("the bus connects")
-}
 
 /// A notes-demo node on its own port, publishing on `bus`.
 fn node(bus: &Events, key: Option<[u8; 32]>) -> ServerThread {

@@ -9,7 +9,7 @@ mod common;
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use common::redis_server::RedisServer;
+use common::redis_server::{RedisServer, block_on, redis_bus};
 use common::request_state::state_call;
 use common::wait_until;
 use genmcp::apps::shared_spent::RedisSpentRecord;
@@ -20,21 +20,6 @@ use genmcp::pubsub::{BusHealth, RedisBusConfig};
 use serde_json::{Value, json};
 
 type Events = Bus<SharedNotification>;
-
-fn block_on<T>(f: impl std::future::Future<Output = T>) -> T {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("a runtime")
-        .block_on(f)
-}
-
-fn redis_bus(url: &str, prefix: &str) -> Events {
-    let mut c = RedisBusConfig::new(url).prefix(prefix);
-    c.reconnect_max = Duration::from_millis(200);
-    c.ping_interval = Duration::from_millis(50);
-    block_on(Bus::redis(c)).expect("the bus connects")
-}
 
 fn key() -> [u8; 32] {
     genmcp::suite::secret::parse_secret(&"3c".repeat(32)).expect("key")

@@ -5,6 +5,7 @@
 
 pub mod legacy;
 pub mod probe;
+pub mod quiet;
 pub mod redis_server;
 pub mod request_state;
 pub mod user_server;

@@ -124,3 +124,31 @@ impl Drop for RedisServer {
         self.kill();
     }
 }
+
+/// Runs `f` to completion on a fresh current-thread runtime (for the bus's
+/// async constructor in synchronous tests).
+pub fn block_on<T>(f: impl std::future::Future<Output = T>) -> T {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a runtime")
+        .block_on(f)
+}
+
+/// A bus configuration for tests: channels under `prefix`, quick
+/// reconnection, and frequent keep-alives (a keep-alive that fails would end
+/// the streams, so a broken one shows at once).
+pub fn bus_config(url: &str, prefix: &str) -> genmcp::pubsub::RedisBusConfig {
+    let mut c = genmcp::pubsub::RedisBusConfig::new(url).prefix(prefix);
+    c.reconnect_max = std::time::Duration::from_millis(200);
+    c.ping_interval = std::time::Duration::from_millis(50);
+    c
+}
+
+/// A connected Redis bus of [`bus_config`].
+pub fn redis_bus<M>(url: &str, prefix: &str) -> genmcp::pubsub::Bus<M>
+where
+    M: Clone + Send + serde::Serialize + serde::de::DeserializeOwned + 'static,
+{
+    block_on(genmcp::pubsub::Bus::redis(bus_config(url, prefix))).expect("the bus connects")
+}
