@@ -112,11 +112,16 @@ impl<M: Clone + Send + 'static> Topics<M> {
     pub(crate) async fn deliver_wait(&self, topic: &str, msgs: &[M], stall: Duration) -> usize {
         let mut took_all = 0;
         let mut full = Vec::new();
-        for inbox in self.subscribers(topic) {
-            match offer_all(&inbox, msgs) {
-                Offered::All => took_all += 1,
-                Offered::Ended => {}
-                Offered::FullAt(next, msg) => full.push((inbox, next, msg)),
+        {
+            // `try_offer` never blocks, so the lock is held only for the walk;
+            // only the inboxes that were full are cloned out of it.
+            let map = lock(&self.map);
+            for (_, inbox) in map.get(topic).into_iter().flatten() {
+                match offer_all(inbox, msgs) {
+                    Offered::All => took_all += 1,
+                    Offered::Ended => {}
+                    Offered::FullAt(next, msg) => full.push((inbox.clone(), next, msg)),
+                }
             }
         }
         if full.is_empty() {

@@ -319,12 +319,12 @@ impl<H: SubscriptionHandler> Stream<H> {
         })) {
             Ok(Flow::Continue) => self.after_send(ctx),
             Ok(Flow::Stop(reason)) => {
-                tracing::debug!(reason = %reason.0, "handler stopped the stream");
+                tracing::debug!(id = %self.channel.id(), reason = %reason.0, "handler stopped the stream");
                 self.state = None;
                 self.complete(ctx, CloseReason::Completed);
             }
             Err(_) => {
-                tracing::error!("handle_message panicked; ending this stream");
+                tracing::error!(id = %self.channel.id(), "handle_message panicked; ending this stream");
                 self.state = None;
                 self.fail(
                     ctx,

@@ -119,7 +119,7 @@ impl<H: SubscriptionHandler> SuiteBuilder<H> {
     }
 
     /// How many spent MRTR `requestState`s are remembered at once (default
-    /// [`DEFAULT_MAX_SPENT_REQUEST_STATES`], about 4.3 MB). Each state is
+    /// [`DEFAULT_MAX_SPENT_REQUEST_STATES`], about 3.3 MB). Each state is
     /// honoured once: it is remembered until it expires, and while this many
     /// unexpired states are remembered a further retry is refused with
     /// `-32603` / HTTP 429 "retry later" rather than forgetting one. The record

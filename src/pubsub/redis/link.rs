@@ -24,6 +24,8 @@ pub(super) struct Outgoing {
 /// What the bus and the Redis thread share.
 pub(super) struct Link {
     pub(super) node: u64,
+    /// `node` as the payload prefix (16 lowercase hex digits), encoded once.
+    pub(super) node_prefix: [u8; NODE_LEN],
     pub(super) prefix: String,
     pub(super) url: String,
     pub(super) connected: AtomicBool,
@@ -43,8 +45,11 @@ pub(super) struct Link {
 impl Link {
     /// The shared state of a bus with `config`, as node `node`, not connected.
     pub(super) fn new(config: &RedisBusConfig, node: u64) -> Self {
+        let mut node_prefix = [0u8; NODE_LEN];
+        node_prefix.copy_from_slice(format!("{node:016x}").as_bytes());
         Link {
             node,
+            node_prefix,
             prefix: config.prefix.clone(),
             url: display_url(&config.url),
             connected: AtomicBool::new(false),

@@ -37,7 +37,7 @@ impl<M: Serialize> RedisRemote<M> {
             return Err(self.link.unavailable());
         }
         let mut payload = Vec::with_capacity(NODE_LEN + 64 * msgs.len());
-        payload.extend_from_slice(format!("{:016x}", self.link.node).as_bytes());
+        payload.extend_from_slice(&self.link.node_prefix);
         serde_json::to_writer(&mut payload, msgs).map_err(|e| BusError::Encode(e.to_string()))?;
         if payload.len() > self.link.max_payload {
             return Err(BusError::TooLarge {

@@ -17,9 +17,10 @@ pub const DEFAULT_MAX_RATE_PRINCIPALS: usize = 10_000;
 /// [`DEFAULT_MAX_RATE_PRINCIPALS`]; about 100 bytes each). When a new key
 /// finds the table full, buckets that have refilled completely are dropped
 /// (they are the same as a new one), and if none has, the least recently
-/// used one: that principal's next request starts with a full burst again.
-/// That sweep is a scan of the table under its lock, paid only by a key the
-/// table does not hold while it is full.
+/// used tenth of the table: those principals' next requests start with a full
+/// burst again. That sweep is a scan of the table under its lock, paid by a
+/// new key only when the table is full, so at most once per tenth of the
+/// table's keys.
 ///
 /// ```
 /// use genmcp::http::RateLimit;
@@ -89,24 +90,23 @@ impl RateLimiter {
         let rate = self.limit.per_second.max(f64::MIN_POSITIVE);
         let burst = f64::from(self.limit.burst.max(1));
         let mut buckets = self.buckets.lock().unwrap_or_else(|p| p.into_inner());
-        if !buckets.contains_key(key) && buckets.len() >= self.limit.max_principals {
-            let full = |b: &Bucket| {
-                b.tokens + now.saturating_duration_since(b.last).as_secs_f64() * rate >= burst
-            };
-            buckets.retain(|_, b| !full(b));
-            if buckets.len() >= self.limit.max_principals
-                && let Some(oldest) = buckets
-                    .iter()
-                    .min_by_key(|(_, b)| b.last)
-                    .map(|(k, _)| k.clone())
-            {
-                buckets.remove(&oldest);
+        if !buckets.contains_key(key) {
+            if buckets.len() >= self.limit.max_principals {
+                evict(&mut buckets, |b| {
+                    b.tokens + now.saturating_duration_since(b.last).as_secs_f64() * rate >= burst
+                });
             }
+            buckets.insert(
+                key.to_owned(),
+                Bucket {
+                    tokens: burst,
+                    last: now,
+                },
+            );
         }
-        let bucket = buckets.entry(key.to_owned()).or_insert(Bucket {
-            tokens: burst,
-            last: now,
-        });
+        let Some(bucket) = buckets.get_mut(key) else {
+            return Ok(());
+        };
         let elapsed = now.saturating_duration_since(bucket.last).as_secs_f64();
         bucket.tokens = (bucket.tokens + elapsed * rate).min(burst);
         bucket.last = now;
@@ -129,6 +129,25 @@ impl RateLimiter {
     #[cfg(test)]
     pub(crate) fn tracked(&self) -> usize {
         self.buckets.lock().unwrap_or_else(|p| p.into_inner()).len()
+    }
+}
+
+/// Makes room in a full table: drops every bucket that has refilled
+/// completely (`full`: it is the same as a new one); if none has, the least
+/// recently used tenth at once, so a stream of new keys pays one scan per
+/// tenth of the table rather than one per request.
+fn evict(buckets: &mut HashMap<String, Bucket>, full: impl Fn(&Bucket) -> bool) {
+    let before = buckets.len();
+    buckets.retain(|_, b| !full(b));
+    if buckets.len() < before || buckets.is_empty() {
+        return;
+    }
+    let mut by_age: Vec<(Instant, &String)> = buckets.iter().map(|(k, b)| (b.last, k)).collect();
+    let n = (by_age.len() / 10).max(1);
+    by_age.select_nth_unstable_by_key(n - 1, |(last, _)| *last);
+    let oldest: Vec<String> = by_age[..n].iter().map(|(_, k)| (*k).clone()).collect();
+    for k in oldest {
+        buckets.remove(&k);
     }
 }
 
@@ -168,5 +187,19 @@ mod tests {
         assert_eq!(r.check("x", t0), Ok(()));
         assert_eq!(r.check("y", t0), Ok(()));
         assert_eq!(r.check("x", t0), Err(1));
+        // A table full of active buckets drops its least recently used tenth
+        // for a new key (here 2 of 20), not one bucket per new key.
+        let r = RateLimiter::new(RateLimit::per_second(1).burst(2).max_principals(20));
+        let at = |ms: u64| t0 + Duration::from_millis(ms);
+        for i in 0..20u64 {
+            assert_eq!(r.check(&format!("k{i}"), at(i)), Ok(()));
+        }
+        assert_eq!(r.check("new", at(20)), Ok(()));
+        assert_eq!(r.tracked(), 19);
+        // k2 was kept (one token left); k0 was forgotten (a full burst again).
+        assert_eq!(r.check("k2", at(21)), Ok(()));
+        assert_eq!(r.check("k2", at(21)), Err(1));
+        assert_eq!(r.check("k0", at(21)), Ok(()));
+        assert_eq!(r.check("k0", at(21)), Ok(()));
     }
 }

@@ -120,13 +120,7 @@ fn challenge(req: &HttpRequest, auth: &AuthConfig, error: &AuthError) -> HttpRes
 async fn authenticate(req: &HttpRequest, auth: &AuthConfig) -> Result<Principal, AuthError> {
     let token = bearer(req)?.ok_or(AuthError::Missing)?;
     let principal = auth.authenticator.authenticate(token).await?;
-    let missing: Vec<String> = auth
-        .required_scopes
-        .iter()
-        .filter(|s| !principal.has_scope(s))
-        .cloned()
-        .collect();
-    if missing.is_empty() {
+    if auth.required_scopes.iter().all(|s| principal.has_scope(s)) {
         Ok(principal)
     } else {
         Err(AuthError::InsufficientScope {
