@@ -2,6 +2,7 @@
 //! `tracing` events and the request and stream spans, on stderr, as text or
 //! as JSON lines, filtered by `RUST_LOG` (default `genmcp=info`).
 
+use std::io::IsTerminal;
 use std::str::FromStr;
 
 /// How log lines are written.
@@ -31,12 +32,15 @@ impl FromStr for LogFormat {
 }
 
 /// Installs the global subscriber: stderr, `format`, `RUST_LOG` or
-/// `genmcp=info`. Does nothing if a global subscriber is already set.
+/// `genmcp=info`. Colour codes only when stderr is a terminal, so a log file,
+/// a journal or a desktop host's log pane gets plain text. Does nothing if a
+/// global subscriber is already set.
 pub fn init(format: LogFormat) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("genmcp=info"));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(std::io::stderr().is_terminal())
         .with_writer(std::io::stderr);
     let _ = match format {
         LogFormat::Text => builder.try_init(),
