@@ -238,10 +238,10 @@ impl<H: SubscriptionHandler> SuiteBuilder<H> {
                 cursor_ttl: self.cursor_ttl,
                 request_state_ttl: self.request_state_ttl,
                 sealer,
-                spent: match self.spent_record {
-                    Some(record) => Spender::Shared(record),
-                    None => Spender::Local(SpentStates::new(self.max_spent)),
-                },
+                spent: Spender::new(match self.spent_record {
+                    Some(record) => Store::Shared(record),
+                    None => Store::Local(SpentStates::new(self.max_spent)),
+                }),
                 logging: self.logging,
                 catalog: self.catalog,
             }),

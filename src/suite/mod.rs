@@ -78,8 +78,8 @@ use crate::protocol::{
 use crate::subscription::{NoSubscriptions, SubscriptionHandler};
 use mrtr::{Binding, Retry};
 use seal::{Sealer, purpose};
-pub use spent::{DEFAULT_MAX_SPENT_REQUEST_STATES, Spend, SpentError, SpentRecord};
-use spent::{Spender, SpentStates};
+pub use spent::{DEFAULT_MAX_SPENT_REQUEST_STATES, Spend, SpentError, SpentRecord, SpentRefusals};
+use spent::{Spender, SpentStates, Store};
 
 /// Default page size of the four list methods.
 pub const DEFAULT_PAGE_SIZE: usize = 500;
@@ -180,6 +180,12 @@ impl<H> Suite<H> {
     /// a [`SuiteBuilder::spent_record`], which keeps its own.
     pub fn spent_request_states(&self) -> (usize, usize) {
         self.inner.spent.stats()
+    }
+
+    /// The retries whose `requestState` this suite refused, by reason (what
+    /// `genmcp_spent_refusals_total` exports; it keeps counting).
+    pub fn spent_refusals(&self) -> Arc<SpentRefusals> {
+        self.inner.spent.refusals()
     }
 }
 

@@ -245,7 +245,9 @@ mod tests {
     }
 
     fn spent() -> Spender {
-        Spender::Local(super::super::spent::SpentStates::new(16))
+        Spender::new(super::super::spent::Store::Local(
+            super::super::spent::SpentStates::new(16),
+        ))
     }
 
     /// [`parse_retry`] run to completion (the in-memory record never waits).
@@ -406,7 +408,9 @@ mod tests {
         )
         .unwrap()["requestState"]
             .clone();
-        let down = Spender::Shared(std::sync::Arc::new(Down));
+        let down = Spender::new(super::super::spent::Store::Shared(std::sync::Arc::new(
+            Down,
+        )));
         let err = parse(
             &sealer,
             &down,

@@ -23,6 +23,7 @@
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashSet};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use super::tool::BoxFuture;
@@ -96,39 +97,97 @@ pub trait SpentRecord: Send + Sync + 'static {
     fn spend(&self, nonce: u64, expires_at_ms: u64) -> BoxFuture<Result<Spend, SpentError>>;
 }
 
+/// Retries whose `requestState` the spent record refused, since start, by
+/// why: exported as `genmcp_spent_refusals_total{reason}` on the admin
+/// listener ([`super::Suite::spent_refusals`]).
+///
+/// ```
+/// let refusals = genmcp::suite::SpentRefusals::default();
+/// assert!(refusals.counts().iter().all(|(_, n)| *n == 0));
+/// ```
+#[derive(Debug, Default)]
+pub struct SpentRefusals {
+    replayed: AtomicU64,
+    full: AtomicU64,
+    unavailable: AtomicU64,
+}
+
+impl SpentRefusals {
+    /// `(reason, count)` for every reason: `replayed` (a state used twice, or
+    /// by another principal's retry of it), `full` (the record was full: 429),
+    /// `unavailable` (the record could not be reached: refused, fail closed).
+    pub fn counts(&self) -> [(&'static str, u64); 3] {
+        [
+            ("replayed", self.replayed.load(Ordering::Relaxed)),
+            ("full", self.full.load(Ordering::Relaxed)),
+            ("unavailable", self.unavailable.load(Ordering::Relaxed)),
+        ]
+    }
+
+    fn count(&self, outcome: &Result<Spend, SpentError>) {
+        let counter = match outcome {
+            Ok(Spend::Fresh) => return,
+            Ok(Spend::Replayed) => &self.replayed,
+            Ok(Spend::Full(_)) => &self.full,
+            Err(_) => &self.unavailable,
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
 /// The record a suite uses: the in-memory one (spent synchronously, no
 /// allocation) or a pluggable one.
-pub(crate) enum Spender {
+pub(crate) enum Store {
     /// This process's record (the default).
     Local(SpentStates),
     /// A record given to [`super::SuiteBuilder::spent_record`].
     Shared(Arc<dyn SpentRecord>),
 }
 
+/// The suite's record and the count of what it refused.
+pub(crate) struct Spender {
+    record: Store,
+    refusals: Arc<SpentRefusals>,
+}
+
 impl Spender {
+    pub(crate) fn new(record: Store) -> Self {
+        Spender {
+            record,
+            refusals: Arc::default(),
+        }
+    }
+
     /// Spends `nonce`, expiring at `exp`, at time `now` (the local record's clock).
     pub(crate) async fn spend(&self, nonce: u64, exp: u64, now: u64) -> Result<Spend, SpentError> {
-        match self {
-            Spender::Local(states) => Ok(states.spend(nonce, exp, now)),
-            Spender::Shared(record) => record.spend(nonce, exp).await,
-        }
+        let outcome = match &self.record {
+            Store::Local(states) => Ok(states.spend(nonce, exp, now)),
+            Store::Shared(record) => record.spend(nonce, exp).await,
+        };
+        self.refusals.count(&outcome);
+        outcome
     }
 
     /// Spent states remembered here and the most that can be (`(0, 0)` for a
     /// pluggable record: it keeps its own count).
     pub(crate) fn stats(&self) -> (usize, usize) {
-        match self {
-            Spender::Local(states) => (states.len(), states.capacity()),
-            Spender::Shared(_) => (0, 0),
+        match &self.record {
+            Store::Local(states) => (states.len(), states.capacity()),
+            Store::Shared(_) => (0, 0),
         }
+    }
+
+    /// The refusals counted so far (shared: it keeps counting).
+    pub(crate) fn refusals(&self) -> Arc<SpentRefusals> {
+        self.refusals.clone()
     }
 }
 
 impl std::fmt::Debug for Spender {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Spender::Local(states) => states.fmt(f),
-            Spender::Shared(_) => f.write_str("SpentRecord(..)"),
+        match &self.record {
+            Store::Local(states) => states.fmt(f),
+            Store::Shared(_) => f.write_str("SpentRecord(..)"),
         }
     }
 }

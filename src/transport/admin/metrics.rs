@@ -9,7 +9,11 @@ use prometheus_client::metrics::counter::ConstCounter;
 use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::registry::{Registry, Unit};
 
+use std::sync::Arc;
+
+use super::health::{self, ReadinessCheck};
 use crate::runtime::Server;
+use crate::suite::SpentRefusals;
 
 /// The `Content-Type` of `GET /metrics`: Prometheus text format 0.0.4.
 pub const CONTENT_TYPE: &str = prometheus_client::encoding::prometheus_text::CONTENT_TYPE;
@@ -84,12 +88,87 @@ impl Collector for RuntimeCollector {
     }
 }
 
-/// A registry holding every genmcp metric of `server`.
-pub(super) fn registry(server: &Server) -> Registry {
+/// Readiness as metrics, so alerts need not probe `/readyz`: asked at
+/// scrape time exactly as `/readyz` asks.
+struct ReadinessCollector {
+    server: Server,
+    checks: Arc<[(String, ReadinessCheck)]>,
+}
+
+impl std::fmt::Debug for ReadinessCollector {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ReadinessCollector")
+            .field(
+                "checks",
+                &self.checks.iter().map(|(n, _)| n).collect::<Vec<_>>(),
+            )
+            .finish()
+    }
+}
+
+impl Collector for ReadinessCollector {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let ready = health::readiness(&self.server, &self.checks).is_ready();
+        ConstGauge::new(i64::from(ready)).encode(encoder.encode_descriptor(
+            "genmcp_ready",
+            "1 while GET /readyz answers 200 (not draining, every named check up), else 0",
+            None,
+            MetricType::Gauge,
+        )?)?;
+        let mut up = encoder.encode_descriptor(
+            "genmcp_readiness_check_up",
+            "1 while the named readiness check (e.g. \"bus\") passes, else 0",
+            None,
+            MetricType::Gauge,
+        )?;
+        for (name, check) in self.checks.iter() {
+            let labels = [("check", name.as_str())];
+            ConstGauge::new(i64::from(check())).encode(up.encode_family(&labels)?)?;
+        }
+        Ok(())
+    }
+}
+
+/// The suite's refusals of replayed or uncheckable `requestState`s.
+#[derive(Debug)]
+struct SpentCollector {
+    refusals: Arc<SpentRefusals>,
+}
+
+impl Collector for SpentCollector {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let mut family = encoder.encode_descriptor(
+            "genmcp_spent_refusals",
+            "Retries whose requestState the spent record refused, by reason (replayed, full, unavailable)",
+            None,
+            MetricType::Counter,
+        )?;
+        for (reason, n) in self.refusals.counts() {
+            let labels = [("reason", reason)];
+            ConstCounter::new(n).encode(family.encode_family(&labels)?)?;
+        }
+        Ok(())
+    }
+}
+
+/// A registry holding every genmcp metric of `server`, its readiness
+/// `checks` and, when known, its suite's spent-record refusals.
+pub(super) fn registry(
+    server: &Server,
+    checks: &Arc<[(String, ReadinessCheck)]>,
+    spent: Option<Arc<SpentRefusals>>,
+) -> Registry {
     let mut registry = Registry::default();
     registry.register_collector(Box::new(RuntimeCollector {
         server: server.clone(),
     }));
+    registry.register_collector(Box::new(ReadinessCollector {
+        server: server.clone(),
+        checks: checks.clone(),
+    }));
+    if let Some(refusals) = spent {
+        registry.register_collector(Box::new(SpentCollector { refusals }));
+    }
     registry
 }
 

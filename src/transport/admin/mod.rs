@@ -121,11 +121,23 @@ impl Admin {
     /// The admin service of `server` (e.g. `endpoint.server().clone()`), with
     /// `checks` for `/readyz`.
     pub fn new(server: Server, checks: Vec<(String, ReadinessCheck)>) -> Self {
+        let checks: Arc<[(String, ReadinessCheck)]> = checks.into();
         Admin {
-            registry: Arc::new(metrics::registry(&server)),
+            registry: Arc::new(metrics::registry(&server, &checks, None)),
             server,
-            checks: checks.into(),
+            checks,
         }
+    }
+
+    /// Also exports the suite's spent-record refusals
+    /// (`genmcp_spent_refusals_total`, from [`crate::suite::Suite::spent_refusals`]).
+    pub fn with_spent_refusals(mut self, refusals: Arc<crate::suite::SpentRefusals>) -> Self {
+        self.registry = Arc::new(metrics::registry(
+            &self.server,
+            &self.checks,
+            Some(refusals),
+        ));
+        self
     }
 
     /// Every metric, as `GET /metrics` answers it (Prometheus text 0.0.4).

@@ -64,6 +64,7 @@ pub fn start<H: SubscriptionHandler>(
             format!("the admin listener ({}) must not use the MCP port", a.addr),
         ));
     }
+    let spent_refusals = suite.spent_refusals();
     let endpoint = Endpoint::new(suite, config.clone());
     let drain = endpoint.drain_handle();
     let http = HttpServer::new(move || App::new().service(endpoint.service()))
@@ -84,7 +85,8 @@ pub fn start<H: SubscriptionHandler>(
             ));
         }
         Some(a) => Some(admin::start(
-            Admin::new(drain.server().clone(), a.checks.clone()),
+            Admin::new(drain.server().clone(), a.checks.clone())
+                .with_spent_refusals(spent_refusals),
             a.addr,
         )?),
         None => None,
