@@ -37,6 +37,9 @@ fn exported_names() -> BTreeSet<String> {
             panic!("a TYPE line without a name and a type: {line}");
         };
         match kind {
+            "counter" if name.ends_with("_total") => {
+                names.insert(name.to_string());
+            }
             "counter" => {
                 names.insert(format!("{name}_total"));
             }

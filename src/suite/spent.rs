@@ -271,6 +271,36 @@ impl SpentStates {
 mod tests {
     use super::*;
 
+    struct Down;
+
+    impl SpentRecord for Down {
+        fn spend(&self, _: u64, _: u64) -> BoxFuture<Result<Spend, SpentError>> {
+            Box::pin(async { Err(SpentError::Unavailable("down".into())) })
+        }
+    }
+
+    fn count(spender: &Spender, reason: &str) -> u64 {
+        let counts = spender.refusals().counts();
+        counts
+            .iter()
+            .find(|(r, _)| *r == reason)
+            .map_or(0, |(_, n)| *n)
+    }
+
+    #[actix_rt::test]
+    async fn refusals_are_counted_by_reason_and_fresh_spends_are_not() {
+        let local = Spender::new(Store::Local(SpentStates::new(1)));
+        assert_eq!(local.spend(1, 1_000, 0).await, Ok(Spend::Fresh));
+        assert_eq!(local.spend(1, 1_000, 1).await, Ok(Spend::Replayed));
+        assert!(matches!(local.spend(2, 1_000, 1).await, Ok(Spend::Full(_))));
+        assert_eq!((count(&local, "replayed"), count(&local, "full")), (1, 1));
+        assert_eq!(count(&local, "unavailable"), 0);
+        let down = Spender::new(Store::Shared(Arc::new(Down)));
+        assert!(down.spend(3, 1_000, 0).await.is_err());
+        assert_eq!(count(&down, "unavailable"), 1);
+        assert_eq!(count(&down, "replayed"), 0);
+    }
+
     #[test]
     fn a_state_is_spent_once() {
         let s = SpentStates::new(10);
