@@ -19,6 +19,13 @@ const MAX_FRAMES_PER_CHUNK: usize = 1024;
 /// Bytes coalesced into one write at most.
 const MAX_CHUNK_BYTES: usize = 256 * 1024;
 
+/// Capacity an idle stream's write buffer may keep between writes. A burst
+/// grows the buffer up to `MAX_CHUNK_BYTES`; once the stream has nothing ready,
+/// a buffer larger than this is let go (the next write allocates afresh), so
+/// memory comes back after a burst while a stream that sends a frame now and
+/// then keeps reusing one small buffer without allocating.
+pub(crate) const IDLE_BUFFER_FLOOR: usize = 4 * 1024;
+
 const KEEPALIVE: &[u8] = b": keepalive\n\n";
 const EVENT_HEAD: &[u8] = b"event: message\ndata: ";
 
@@ -191,7 +198,68 @@ impl Stream for SseBody {
             this.keepalive.as_mut().reset(Instant::now() + interval);
             return Poll::Ready(Some(Ok(Bytes::from_static(KEEPALIVE))));
         }
+        if this.buf.capacity() > IDLE_BUFFER_FLOOR {
+            // Idle after a burst: give the burst's buffer back (the bytes still
+            // in flight keep their own share of it until they are sent).
+            this.buf = BytesMut::new();
+        }
         Poll::Pending
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::mux::outbox;
+    use crate::runtime::Limits;
+    use futures_util::{FutureExt, StreamExt};
+
+    fn frame(n: usize) -> Frame {
+        Frame::message(format!(
+            "{{\"jsonrpc\":\"2.0\",\"method\":\"notifications/message\",\"params\":{{\"n\":{n},\"pad\":\"{}\"}}}}",
+            "x".repeat(256)
+        ))
+    }
+
+    #[actix_rt::test]
+    async fn the_write_buffer_shrinks_back_to_the_floor_once_a_burst_is_written() {
+        let (tx, rx) = outbox(2048);
+        let server = Server::new(Limits::default());
+        let mut body = SseBody::new(
+            frame(0),
+            rx,
+            None,
+            Duration::from_secs(60),
+            server,
+            AbortOnDrop(None),
+        );
+        for n in 1..=1000 {
+            tx.try_send(frame(n)).expect("room");
+        }
+        let mut written = 0;
+        while written < 1001 {
+            let chunk = body.next().await.expect("a chunk").expect("bytes");
+            written += chunk.windows(6).filter(|w| w == b"data: ").count();
+        }
+        assert_eq!(written, 1001);
+        assert!(
+            body.buf.capacity() > IDLE_BUFFER_FLOOR,
+            "the burst grew the buffer ({} bytes)",
+            body.buf.capacity()
+        );
+        // Nothing ready: the next poll parks, and lets the burst's buffer go.
+        assert!(body.next().now_or_never().is_none(), "nothing is ready");
+        assert!(
+            body.buf.capacity() <= IDLE_BUFFER_FLOOR,
+            "an idle stream keeps {} bytes of write buffer",
+            body.buf.capacity()
+        );
+        // A lone frame later is written from a small buffer, which it keeps.
+        tx.try_send(frame(2000)).expect("room");
+        let chunk = body.next().await.expect("a chunk").expect("bytes");
+        assert!(chunk.starts_with(b"event: message\ndata: "));
+        assert!(body.next().now_or_never().is_none());
+        assert!(body.buf.capacity() <= IDLE_BUFFER_FLOOR);
     }
 }
 
