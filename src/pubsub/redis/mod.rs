@@ -57,10 +57,13 @@
 //! [`BusHealth::Connected`]: super::BusHealth::Connected
 
 mod config;
+mod dropped;
+mod inbound;
 mod link;
 mod once;
 mod remote;
 mod task;
+pub mod wire;
 
 use std::sync::Arc;
 
@@ -69,6 +72,7 @@ use serde::de::DeserializeOwned;
 use tokio::sync::{mpsc, oneshot};
 
 pub use config::{RedisBusConfig, StartMode, display_url};
+pub use dropped::{DropReason, dropped_messages};
 pub use once::RedisOnce;
 
 use super::{Bus, BusError};
@@ -89,6 +93,14 @@ where
         let client = ::redis::Client::open(config.url.as_str())
             .map_err(|e| BusError::Config(format!("bad Redis URL: {e}")))?;
         config.validate()?;
+        if config.key.is_none() {
+            tracing::warn!(
+                url = %display_url(&config.url),
+                "event bus messages are NOT authenticated: anyone who can reach this Redis \
+                 can publish to every node's streams; give the nodes a shared key \
+                 (--key-file) to authenticate them"
+            );
+        }
         let mut node = [0u8; 8];
         getrandom::fill(&mut node)
             .map_err(|e| BusError::Config(format!("no random node id: {e}")))?;
