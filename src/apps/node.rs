@@ -11,7 +11,7 @@
 //! node.bus = Some("redis://127.0.0.1:6380".into());
 //! node.key_file = Some("/etc/genmcp/key".into());
 //! let secret = node.secret()?;
-//! let bus = node.bus().await?;
+//! let bus = node.bus(secret.as_ref()).await?;
 //! let (suite, _bus) = genmcp::apps::demo::suite_with(bus, secret);
 //! # Ok(()) }
 //! ```
@@ -84,12 +84,21 @@ impl NodeConfig {
     }
 
     /// The event bus: embedded, or connected to `bus` (waiting for the first
-    /// connection; see [`StartMode`] for `degraded`).
-    pub async fn bus<M>(&self) -> Result<Bus<M>, BusError>
+    /// connection; see [`StartMode`] for `degraded`), its messages
+    /// authenticated with a key derived from `secret` (the sealing key of
+    /// [`NodeConfig::secret`]; without one they are not, and the log says so).
+    pub async fn bus<M>(&self, secret: Option<&[u8; 32]>) -> Result<Bus<M>, BusError>
     where
         M: Clone + Send + Serialize + DeserializeOwned + 'static,
     {
         let Some(url) = &self.bus else {
+            if secret.is_some() {
+                tracing::info!(
+                    "a sealing key without --bus: spent requestStates are recorded per \
+                     node (in memory), so a state sealed here may be honoured once on \
+                     each node sharing the key; give the nodes a --bus to share the record"
+                );
+            }
             return Ok(Bus::new());
         };
         let start = if self.degraded {
@@ -97,7 +106,11 @@ impl NodeConfig {
         } else {
             StartMode::Require
         };
-        let bus = Bus::redis(RedisBusConfig::new(url.clone()).start(start)).await?;
+        let mut config = RedisBusConfig::new(url.clone()).start(start);
+        if let Some(secret) = secret {
+            config = config.key(secret);
+        }
+        let bus = Bus::redis(config).await?;
         if bus.health() == BusHealth::Disconnected {
             tracing::warn!(
                 "serving DEGRADED: the event bus is not connected; events stay on this node"

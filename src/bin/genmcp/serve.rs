@@ -71,7 +71,11 @@ pub(crate) fn run(args: ServeArgs) -> ExitCode {
     let stdio = serve.stdio;
     let result = system.block_on(async move {
         let mut serve = serve;
-        let bus = serve.node.bus().await.map_err(std::io::Error::other)?;
+        let bus = serve
+            .node
+            .bus(secret.as_ref())
+            .await
+            .map_err(std::io::Error::other)?;
         if bus.is_distributed()
             && let Some(admin) = serve.config.admin.take()
         {
