@@ -43,6 +43,10 @@ pub struct NodeConfig {
     /// [`crate::suite::secret`]). Default none: then the environment variable
     /// [`KEY_ENV`] (`GENMCP_KEY`), then a random key of this process.
     pub key_file: Option<PathBuf>,
+    /// Delete `key_file` once it is read (default false): `genmcp serve` hands
+    /// `GENMCP_KEY` to itself this way when it re-executes without the
+    /// variable in its environment.
+    pub remove_key_file: bool,
 }
 
 /// The bus URL's password stays out of `{:?}` (see
@@ -53,6 +57,7 @@ impl std::fmt::Debug for NodeConfig {
             .field("bus", &self.bus.as_deref().map(display_url))
             .field("degraded", &self.degraded)
             .field("key_file", &self.key_file)
+            .field("remove_key_file", &self.remove_key_file)
             .finish()
     }
 }
@@ -62,14 +67,30 @@ impl NodeConfig {
     /// (a random key; logged, since tokens sealed here then open nowhere else).
     pub fn secret(&self) -> Result<Option<[u8; 32]>, SecretError> {
         if let Some(path) = &self.key_file {
-            let key = secret::load_secret_file(path)?;
+            let key = secret::load_secret_file(path);
+            if self.remove_key_file {
+                if let Err(e) = std::fs::remove_file(path) {
+                    tracing::warn!(file = %path.display(), error = %e, "cannot delete the key file");
+                }
+                let key = key?;
+                tracing::info!(
+                    var = KEY_ENV,
+                    "sealing key loaded (and removed from the environment): multi-node sealing on"
+                );
+                return Ok(Some(key));
+            }
+            let key = key?;
             tracing::info!(file = %path.display(), "sealing key loaded: multi-node sealing on");
             return Ok(Some(key));
         }
         match secret::secret_from_env(KEY_ENV) {
             Some(key) => {
                 let key = key?;
-                tracing::info!(var = KEY_ENV, "sealing key loaded: multi-node sealing on");
+                tracing::info!(
+                    var = KEY_ENV,
+                    "sealing key loaded: multi-node sealing on (the variable stays in this \
+                     process's environment, where child processes inherit it: prefer --key-file)"
+                );
                 Ok(Some(key))
             }
             None => {

@@ -42,11 +42,18 @@ pub(crate) struct ServeArgs {
     /// instead of exiting with an error.
     #[arg(long, requires = "bus")]
     bus_degraded: bool,
-    /// The key sealing requestState and cursors: a file holding 64 hex digits
-    /// (`openssl rand -hex 32`). Default: $GENMCP_KEY, else a random key
+    /// The key sealing requestState and cursors and authenticating the bus: a
+    /// file holding 64 hex digits (`openssl rand -hex 32`), e.g. a systemd
+    /// credential ($CREDENTIALS_DIRECTORY/genmcp-key). Default: $GENMCP_KEY
+    /// (removed from the environment once read), else a random key
     /// (multi-node sealing off).
     #[arg(long, value_name = "PATH")]
-    key_file: Option<std::path::PathBuf>,
+    pub(crate) key_file: Option<std::path::PathBuf>,
+    /// A key file to read once and delete: how `genmcp serve` hands
+    /// $GENMCP_KEY to itself when it re-executes without it in its
+    /// environment (internal).
+    #[arg(long, value_name = "PATH", hide = true, conflicts_with = "key_file")]
+    pub(crate) key_file_once: Option<std::path::PathBuf>,
     /// Require a bearer token from this table (lines `TOKEN PRINCIPAL [admin]`;
     /// HTTP only; see docs/auth.md).
     #[arg(
@@ -120,6 +127,10 @@ impl ServeArgs {
         node.bus = self.bus.as_ref().map(|b| b.0.clone());
         node.degraded = self.bus_degraded;
         node.key_file.clone_from(&self.key_file);
+        if let Some(once) = &self.key_file_once {
+            node.key_file = Some(once.clone());
+            node.remove_key_file = true;
+        }
         node
     }
 
