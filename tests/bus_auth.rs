@@ -83,15 +83,19 @@ fn setup(prefix: &str) -> Setup {
     stream.next_message().expect("acknowledged");
     stream.set_timeout(Duration::from_secs(5));
     assert!(
-        wait_until(Duration::from_secs(10), || redis.subscribers(&channel)
-            == 1),
+        wait_until(Duration::from_secs(10), || redis.subscribers(&channel) == 1),
         "node B subscribed"
     );
     let mut capture = raw_client(&redis);
     capture
         .set_read_timeout(Some(Duration::from_secs(5)))
         .expect("timeout");
-    capture.send_packed_command(&redis::cmd("PSUBSCRIBE").arg(format!("{prefix}*")).get_packed_command())
+    capture
+        .send_packed_command(
+            &redis::cmd("PSUBSCRIBE")
+                .arg(format!("{prefix}*"))
+                .get_packed_command(),
+        )
         .expect("PSUBSCRIBE");
     let _confirm = capture.recv_response().expect("psubscribed");
     Setup {
@@ -132,7 +136,11 @@ fn messages_written_from_scratch_on_redis_are_not_delivered_and_are_counted() {
 
     // The format of earlier builds: node id, then JSON.
     let body = String::from_utf8_lossy(&genuine[58..]).replace("\"seq\":1", "\"seq\":100");
-    raw_publish(&s.redis, &s.channel, format!("00000000000000ff{body}").as_bytes());
+    raw_publish(
+        &s.redis,
+        &s.channel,
+        format!("00000000000000ff{body}").as_bytes(),
+    );
     // A genuine frame with its JSON changed: the tag no longer matches.
     let mut bent = genuine[..58].to_vec();
     bent.extend_from_slice(body.as_bytes());
@@ -192,7 +200,11 @@ fn nodes_with_the_same_key_hear_each_other_and_not_a_node_with_another() {
         == 1));
     let forged_before = dropped(DropReason::Forged);
     for seq in 0..20 {
-        assert!(stranger.try_publish(topics::TOOLS, numbered(1000 + seq)).is_ok());
+        assert!(
+            stranger
+                .try_publish(topics::TOOLS, numbered(1000 + seq))
+                .is_ok()
+        );
         assert!(a.try_publish(topics::TOOLS, numbered(seq)).is_ok());
     }
     for seq in 0..20 {

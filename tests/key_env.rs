@@ -31,7 +31,15 @@ impl Drop for Server {
 /// until both listeners are up.
 fn start() -> Server {
     let mut child = Command::new(env!("CARGO_BIN_EXE_genmcp"))
-        .args(["--log-format", "json", "serve", "--port", "0", "--workers", "1"])
+        .args([
+            "--log-format",
+            "json",
+            "serve",
+            "--port",
+            "0",
+            "--workers",
+            "1",
+        ])
         .args(["--admin", "127.0.0.1:0"])
         .env("GENMCP_KEY", "c0ffee".repeat(10) + "abcd")
         .env("RUST_LOG", "genmcp=info")
@@ -119,7 +127,8 @@ fn genmcp_key_is_gone_from_the_server_environment_once_read() {
         }
     }
 
-    let metrics = common::Exchange::open_at(server.admin, "GET", "/metrics", &[], b"").into_response();
+    let metrics =
+        common::Exchange::open_at(server.admin, "GET", "/metrics", &[], b"").into_response();
     let text = String::from_utf8(metrics.body).expect("UTF-8");
     for reason in ["forged", "replayed", "oversized", "malformed", "backlog"] {
         let line = format!("genmcp_bus_messages_dropped_total{{reason=\"{reason}\"}} 0");

@@ -262,7 +262,13 @@ fn losing_redis_completes_streams_fails_publishes_and_heals_without_restart() {
         text, "the change was made on this node only: event bus unavailable",
         "{added}"
     );
-    for leak in [&redis.url()[..], "127.0.0.1", "os error", "refused", "Redis"] {
+    for leak in [
+        &redis.url()[..],
+        "127.0.0.1",
+        "os error",
+        "refused",
+        "Redis",
+    ] {
         assert!(!refused.to_string().contains(leak), "{leak} in {refused}");
     }
 

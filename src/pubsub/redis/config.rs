@@ -227,7 +227,9 @@ pub fn display_url(url: &str) -> String {
                 out.push('&');
             }
             match pair.split_once('=') {
-                Some((k, _)) if k.eq_ignore_ascii_case("pass") || k.eq_ignore_ascii_case("password") => {
+                Some((k, _))
+                    if k.eq_ignore_ascii_case("pass") || k.eq_ignore_ascii_case("password") =>
+                {
                     out.push_str(k);
                     out.push_str("=***");
                 }

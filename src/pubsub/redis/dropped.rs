@@ -73,7 +73,11 @@ pub(super) fn count(reason: DropReason, topic: &str) {
              genmcp_bus_messages_dropped_total)"
         );
     } else {
-        tracing::debug!(reason = reason.as_str(), topic, "event bus: message dropped");
+        tracing::debug!(
+            reason = reason.as_str(),
+            topic,
+            "event bus: message dropped"
+        );
     }
 }
 

@@ -98,7 +98,13 @@ impl Verifier {
             }
             None => {
                 self.make_room(now);
-                self.seen.insert(h.node, Seen { seq: h.seq, at: now });
+                self.seen.insert(
+                    h.node,
+                    Seen {
+                        seq: h.seq,
+                        at: now,
+                    },
+                );
             }
         }
         Verdict::Deliver(frame.body)
@@ -159,16 +165,28 @@ mod tests {
             "the same message again"
         );
         let older = frame(Some(&key), 2, 4, NOW);
-        assert_eq!(v.check(b"c", &older, NOW, t), Verdict::Drop(DropReason::Replayed));
+        assert_eq!(
+            v.check(b"c", &older, NOW, t),
+            Verdict::Drop(DropReason::Replayed)
+        );
         let newer = frame(Some(&key), 2, 6, NOW);
         assert_eq!(v.check(b"c", &newer, NOW, t), Verdict::Deliver(b"[]"));
         let stale = frame(Some(&key), 3, 1, NOW - 61_000);
-        assert_eq!(v.check(b"c", &stale, NOW, t), Verdict::Drop(DropReason::Replayed));
+        assert_eq!(
+            v.check(b"c", &stale, NOW, t),
+            Verdict::Drop(DropReason::Replayed)
+        );
         let other = BusKey::derive(&[8; 32]);
         let forged = frame(Some(&other), 2, 7, NOW);
-        assert_eq!(v.check(b"c", &forged, NOW, t), Verdict::Drop(DropReason::Forged));
+        assert_eq!(
+            v.check(b"c", &forged, NOW, t),
+            Verdict::Drop(DropReason::Forged)
+        );
         let unkeyed = frame(None, 2, 8, NOW);
-        assert_eq!(v.check(b"c", &unkeyed, NOW, t), Verdict::Drop(DropReason::Forged));
+        assert_eq!(
+            v.check(b"c", &unkeyed, NOW, t),
+            Verdict::Drop(DropReason::Forged)
+        );
         assert_eq!(
             v.check(b"c", &frame(Some(&key), 1, 9, NOW), NOW, t),
             Verdict::Own
@@ -205,6 +223,9 @@ mod tests {
         }
         // The most recent node is still known: its message is a replay.
         let f = frame(Some(&key), 19, 1, NOW);
-        assert_eq!(v.check(b"c", &f, NOW, t), Verdict::Drop(DropReason::Replayed));
+        assert_eq!(
+            v.check(b"c", &f, NOW, t),
+            Verdict::Drop(DropReason::Replayed)
+        );
     }
 }

@@ -73,7 +73,9 @@ impl BusKey {
 fn mac_with(key: &[u8; 32]) -> HmacSha256 {
     let mut block = [0u8; 64];
     block[..32].copy_from_slice(key);
-    <HmacSha256 as Mac>::new(hmac::digest::generic_array::GenericArray::from_slice(&block))
+    <HmacSha256 as Mac>::new(hmac::digest::generic_array::GenericArray::from_slice(
+        &block,
+    ))
 }
 
 /// The header fields of a frame.
