@@ -89,8 +89,8 @@ pub struct RedisBusConfig {
     /// is first offered the message without waiting; the full ones are then
     /// waited on together until this deadline, and those still full are ended
     /// as `Overflow`. So a stream that stops reading costs the other streams
-    /// at most one such wait, and the redis crate's buffer of unread
-    /// messages grows by at most `stall` × the inbound message rate.
+    /// at most one such wait; meanwhile messages from Redis wait in a queue
+    /// of at most [`RedisBusConfig::max_inbound`].
     pub stall: Duration,
     /// [`RedisOnce::claim`]s waiting for Redis at once (default 1,024); one
     /// more fails with [`BusError::Busy`].
