@@ -308,6 +308,22 @@ mod tests {
         let node = serve.node_config();
         assert!(node.bus.is_none() && !node.degraded && node.key_file.is_none());
         assert!(Cli::try_parse_from(["genmcp", "serve", "--bus-degraded"]).is_err());
+        // The re-executed server's hand-over file: read, then deleted.
+        let once = Cli::try_parse_from(["genmcp", "serve", "--key-file-once", "/dev/shm/k"])
+            .expect("valid flags");
+        let Command::Serve(serve) = once.command else {
+            panic!("serve expected")
+        };
+        let node = serve.node_config();
+        assert!(node.remove_key_file);
+        assert_eq!(
+            node.key_file.as_deref(),
+            Some(std::path::Path::new("/dev/shm/k"))
+        );
+        assert!(
+            Cli::try_parse_from(["genmcp", "serve", "--key-file", "a", "--key-file-once", "b"])
+                .is_err()
+        );
         assert!(
             Cli::try_parse_from([
                 "genmcp",
