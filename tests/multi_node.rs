@@ -248,6 +248,29 @@ fn losing_redis_completes_streams_fails_publishes_and_heals_without_restart() {
         refused.to_string().contains("event bus unavailable"),
         "{refused}"
     );
+    // The client learns that the bus is down, never where Redis is or why.
+    let r = call(
+        nodes[1].addr,
+        json!(2),
+        "tools/call",
+        json!({"name": "add_note", "arguments": {"text": "while down"}}),
+    );
+    let added = r.json()["result"].clone();
+    assert_eq!(added["isError"], true, "{added}");
+    let text = added["content"][0]["text"].as_str().unwrap_or_default();
+    assert_eq!(
+        text, "the change was made on this node only: event bus unavailable",
+        "{added}"
+    );
+    for leak in [
+        &redis.url()[..],
+        "127.0.0.1",
+        "os error",
+        "refused",
+        "Redis",
+    ] {
+        assert!(!refused.to_string().contains(leak), "{leak} in {refused}");
+    }
 
     // Listens opened while Redis is down are served locally and get the
     // other nodes' events once the bus is back.

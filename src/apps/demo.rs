@@ -206,9 +206,15 @@ fn text_arg(args: &serde_json::Map<String, Value>, key: &str) -> Option<String> 
 /// Events per message to the other nodes when `burst` publishes on a Redis bus.
 const BURST_CHUNK: usize = 64;
 
-/// A tool answer for a publish the other nodes did not get.
+/// A tool answer for a publish the other nodes did not get: a short stable
+/// reason for the client ([`BusError::public_message`]); the details (the
+/// Redis address, the OS error) go to the log only.
 fn bus_failed(e: &BusError) -> CallToolResult {
-    CallToolResult::error(format!("the change was made on this node only: {e}"))
+    tracing::warn!(error = %e, "demo: an event did not reach the other nodes");
+    CallToolResult::error(format!(
+        "the change was made on this node only: {}",
+        e.public_message()
+    ))
 }
 
 /// The demo suite and the bus its tools publish on: an embedded bus and a

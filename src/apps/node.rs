@@ -11,7 +11,7 @@
 //! node.bus = Some("redis://127.0.0.1:6380".into());
 //! node.key_file = Some("/etc/genmcp/key".into());
 //! let secret = node.secret()?;
-//! let bus = node.bus().await?;
+//! let bus = node.bus(secret.as_ref()).await?;
 //! let (suite, _bus) = genmcp::apps::demo::suite_with(bus, secret);
 //! # Ok(()) }
 //! ```
@@ -43,6 +43,10 @@ pub struct NodeConfig {
     /// [`crate::suite::secret`]). Default none: then the environment variable
     /// [`KEY_ENV`] (`GENMCP_KEY`), then a random key of this process.
     pub key_file: Option<PathBuf>,
+    /// Delete `key_file` once it is read (default false): `genmcp serve` hands
+    /// `GENMCP_KEY` to itself this way when it re-executes without the
+    /// variable in its environment.
+    pub remove_key_file: bool,
 }
 
 /// The bus URL's password stays out of `{:?}` (see
@@ -53,6 +57,7 @@ impl std::fmt::Debug for NodeConfig {
             .field("bus", &self.bus.as_deref().map(display_url))
             .field("degraded", &self.degraded)
             .field("key_file", &self.key_file)
+            .field("remove_key_file", &self.remove_key_file)
             .finish()
     }
 }
@@ -62,14 +67,30 @@ impl NodeConfig {
     /// (a random key; logged, since tokens sealed here then open nowhere else).
     pub fn secret(&self) -> Result<Option<[u8; 32]>, SecretError> {
         if let Some(path) = &self.key_file {
-            let key = secret::load_secret_file(path)?;
+            let key = secret::load_secret_file(path);
+            if self.remove_key_file {
+                if let Err(e) = std::fs::remove_file(path) {
+                    tracing::warn!(file = %path.display(), error = %e, "cannot delete the key file");
+                }
+                let key = key?;
+                tracing::info!(
+                    var = KEY_ENV,
+                    "sealing key loaded (and removed from the environment): multi-node sealing on"
+                );
+                return Ok(Some(key));
+            }
+            let key = key?;
             tracing::info!(file = %path.display(), "sealing key loaded: multi-node sealing on");
             return Ok(Some(key));
         }
         match secret::secret_from_env(KEY_ENV) {
             Some(key) => {
                 let key = key?;
-                tracing::info!(var = KEY_ENV, "sealing key loaded: multi-node sealing on");
+                tracing::info!(
+                    var = KEY_ENV,
+                    "sealing key loaded: multi-node sealing on (the variable stays in this \
+                     process's environment, where child processes inherit it: prefer --key-file)"
+                );
                 Ok(Some(key))
             }
             None => {
@@ -84,12 +105,21 @@ impl NodeConfig {
     }
 
     /// The event bus: embedded, or connected to `bus` (waiting for the first
-    /// connection; see [`StartMode`] for `degraded`).
-    pub async fn bus<M>(&self) -> Result<Bus<M>, BusError>
+    /// connection; see [`StartMode`] for `degraded`), its messages
+    /// authenticated with a key derived from `secret` (the sealing key of
+    /// [`NodeConfig::secret`]; without one they are not, and the log says so).
+    pub async fn bus<M>(&self, secret: Option<&[u8; 32]>) -> Result<Bus<M>, BusError>
     where
         M: Clone + Send + Serialize + DeserializeOwned + 'static,
     {
         let Some(url) = &self.bus else {
+            if secret.is_some() {
+                tracing::info!(
+                    "a sealing key without --bus: spent requestStates are recorded per \
+                     node (in memory), so a state sealed here may be honoured once on \
+                     each node sharing the key; give the nodes a --bus to share the record"
+                );
+            }
             return Ok(Bus::new());
         };
         let start = if self.degraded {
@@ -97,7 +127,11 @@ impl NodeConfig {
         } else {
             StartMode::Require
         };
-        let bus = Bus::redis(RedisBusConfig::new(url.clone()).start(start)).await?;
+        let mut config = RedisBusConfig::new(url.clone()).start(start);
+        if let Some(secret) = secret {
+            config = config.key(secret);
+        }
+        let bus = Bus::redis(config).await?;
         if bus.health() == BusHealth::Disconnected {
             tracing::warn!(
                 "serving DEGRADED: the event bus is not connected; events stay on this node"

@@ -82,6 +82,31 @@ pub enum BusError {
     },
 }
 
+impl BusError {
+    /// A short message that is the same for every error of this kind, for a
+    /// client's reply: `event bus unavailable`, `event bus backlog full`,
+    /// `event too large for the event bus`, `event bus misconfigured`,
+    /// `event could not be encoded`, `event bus busy`. The `Display` text
+    /// carries the details (the server's address, the OS error): it is for
+    /// the log, never for a client.
+    ///
+    /// ```
+    /// use genmcp::pubsub::BusError;
+    /// let e = BusError::Busy { capacity: 3 };
+    /// assert_eq!(e.public_message(), "event bus busy");
+    /// ```
+    pub fn public_message(&self) -> &'static str {
+        match self {
+            BusError::Unavailable { .. } => "event bus unavailable",
+            BusError::Backlog { .. } => "event bus backlog full",
+            BusError::TooLarge { .. } => "event too large for the event bus",
+            BusError::Config(_) => "event bus misconfigured",
+            BusError::Encode(_) => "event could not be encoded",
+            BusError::Busy { .. } => "event bus busy",
+        }
+    }
+}
+
 /// The state of a bus's link to the other nodes, cheap to query.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]

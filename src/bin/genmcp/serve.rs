@@ -26,9 +26,80 @@ fn is_loopback(host: &str) -> bool {
             .is_ok_and(|ip| ip.is_loopback())
 }
 
+/// Takes `GENMCP_KEY` out of this process's environment: re-executes this
+/// binary (same pid, same arguments) without the variable, handing the key
+/// over in a file only this user can read, which the new image deletes as
+/// soon as it has read it (`--key-file-once`). A safe `remove_var` does not
+/// exist in edition 2024, and it would not clear `/proc/PID/environ` anyway.
+/// Returns only if there was nothing to do or the re-execution failed (then
+/// the key stays in the environment, with a warning). Called before any
+/// thread starts.
+#[cfg(unix)]
+fn move_key_out_of_environment(args: &ServeArgs) {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    use std::os::unix::process::CommandExt;
+
+    let key_env = genmcp::suite::secret::KEY_ENV;
+    if std::env::var_os(key_env).is_none() || args.key_file_once.is_some() {
+        return;
+    }
+    let Ok(exe) = std::env::current_exe() else {
+        return;
+    };
+    let mut argv: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
+    let mut handed = None;
+    if args.key_file.is_none() {
+        // An invalid key is reported by the usual path, from the variable.
+        let Some(Ok(key)) = genmcp::suite::secret::secret_from_env(key_env) else {
+            return;
+        };
+        let dir = std::path::Path::new("/dev/shm");
+        let dir = if dir.is_dir() {
+            dir.to_path_buf()
+        } else {
+            std::env::temp_dir()
+        };
+        let mut nonce = [0u8; 8];
+        let _ = getrandom::fill(&mut nonce);
+        let path = dir.join(format!(
+            "genmcp-key-{}-{:016x}",
+            std::process::id(),
+            u64::from_le_bytes(nonce)
+        ));
+        let hex: String = key.iter().map(|b| format!("{b:02x}")).collect();
+        let written = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&path)
+            .and_then(|mut f| f.write_all(hex.as_bytes()));
+        if let Err(e) = written {
+            let _ = std::fs::remove_file(&path);
+            tracing::warn!(error = %e, "cannot hand {key_env} over in a file: it stays in the environment; prefer --key-file");
+            return;
+        }
+        argv.push("--key-file-once".into());
+        argv.push(path.clone().into());
+        handed = Some(path);
+    }
+    let e = std::process::Command::new(exe)
+        .args(argv)
+        .env_remove(key_env)
+        .exec();
+    if let Some(path) = handed {
+        let _ = std::fs::remove_file(path);
+    }
+    tracing::warn!(error = %e, "cannot re-execute without {key_env}: it stays in the environment; prefer --key-file");
+}
+
+#[cfg(not(unix))]
+fn move_key_out_of_environment(_args: &ServeArgs) {}
+
 /// Runs `genmcp serve`; the exit code says how it ended (2: bad flags or
 /// files).
 pub(crate) fn run(args: ServeArgs) -> ExitCode {
+    move_key_out_of_environment(&args);
     let mut config = args.http_config();
     match args.auth_config() {
         Ok(auth) => config.auth = auth,
@@ -71,7 +142,11 @@ pub(crate) fn run(args: ServeArgs) -> ExitCode {
     let stdio = serve.stdio;
     let result = system.block_on(async move {
         let mut serve = serve;
-        let bus = serve.node.bus().await.map_err(std::io::Error::other)?;
+        let bus = serve
+            .node
+            .bus(secret.as_ref())
+            .await
+            .map_err(std::io::Error::other)?;
         if bus.is_distributed()
             && let Some(admin) = serve.config.admin.take()
         {

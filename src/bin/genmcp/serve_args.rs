@@ -42,11 +42,18 @@ pub(crate) struct ServeArgs {
     /// instead of exiting with an error.
     #[arg(long, requires = "bus")]
     bus_degraded: bool,
-    /// The key sealing requestState and cursors: a file holding 64 hex digits
-    /// (`openssl rand -hex 32`). Default: $GENMCP_KEY, else a random key
+    /// The key sealing requestState and cursors and authenticating the bus: a
+    /// file holding 64 hex digits (`openssl rand -hex 32`), e.g. a systemd
+    /// credential ($CREDENTIALS_DIRECTORY/genmcp-key). Default: $GENMCP_KEY
+    /// (removed from the environment once read), else a random key
     /// (multi-node sealing off).
     #[arg(long, value_name = "PATH")]
-    key_file: Option<std::path::PathBuf>,
+    pub(crate) key_file: Option<std::path::PathBuf>,
+    /// A key file to read once and delete: how `genmcp serve` hands
+    /// $GENMCP_KEY to itself when it re-executes without it in its
+    /// environment (internal).
+    #[arg(long, value_name = "PATH", hide = true, conflicts_with = "key_file")]
+    pub(crate) key_file_once: Option<std::path::PathBuf>,
     /// Require a bearer token from this table (lines `TOKEN PRINCIPAL [admin]`;
     /// HTTP only; see docs/auth.md).
     #[arg(
@@ -120,6 +127,10 @@ impl ServeArgs {
         node.bus = self.bus.as_ref().map(|b| b.0.clone());
         node.degraded = self.bus_degraded;
         node.key_file.clone_from(&self.key_file);
+        if let Some(once) = &self.key_file_once {
+            node.key_file = Some(once.clone());
+            node.remove_key_file = true;
+        }
         node
     }
 
@@ -297,6 +308,22 @@ mod tests {
         let node = serve.node_config();
         assert!(node.bus.is_none() && !node.degraded && node.key_file.is_none());
         assert!(Cli::try_parse_from(["genmcp", "serve", "--bus-degraded"]).is_err());
+        // The re-executed server's hand-over file: read, then deleted.
+        let once = Cli::try_parse_from(["genmcp", "serve", "--key-file-once", "/dev/shm/k"])
+            .expect("valid flags");
+        let Command::Serve(serve) = once.command else {
+            panic!("serve expected")
+        };
+        let node = serve.node_config();
+        assert!(node.remove_key_file);
+        assert_eq!(
+            node.key_file.as_deref(),
+            Some(std::path::Path::new("/dev/shm/k"))
+        );
+        assert!(
+            Cli::try_parse_from(["genmcp", "serve", "--key-file", "a", "--key-file-once", "b"])
+                .is_err()
+        );
         assert!(
             Cli::try_parse_from([
                 "genmcp",

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use super::link::NODE_LEN;
+use super::wire::{BusKey, HEADER_LEN};
 use crate::pubsub::BusError;
 
 /// What to do when Redis cannot be reached when the bus starts.
@@ -48,9 +48,31 @@ pub struct RedisBusConfig {
     /// bytes each).
     pub publish_queue: usize,
     /// The largest encoded publish (one message, or one `publish_batch`
-    /// burst, as JSON) sent to Redis (default 1 MiB). A larger one reaches
-    /// this node's subscribers only, and fails with [`BusError::TooLarge`].
+    /// burst, as JSON, with its 58-byte header) sent to or accepted from
+    /// Redis (default 1 MiB). A larger publish reaches this node's
+    /// subscribers only, and fails with [`BusError::TooLarge`]; a larger
+    /// message from Redis is dropped (counted as `oversized`).
     pub max_payload: usize,
+    /// The key authenticating every message between the nodes (default
+    /// none: messages are not authenticated, and the bus says so in the log
+    /// when it starts). Set it with [`RedisBusConfig::key`] from the nodes'
+    /// shared sealing key: a message without a valid tag is dropped
+    /// (`forged`), one sent again is dropped (`replayed`). See
+    /// [`super::wire`].
+    pub key: Option<BusKey>,
+    /// Messages from Redis checked and waiting for delivery to this node's
+    /// streams (default 1,024). One more means the node cannot keep up: it is
+    /// dropped (`backlog`), the connection is treated as lost (the streams
+    /// complete, the node reconnects).
+    pub max_inbound: usize,
+    /// With a key: how far a message's publish time may be from this node's
+    /// clock (default 60 s, the clock margin the nodes already need for
+    /// `requestState`). Older (or later) messages are dropped as `replayed`.
+    pub replay_window: std::time::Duration,
+    /// With a key: how many publishing nodes' last sequence numbers are kept
+    /// (default 4,096). Nodes not heard from for twice `replay_window` are
+    /// forgotten first.
+    pub max_nodes: usize,
     /// How long connecting may take (default 2 s).
     pub connect_timeout: Duration,
     /// How long a Redis command may take before the connection is treated as
@@ -67,8 +89,8 @@ pub struct RedisBusConfig {
     /// is first offered the message without waiting; the full ones are then
     /// waited on together until this deadline, and those still full are ended
     /// as `Overflow`. So a stream that stops reading costs the other streams
-    /// at most one such wait, and the redis crate's buffer of unread
-    /// messages grows by at most `stall` × the inbound message rate.
+    /// at most one such wait; meanwhile messages from Redis wait in a queue
+    /// of at most [`RedisBusConfig::max_inbound`].
     pub stall: Duration,
     /// [`RedisOnce::claim`]s waiting for Redis at once (default 1,024); one
     /// more fails with [`BusError::Busy`].
@@ -86,6 +108,10 @@ impl std::fmt::Debug for RedisBusConfig {
             .field("start", &self.start)
             .field("publish_queue", &self.publish_queue)
             .field("max_payload", &self.max_payload)
+            .field("key", &self.key)
+            .field("max_inbound", &self.max_inbound)
+            .field("replay_window", &self.replay_window)
+            .field("max_nodes", &self.max_nodes)
             .field("connect_timeout", &self.connect_timeout)
             .field("command_timeout", &self.command_timeout)
             .field("ping_interval", &self.ping_interval)
@@ -106,6 +132,10 @@ impl RedisBusConfig {
             start: StartMode::Require,
             publish_queue: 4096,
             max_payload: 1 << 20,
+            key: None,
+            max_inbound: 1024,
+            replay_window: Duration::from_secs(60),
+            max_nodes: 4096,
             connect_timeout: Duration::from_secs(2),
             command_timeout: Duration::from_secs(2),
             ping_interval: Duration::from_secs(5),
@@ -119,6 +149,13 @@ impl RedisBusConfig {
     /// Sets the start mode.
     pub fn start(mut self, start: StartMode) -> Self {
         self.start = start;
+        self
+    }
+
+    /// Authenticates the bus's messages with a key derived from `secret`,
+    /// the sealing key every node shares ([`BusKey::derive`]).
+    pub fn key(mut self, secret: &[u8; 32]) -> Self {
+        self.key = Some(BusKey::derive(secret));
         self
     }
 
@@ -137,8 +174,14 @@ impl RedisBusConfig {
         if self.max_claims == 0 {
             return bad("max_claims must be at least 1");
         }
-        if self.max_payload <= NODE_LEN {
-            return bad("max_payload must be larger than 16 bytes");
+        if self.max_payload <= HEADER_LEN {
+            return bad("max_payload must be larger than 58 bytes");
+        }
+        if self.max_inbound == 0 {
+            return bad("max_inbound must be at least 1");
+        }
+        if self.max_nodes == 0 {
+            return bad("max_nodes must be at least 1");
         }
         if self.ping_interval.is_zero() {
             return bad("ping_interval must be longer than zero");
@@ -153,20 +196,48 @@ impl RedisBusConfig {
     }
 }
 
-/// `url` without its credentials (`redis://***@HOST:PORT`), for logs, errors
-/// and `Debug` output.
+/// `url` without its credentials, for logs, errors and `Debug` output: the
+/// `user:password@` of `redis://`/`rediss://` becomes `***@`, and the `pass`
+/// (or `password`) query parameter of `redis+unix://`/`unix://` becomes
+/// `pass=***`.
 ///
 /// ```
 /// use genmcp::pubsub::redis::display_url;
 /// assert_eq!(display_url("redis://u:pw@h:6379"), "redis://***@h:6379");
+/// assert_eq!(
+///     display_url("redis+unix:///run/redis.sock?db=1&pass=pw"),
+///     "redis+unix:///run/redis.sock?db=1&pass=***"
+/// );
 /// ```
 pub fn display_url(url: &str) -> String {
-    match (url.find("://"), url.rfind('@')) {
+    let (base, query) = match url.split_once('?') {
+        Some((base, query)) => (base, Some(query)),
+        None => (url, None),
+    };
+    let mut out = match (base.find("://"), base.rfind('@')) {
         (Some(scheme), Some(at)) if at > scheme => {
-            format!("{}://***@{}", &url[..scheme], &url[at + 1..])
+            format!("{}://***@{}", &base[..scheme], &base[at + 1..])
         }
-        _ => url.to_owned(),
+        _ => base.to_owned(),
+    };
+    if let Some(query) = query {
+        out.push('?');
+        for (i, pair) in query.split('&').enumerate() {
+            if i > 0 {
+                out.push('&');
+            }
+            match pair.split_once('=') {
+                Some((k, _))
+                    if k.eq_ignore_ascii_case("pass") || k.eq_ignore_ascii_case("password") =>
+                {
+                    out.push_str(k);
+                    out.push_str("=***");
+                }
+                _ => out.push_str(pair),
+            }
+        }
     }
+    out
 }
 
 #[cfg(test)]
@@ -183,6 +254,8 @@ mod tests {
             |c| c.publish_queue = 0,
             |c| c.max_claims = 0,
             |c| c.max_payload = 0,
+            |c| c.max_inbound = 0,
+            |c| c.max_nodes = 0,
             |c| c.reconnect_max = Duration::from_millis(1),
         ] {
             // Port 1: nothing listens, so only validation can answer Config.
@@ -215,5 +288,17 @@ mod tests {
             "redis://***@10.0.0.1:6379/0"
         );
         assert_eq!(display_url("redis://127.0.0.1:1"), "redis://127.0.0.1:1");
+        assert_eq!(
+            display_url("redis+unix:///run/r.sock?user=u&pass=s3cret&db=2"),
+            "redis+unix:///run/r.sock?user=u&pass=***&db=2"
+        );
+        assert_eq!(
+            display_url("unix:///run/r.sock?password=s3cret"),
+            "unix:///run/r.sock?password=***"
+        );
+        let config = RedisBusConfig::new("redis+unix:///run/r.sock?pass=s3cret").key(&[3; 32]);
+        let debug = format!("{config:?}");
+        assert!(!debug.contains("s3cret"), "{debug}");
+        assert!(debug.contains("BusKey(***)"), "{debug}");
     }
 }

@@ -1,5 +1,5 @@
-//! What the bus and the Redis thread share: the [`Link`], the publishes on
-//! their way to Redis, and the payload's node-id prefix.
+//! What the bus and the Redis thread share: the [`Link`] and the publishes on
+//! their way to Redis.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -12,10 +12,9 @@ use super::{RedisBusConfig, display_url};
 use crate::pubsub::BusError;
 use crate::pubsub::local::lock;
 
-/// The node id that prefixes every payload: 16 lowercase hex digits.
-pub(super) const NODE_LEN: usize = 16;
-
-/// One publish on its way to Redis.
+/// One publish on its way to Redis: a frame ([`super::wire`]) whose header
+/// the Redis thread writes when it sends it (so sequence numbers follow the
+/// order of the `PUBLISH`es).
 pub(super) struct Outgoing {
     pub(super) channel: String,
     pub(super) payload: Vec<u8>,
@@ -24,8 +23,6 @@ pub(super) struct Outgoing {
 /// What the bus and the Redis thread share.
 pub(super) struct Link {
     pub(super) node: u64,
-    /// `node` as the payload prefix (16 lowercase hex digits), encoded once.
-    pub(super) node_prefix: [u8; NODE_LEN],
     pub(super) prefix: String,
     pub(super) url: String,
     pub(super) connected: AtomicBool,
@@ -45,11 +42,8 @@ pub(super) struct Link {
 impl Link {
     /// The shared state of a bus with `config`, as node `node`, not connected.
     pub(super) fn new(config: &RedisBusConfig, node: u64) -> Self {
-        let mut node_prefix = [0u8; NODE_LEN];
-        node_prefix.copy_from_slice(format!("{node:016x}").as_bytes());
         Link {
             node,
-            node_prefix,
             prefix: config.prefix.clone(),
             url: display_url(&config.url),
             connected: AtomicBool::new(false),

@@ -2,8 +2,9 @@
 //! and an event published on any node reaches the subscribers of every node.
 //!
 //! - A publish is handed to this node's subscribers at once (no Redis round
-//!   trip), then serialized **once** (JSON, prefixed with the publishing
-//!   node's id) and queued for Redis `PUBLISH` on the channel
+//!   trip), then serialized **once** (JSON behind a header: the publishing
+//!   node's id, its sequence number and, with a key, an HMAC tag; see
+//!   [`wire`]) and queued for Redis `PUBLISH` on the channel
 //!   `<prefix><topic>`.
 //! - Each node holds **one** Redis subscription connection for all the topics
 //!   of a bus (one per `Bus`; the demo has one bus):
@@ -11,6 +12,12 @@
 //!   appears and `UNSUBSCRIBE`s when the last one goes.
 //! - A node skips the messages it published itself (they carry its id), so
 //!   nothing is delivered twice.
+//! - With a key ([`RedisBusConfig::key`], derived from the nodes' shared
+//!   sealing key) a node delivers only messages with a valid tag (else
+//!   `forged`) and a sequence number newer than the last seen from their node
+//!   (else `replayed`); every dropped message is counted
+//!   ([`dropped_messages`], `genmcp_bus_messages_dropped_total`). Without a
+//!   key the bus logs at start that messages are not authenticated.
 //!
 //! **Guarantee: at most once, in order per topic per publishing node.** An
 //! event may be lost (Redis down, a subscriber too slow, a topic subscribed
@@ -30,6 +37,16 @@
 //! | a Redis command's answer ([`RedisBusConfig::command_timeout`]) | 2 s | the connection is treated as lost |
 //! | keep-alive `PING` on the subscription connection ([`RedisBusConfig::ping_interval`]) | 5 s | no answer within `command_timeout`: lost |
 //! | [`RedisOnce::claim`]s waiting for Redis ([`RedisBusConfig::max_claims`]) | 1,024 | the claim fails at once with [`BusError::Busy`] |
+//! | a message from Redis ([`RedisBusConfig::max_payload`]) | 1 MiB | dropped (`oversized`) |
+//! | checked messages from Redis waiting for delivery ([`RedisBusConfig::max_inbound`]) | 1,024 | dropped (`backlog`); the connection is treated as lost |
+//! | with a key: publishing nodes remembered ([`RedisBusConfig::max_nodes`]) | 4,096 | the longest silent is forgotten |
+//! | with a key: publish time vs this node's clock ([`RedisBusConfig::replay_window`]) | ±60 s | dropped (`replayed`) |
+//!
+//! The redis crate reads the subscription connection into an unbounded queue
+//! of its own; the Redis thread empties it as messages arrive (checking each
+//! at once) into the bounded `max_inbound` queue, so the crate's queue only
+//! holds what arrives between two turns of the thread. One message is read
+//! whole before it can be checked: Redis's `proto-max-bulk-len` bounds it.
 //!
 //! The bus also lends its command connection to [`RedisOnce`] ([`Bus::once`]):
 //! set-once keys with an expiry, which the nodes use to honour a sealed
@@ -52,15 +69,20 @@
 //!
 //! The module by idea: `config` (the settings and their bounds), `link` (what
 //! the bus and the Redis thread share), `remote` (the publishing side),
-//! `task` (the Redis thread), `once` (set-once keys).
+//! `task` (the Redis thread), `once` (set-once keys), [`wire`] (the frame and
+//! its tag), `inbound` (the checks on each message from Redis: size, tag,
+//! replay), `dropped` (the count of refused messages).
 //!
 //! [`BusHealth::Connected`]: super::BusHealth::Connected
 
 mod config;
+mod dropped;
+mod inbound;
 mod link;
 mod once;
 mod remote;
 mod task;
+pub mod wire;
 
 use std::sync::Arc;
 
@@ -69,6 +91,7 @@ use serde::de::DeserializeOwned;
 use tokio::sync::{mpsc, oneshot};
 
 pub use config::{RedisBusConfig, StartMode, display_url};
+pub use dropped::{DropReason, dropped_messages};
 pub use once::RedisOnce;
 
 use super::{Bus, BusError};
@@ -89,6 +112,14 @@ where
         let client = ::redis::Client::open(config.url.as_str())
             .map_err(|e| BusError::Config(format!("bad Redis URL: {e}")))?;
         config.validate()?;
+        if config.key.is_none() {
+            tracing::warn!(
+                url = %display_url(&config.url),
+                "event bus messages are NOT authenticated: anyone who can reach this Redis \
+                 can publish to every node's streams; give the nodes a shared key \
+                 (--key-file) to authenticate them"
+            );
+        }
         let mut node = [0u8; 8];
         getrandom::fill(&mut node)
             .map_err(|e| BusError::Config(format!("no random node id: {e}")))?;

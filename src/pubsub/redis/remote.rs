@@ -9,7 +9,8 @@ use serde::Serialize;
 use tokio::sync::mpsc;
 
 use super::RedisOnce;
-use super::link::{Link, NODE_LEN, Outgoing};
+use super::link::{Link, Outgoing};
+use super::wire;
 use crate::pubsub::{BoxFuture, BusError, BusHealth, Remote};
 
 /// The bus's side of the link. It alone holds the queue's sender: when the bus
@@ -36,8 +37,7 @@ impl<M: Serialize> RedisRemote<M> {
         if !self.link.connected.load(Ordering::Acquire) {
             return Err(self.link.unavailable());
         }
-        let mut payload = Vec::with_capacity(NODE_LEN + 64 * msgs.len());
-        payload.extend_from_slice(&self.link.node_prefix);
+        let mut payload = wire::buffer(64 * msgs.len());
         serde_json::to_writer(&mut payload, msgs).map_err(|e| BusError::Encode(e.to_string()))?;
         if payload.len() > self.link.max_payload {
             return Err(BusError::TooLarge {

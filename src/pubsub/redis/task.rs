@@ -12,7 +12,10 @@ use futures_util::StreamExt;
 use serde::de::DeserializeOwned;
 use tokio::sync::{mpsc, oneshot};
 
-use super::link::{Link, NODE_LEN, Outgoing};
+use super::dropped::{self, DropReason};
+use super::inbound::{Verdict, Verifier};
+use super::link::{Link, Outgoing};
+use super::wire::{self, Header};
 use super::{RedisBusConfig, StartMode};
 use crate::pubsub::local::lock;
 use crate::pubsub::{BusError, BusInner};
@@ -28,12 +31,21 @@ pub(super) fn spawn<M: Clone + Send + DeserializeOwned + 'static>(
     rx: mpsc::Receiver<Outgoing>,
     started: oneshot::Sender<Result<(), BusError>>,
 ) -> Result<(), BusError> {
+    let verifier = Verifier::new(
+        config.key.clone(),
+        link.node,
+        config.max_payload,
+        config.replay_window,
+        config.max_nodes,
+    );
     let task = Task {
         client,
         config,
         link,
         bus,
         rx,
+        verifier,
+        seq: 0,
     };
     std::thread::Builder::new()
         .name("genmcp-redis".into())
@@ -72,6 +84,18 @@ struct Task<M> {
     link: Arc<Link>,
     bus: Weak<BusInner<M>>,
     rx: mpsc::Receiver<Outgoing>,
+    /// The checks on messages from Redis (kept across reconnections).
+    verifier: Verifier,
+    /// The sequence number of this node's last publish.
+    seq: u64,
+}
+
+/// Milliseconds since the Unix epoch by this machine's clock.
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+        .unwrap_or(0)
 }
 
 impl<M: Clone + Send + DeserializeOwned + 'static> Task<M> {
@@ -174,6 +198,9 @@ impl<M: Clone + Send + DeserializeOwned + 'static> Task<M> {
         let (mut sink, mut messages) = pubsub.split();
         let command_timeout = self.config.command_timeout;
         let rx = &mut self.rx;
+        let seq = &mut self.seq;
+        let key = self.config.key.as_ref();
+        let node = self.link.node;
         let publishing = async {
             let mut batch: Vec<Outgoing> = Vec::with_capacity(256);
             loop {
@@ -181,7 +208,16 @@ impl<M: Clone + Send + DeserializeOwned + 'static> Task<M> {
                     return End::Shutdown;
                 }
                 let mut pipe = ::redis::pipe();
-                for out in batch.drain(..) {
+                let sent_ms = now_ms();
+                for mut out in batch.drain(..) {
+                    // Numbered here, in the order of the PUBLISHes.
+                    *seq += 1;
+                    let header = Header {
+                        node,
+                        seq: *seq,
+                        sent_ms,
+                    };
+                    wire::seal(&mut out.payload, header, key, out.channel.as_bytes());
                     pipe.publish(out.channel, out.payload).ignore();
                 }
                 match tokio::time::timeout(command_timeout, pipe.exec_async(&mut conn)).await {
@@ -196,6 +232,40 @@ impl<M: Clone + Send + DeserializeOwned + 'static> Task<M> {
         let link = &self.link;
         let bus = &self.bus;
         let config = &self.config;
+        // Messages from Redis are checked as soon as the redis crate hands
+        // them over (its queue is unbounded: it is kept near empty), then wait
+        // in this bounded queue for delivery, which may wait for mailboxes.
+        let (checked_tx, mut checked) = mpsc::channel::<::redis::Msg>(config.max_inbound);
+        let verifier = &mut self.verifier;
+        let draining = async {
+            loop {
+                let Some(msg) = messages.next().await else {
+                    return End::Lost("connection closed".into());
+                };
+                let verdict = verifier.check(
+                    msg.get_channel_name().as_bytes(),
+                    msg.get_payload_bytes(),
+                    now_ms(),
+                    std::time::Instant::now(),
+                );
+                match verdict {
+                    Verdict::Deliver(_) => {}
+                    Verdict::Own => continue,
+                    Verdict::Drop(reason) => {
+                        dropped::count(reason, msg.get_channel_name());
+                        continue;
+                    }
+                }
+                if checked_tx.try_send(msg).is_err() {
+                    dropped::count(DropReason::Backlog, "");
+                    return End::Lost(format!(
+                        "{} messages from Redis already wait for delivery (max_inbound): \
+                         this node cannot keep up",
+                        config.max_inbound
+                    ));
+                }
+            }
+        };
         let receiving = async {
             let mut subscribed: HashSet<String> = HashSet::new();
             let mut ping = tokio::time::interval(config.ping_interval);
@@ -205,7 +275,7 @@ impl<M: Clone + Send + DeserializeOwned + 'static> Task<M> {
             loop {
                 if !dirty {
                     tokio::select! {
-                        msg = messages.next() => match msg {
+                        msg = checked.recv() => match msg {
                             Some(msg) => self_deliver(bus, link, config, &msg).await,
                             None => return End::Lost("connection closed".into()),
                         },
@@ -259,6 +329,7 @@ impl<M: Clone + Send + DeserializeOwned + 'static> Task<M> {
         tokio::select! {
             end = publishing => end,
             end = receiving => end,
+            end = draining => end,
         }
     }
 }
@@ -281,8 +352,8 @@ fn backoff_after_session(backoff: Duration, lasted: Duration, config: &RedisBusC
     }
 }
 
-/// Hands one message from Redis to this node's subscribers of its topic,
-/// unless this node published it.
+/// Hands one checked message from Redis to this node's subscribers of its
+/// topic.
 async fn self_deliver<M: Clone + Send + DeserializeOwned + 'static>(
     bus: &Weak<BusInner<M>>,
     link: &Link,
@@ -292,25 +363,13 @@ async fn self_deliver<M: Clone + Send + DeserializeOwned + 'static>(
     let Some(topic) = msg.get_channel_name().strip_prefix(link.prefix.as_str()) else {
         return;
     };
-    let payload = msg.get_payload_bytes();
-    let Some((node, body)) = payload.split_at_checked(NODE_LEN) else {
-        tracing::warn!(topic, "event bus: a message without a node id was ignored");
+    let Some(body) = msg.get_payload_bytes().get(wire::HEADER_LEN..) else {
         return;
     };
-    let Some(node) = std::str::from_utf8(node)
-        .ok()
-        .and_then(|n| u64::from_str_radix(n, 16).ok())
-    else {
-        tracing::warn!(topic, "event bus: a message with a bad node id was ignored");
-        return;
-    };
-    if node == link.node {
-        return;
-    }
     let msgs: Vec<M> = match serde_json::from_slice(body) {
         Ok(msgs) => msgs,
-        Err(e) => {
-            tracing::warn!(topic, error = %e, "event bus: an undecodable message was ignored");
+        Err(_) => {
+            dropped::count(DropReason::Malformed, topic);
             return;
         }
     };
