@@ -24,7 +24,12 @@ fn ms_schema() -> Value {
 }
 
 fn ms(call: &ToolCall) -> Duration {
-    Duration::from_millis(call.arguments.get("ms").and_then(Value::as_u64).unwrap_or(0))
+    Duration::from_millis(
+        call.arguments
+            .get("ms")
+            .and_then(Value::as_u64)
+            .unwrap_or(0),
+    )
 }
 
 /// The test catalog. `finished` is set when `stubborn` runs to its end.
@@ -165,7 +170,14 @@ fn send(
 
 /// `tools/call` declaring the extension; the whole response.
 fn call_tool(srv: &ServerThread, who: &str, tool: &str, args: Value) -> common::Response {
-    send(srv, who, "tools/call", tool, json!({"name": tool, "arguments": args}), true)
+    send(
+        srv,
+        who,
+        "tools/call",
+        tool,
+        json!({"name": tool, "arguments": args}),
+        true,
+    )
 }
 
 /// Starts `tool` as a task; its id.
@@ -237,17 +249,45 @@ fn a_task_is_created_durably_and_completes_with_its_result_inlined() {
 #[test]
 fn without_the_extension_a_call_is_answered_directly_and_task_methods_get_32021() {
     let (srv, _) = serve(TaskConfig::default());
-    let r = send(&srv, "ada", "tools/call", "sleep", json!({"name": "sleep", "arguments": {"ms": 1}}), false).json();
+    let r = send(
+        &srv,
+        "ada",
+        "tools/call",
+        "sleep",
+        json!({"name": "sleep", "arguments": {"ms": 1}}),
+        false,
+    )
+    .json();
     assert_eq!(r["result"]["resultType"], "complete", "{r}");
     assert_eq!(r["result"]["content"][0]["text"], "slept");
-    let r = send(&srv, "ada", "tools/call", "stubborn", json!({"name": "stubborn", "arguments": {}}), false);
+    let r = send(
+        &srv,
+        "ada",
+        "tools/call",
+        "stubborn",
+        json!({"name": "stubborn", "arguments": {}}),
+        false,
+    );
     assert_eq!(r.status, 400);
     let e = r.json();
     assert_eq!(e["error"]["code"], -32021);
-    assert_eq!(e["error"]["data"]["requiredCapabilities"]["extensions"][EXT], json!({}));
+    assert_eq!(
+        e["error"]["data"]["requiredCapabilities"]["extensions"][EXT],
+        json!({})
+    );
     // Checked before the lookup: an unknown id gets -32021 too.
-    let r = send(&srv, "ada", "tasks/get", "nope", json!({"taskId": "nope"}), false);
-    assert_eq!((r.status, r.json()["error"]["code"].clone()), (400, json!(-32021)));
+    let r = send(
+        &srv,
+        "ada",
+        "tasks/get",
+        "nope",
+        json!({"taskId": "nope"}),
+        false,
+    );
+    assert_eq!(
+        (r.status, r.json()["error"]["code"].clone()),
+        (400, json!(-32021))
+    );
     // Mcp-Name must match taskId.
     let id = start(&srv, "ada", "sleep", json!({"ms": 5_000}));
     let mut params = json!({"taskId": id, "_meta": meta(true)});
@@ -255,7 +295,10 @@ fn without_the_extension_a_call_is_answered_directly_and_task_methods_get_32021(
     let mut h = headers("tasks/get", Some("another-id"));
     h.push(("Authorization".into(), "Bearer ada".into()));
     let r = post(srv.addr, &h, &request(json!(2), "tasks/get", params));
-    assert_eq!((r.status, r.json()["error"]["code"].clone()), (400, json!(-32020)));
+    assert_eq!(
+        (r.status, r.json()["error"]["code"].clone()),
+        (400, json!(-32020))
+    );
     for removed in ["tasks/result", "tasks/list"] {
         let r = send(&srv, "ada", removed, &id, json!({"taskId": id}), true);
         assert_eq!(r.json()["error"]["code"], -32601, "{removed}");
@@ -267,15 +310,35 @@ fn input_requests_move_the_task_between_input_required_and_working() {
     let (srv, _) = serve(TaskConfig::default());
     let id = start(&srv, "ada", "ask", json!({}));
     let first = wait_status(&srv, "ada", &id, "input_required");
-    let keys: Vec<String> = first["inputRequests"].as_object().unwrap().keys().cloned().collect();
+    let keys: Vec<String> = first["inputRequests"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .cloned()
+        .collect();
     assert_eq!(keys.len(), 1);
-    assert_eq!(first["inputRequests"][&keys[0]]["method"], "elicitation/create");
+    assert_eq!(
+        first["inputRequests"][&keys[0]]["method"],
+        "elicitation/create"
+    );
     // Unknown keys are ignored; the task keeps waiting.
-    let ack = task_req(&srv, "ada", "tasks/update", &id, json!({"inputResponses": {"nope": {}}}));
+    let ack = task_req(
+        &srv,
+        "ada",
+        "tasks/update",
+        &id,
+        json!({"inputResponses": {"nope": {}}}),
+    );
     assert_ack(&ack);
     assert_eq!(status(&srv, "ada", &id), "input_required");
     let answer = json!({"action": "accept", "content": {"word": "hello"}});
-    task_req(&srv, "ada", "tasks/update", &id, json!({"inputResponses": {&keys[0]: answer}}));
+    task_req(
+        &srv,
+        "ada",
+        "tasks/update",
+        &id,
+        json!({"inputResponses": {&keys[0]: answer}}),
+    );
     // The next request for input gets a new key, never a reused one.
     let second = wait_until(Duration::from_secs(10), || {
         let t = get(&srv, "ada", &id)["result"].clone();
@@ -283,13 +346,31 @@ fn input_requests_move_the_task_between_input_required_and_working() {
     });
     assert!(second, "second input request never came");
     let t = get(&srv, "ada", &id)["result"].clone();
-    let key2 = t["inputRequests"].as_object().unwrap().keys().next().unwrap().clone();
+    let key2 = t["inputRequests"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .next()
+        .unwrap()
+        .clone();
     assert_ne!(key2, keys[0]);
     // An answer to the old key again changes nothing.
-    task_req(&srv, "ada", "tasks/update", &id, json!({"inputResponses": {&keys[0]: {}}}));
+    task_req(
+        &srv,
+        "ada",
+        "tasks/update",
+        &id,
+        json!({"inputResponses": {&keys[0]: {}}}),
+    );
     assert_eq!(status(&srv, "ada", &id), "input_required");
     let answer = json!({"action": "accept", "content": {"word": "world"}});
-    task_req(&srv, "ada", "tasks/update", &id, json!({"inputResponses": {&key2: answer}}));
+    task_req(
+        &srv,
+        "ada",
+        "tasks/update",
+        &id,
+        json!({"inputResponses": {&key2: answer}}),
+    );
     let done = wait_status(&srv, "ada", &id, "completed");
     assert_eq!(done["result"]["content"][0]["text"], "hello world");
 }
@@ -347,7 +428,10 @@ fn work_that_ignores_cancel_is_aborted_after_the_grace_period() {
     let id = start(&srv, "ada", "stubborn", json!({"ms": 1_000}));
     task_req(&srv, "ada", "tasks/cancel", &id, json!({}));
     std::thread::sleep(Duration::from_millis(1_500));
-    assert!(!finished.load(Ordering::SeqCst), "the stubborn work ran to its end");
+    assert!(
+        !finished.load(Ordering::SeqCst),
+        "the stubborn work ran to its end"
+    );
     assert_eq!(status(&srv, "ada", &id), "cancelled");
 }
 
@@ -356,9 +440,21 @@ fn an_update_after_cancel_is_acknowledged_and_changes_nothing() {
     let (srv, _) = serve(TaskConfig::default());
     let id = start(&srv, "ada", "ask", json!({}));
     let t = wait_status(&srv, "ada", &id, "input_required");
-    let key = t["inputRequests"].as_object().unwrap().keys().next().unwrap().clone();
+    let key = t["inputRequests"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .next()
+        .unwrap()
+        .clone();
     task_req(&srv, "ada", "tasks/cancel", &id, json!({}));
-    let ack = task_req(&srv, "ada", "tasks/update", &id, json!({"inputResponses": {&key: {"action": "accept", "content": {"word": "late"}}}}));
+    let ack = task_req(
+        &srv,
+        "ada",
+        "tasks/update",
+        &id,
+        json!({"inputResponses": {&key: {"action": "accept", "content": {"word": "late"}}}}),
+    );
     assert_ack(&ack);
     let t = get(&srv, "ada", &id)["result"].clone();
     assert_eq!(t["status"], "cancelled");
@@ -388,11 +484,20 @@ fn another_principals_task_looks_exactly_like_an_unknown_one() {
     let (srv, _) = serve(TaskConfig::default());
     let id = start(&srv, "alice", "ask", json!({}));
     let t = wait_status(&srv, "alice", &id, "input_required");
-    let key = t["inputRequests"].as_object().unwrap().keys().next().unwrap().clone();
+    let key = t["inputRequests"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .next()
+        .unwrap()
+        .clone();
     let unknown = "0123456789abcdef0123456789abcdef";
     for (method, extra) in [
         ("tasks/get", json!({})),
-        ("tasks/update", json!({"inputResponses": {&key: {"action": "accept", "content": {"word": "x"}}}})),
+        (
+            "tasks/update",
+            json!({"inputResponses": {&key: {"action": "accept", "content": {"word": "x"}}}}),
+        ),
         ("tasks/cancel", json!({})),
     ] {
         let theirs = task_req(&srv, "mallory", method, &id, extra.clone());

@@ -70,6 +70,7 @@ pub(crate) fn export_tool(notes: Notes) -> FnTool {
 
 fn summary(notes: &Notes) -> CallToolResult {
     let all = notes.all();
-    let summary = json!({"exported": all.len(), "uris": all.iter().map(|(u, _)| u).collect::<Vec<_>>()});
+    let summary =
+        json!({"exported": all.len(), "uris": all.iter().map(|(u, _)| u).collect::<Vec<_>>()});
     CallToolResult::text(summary.to_string()).with_structured(summary)
 }

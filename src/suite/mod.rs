@@ -65,11 +65,11 @@ pub use resource::{
     ResourceTemplate,
 };
 pub use schema::{MAX_REPORTED_ERRORS, ToolError};
+pub use tasks::{TaskConfig, TaskCx, TaskStatus, TaskSupport};
 pub use tool::{
     BoxFuture, FnTool, InputRequired, Tool, ToolBuilder, ToolCall, ToolDescriptor, ToolOutcome,
     ToolParts,
 };
-pub use tasks::{TaskConfig, TaskCx, TaskStatus, TaskSupport};
 pub use typed::{CallError, NoArgs, input_schema, output_schema, prompt_arguments};
 
 use crate::mux::{Channel, Principal};

@@ -11,8 +11,8 @@ use serde_json::{Map, Value, json};
 
 use super::content::CallToolResult;
 use super::describe::{Builder, Common};
-use super::tasks::{TaskCx, TaskSupport};
 pub use super::input_required::InputRequired;
+use super::tasks::{TaskCx, TaskSupport};
 use super::typed::{self, CallError};
 use crate::mux::Channel;
 use crate::protocol::McpError;

@@ -6,8 +6,7 @@
 //! `record` (a task's record and its wire shapes), `store` (the [`TaskStore`
 //! trait] and the in-process store with its bounds), `config` (lifetime and
 //! bounds), `cx` ([`TaskCx`], the handler's side), `supervisor` (one
-//! supervised future per running task), `watch` (status listeners), `wire`
-//! (the three methods). See `docs/tasks.md`.
+//! supervised future per running task), `wire` (the three methods). See `docs/tasks.md`.
 //!
 //! [`TaskStore` trait]: store
 
@@ -17,7 +16,6 @@ mod record;
 mod status;
 mod store;
 mod supervisor;
-mod watch;
 mod wire;
 
 pub use config::{
@@ -29,9 +27,8 @@ pub use cx::{InputAnswer, InputGone, TaskCx};
 pub use status::TaskStatus;
 pub use store::TaskStats;
 pub(crate) use supervisor::{Started, Tasks};
-pub use watch::{TaskUpdate, WATCH_BUFFER};
-pub(crate) use wire::{answer, declared, extension_required, owner_of};
 pub use wire::{METHOD_CANCEL, METHOD_GET, METHOD_UPDATE, NOTIFICATION, is_task_method};
+pub(crate) use wire::{answer, declared, extension_required, owner_of};
 
 /// The extension id, in `capabilities.extensions` and the client's
 /// `clientCapabilities.extensions`.

@@ -59,7 +59,10 @@ impl TaskRecord {
             m.insert("statusMessage".into(), Value::from(msg.clone()));
         }
         m.insert("createdAt".into(), Value::from(iso8601(self.created_ms)));
-        m.insert("lastUpdatedAt".into(), Value::from(iso8601(self.updated_ms)));
+        m.insert(
+            "lastUpdatedAt".into(),
+            Value::from(iso8601(self.updated_ms)),
+        );
         m.insert("ttlMs".into(), Value::from(self.ttl_ms));
         m.insert("pollIntervalMs".into(), Value::from(self.poll_interval_ms));
         m

@@ -26,8 +26,7 @@ pub struct TaskStats {
 pub(crate) trait TaskStore: Send + Sync + 'static {
     /// Adds a new record, or refuses it when a bound of `config` is hit
     /// (`McpError::LimitExceeded`).
-    fn insert(&self, record: TaskRecord, config: &TaskConfig, now_ms: u64)
-    -> Result<(), McpError>;
+    fn insert(&self, record: TaskRecord, config: &TaskConfig, now_ms: u64) -> Result<(), McpError>;
     /// The record `id`, unless unknown or expired.
     fn get(&self, id: &str, now_ms: u64) -> Option<TaskRecord>;
     /// Applies `change` to record `id`; when it returns `true` the record is
@@ -121,12 +120,7 @@ impl MemoryStore {
 }
 
 impl TaskStore for MemoryStore {
-    fn insert(
-        &self,
-        record: TaskRecord,
-        config: &TaskConfig,
-        now_ms: u64,
-    ) -> Result<(), McpError> {
+    fn insert(&self, record: TaskRecord, config: &TaskConfig, now_ms: u64) -> Result<(), McpError> {
         let mut t = self.lock();
         t.purge(now_ms);
         let mine = t

@@ -14,7 +14,6 @@ use super::cx::{CancelSignal, TaskCx};
 use super::record::{Outcome, TaskRecord};
 use super::status::{TaskStatus, allows};
 use super::store::{MemoryStore, TaskStats, TaskStore};
-use super::watch::Watchers;
 use crate::protocol::McpError;
 use crate::protocol::error::ErrorObject;
 use crate::suite::tool::{BoxFuture, ToolOutcome};
@@ -37,7 +36,6 @@ struct Shared {
     config: TaskConfig,
     store: Arc<dyn TaskStore>,
     live: Mutex<HashMap<String, Live>>,
-    watchers: Watchers,
 }
 
 /// How a `tools/call` that may become a task was answered.
@@ -81,17 +79,8 @@ impl Tasks {
                 config,
                 store: Arc::new(MemoryStore::default()),
                 live: Mutex::new(HashMap::new()),
-                watchers: Watchers::default(),
             }),
         }
-    }
-
-    pub(crate) fn config(&self) -> &TaskConfig {
-        &self.shared.config
-    }
-
-    pub(crate) fn watchers(&self) -> &Watchers {
-        &self.shared.watchers
     }
 
     /// Counts of the store.
@@ -140,7 +129,6 @@ impl Tasks {
             }
             true
         })?;
-        self.shared.watchers.publish(&record);
         if to.is_terminal()
             && let Some(live) = self.live().get_mut(id)
         {
@@ -272,7 +260,9 @@ impl Tasks {
             Ok(Err(e)) => Err(e),
             Err(_) => {
                 tracing::error!(task = %id, "a task's handler panicked");
-                Err(McpError::internal("Internal error: the task's handler panicked"))
+                Err(McpError::internal(
+                    "Internal error: the task's handler panicked",
+                ))
             }
         };
         match outcome {
@@ -302,8 +292,8 @@ impl Tasks {
             r.updated_ms = now;
             true
         });
-        if let Some(record) = updated {
-            self.shared.watchers.publish(&record);
+        if updated.is_none() {
+            tracing::debug!(task = %id, "status message of a finished or gone task ignored");
         }
     }
 
@@ -342,22 +332,9 @@ impl Tasks {
             .ok_or_else(not_found)
     }
 
-    /// Whether `id` names a live-or-finished task of `owner`.
-    pub(crate) fn is_owned(&self, id: &str, owner: &str) -> bool {
-        self.owned(id, owner).is_ok()
-    }
-
     /// `tasks/get`: the `DetailedTask`.
     pub(crate) fn get(&self, id: &str, owner: &str) -> Result<Map<String, Value>, McpError> {
         Ok(self.owned(id, owner)?.detailed())
-    }
-
-    /// The `DetailedTask` of `id` right now, whoever owns it.
-    pub(crate) fn detailed(&self, id: &str) -> Option<Map<String, Value>> {
-        self.shared
-            .store
-            .get(id, seal::now_ms())
-            .map(|r| r.detailed())
     }
 
     /// `tasks/update`: answers the outstanding input requests named in
@@ -395,10 +372,9 @@ impl Tasks {
             r.updated_ms = now;
             true
         });
-        let Some(updated) = updated else {
+        if updated.is_none() {
             return Ok(());
-        };
-        self.shared.watchers.publish(&updated);
+        }
         let senders: Vec<(oneshot::Sender<Value>, Value)> = {
             let mut live = self.live();
             let Some(live) = live.get_mut(id) else {
