@@ -447,6 +447,7 @@ impl Tasks {
         }
         let ids: Vec<String> = self.live().keys().cloned().collect();
         for id in ids {
+            tracing::warn!(task = %id, "task ended failed: server shutting down");
             self.fail(
                 &id,
                 McpError::internal("Internal error: server shutting down").to_error_object(),
