@@ -271,15 +271,19 @@ impl Tasks {
                     r.outcome = Some(Outcome::Result(json.clone()));
                 });
             }
-            Err(e) => self.fail(id, e.to_error_object()),
+            Err(e) => {
+                self.fail(id, e.to_error_object());
+            }
         }
         self.live().remove(id);
     }
 
-    fn fail(&self, id: &str, error: ErrorObject) {
+    /// Ends `id` `failed` with `error`; the new record, or `None` when it had
+    /// ended already.
+    fn fail(&self, id: &str, error: ErrorObject) -> Option<TaskRecord> {
         self.transition(id, TaskStatus::Failed, |r| {
             r.outcome = Some(Outcome::Error(error.clone()));
-        });
+        })
     }
 
     pub(crate) fn set_message(&self, id: &str, message: String) {
@@ -447,11 +451,11 @@ impl Tasks {
         }
         let ids: Vec<String> = self.live().keys().cloned().collect();
         for id in ids {
-            tracing::warn!(task = %id, "task ended failed: server shutting down");
-            self.fail(
-                &id,
-                McpError::internal("Internal error: server shutting down").to_error_object(),
-            );
+            let error = McpError::internal("Internal error: server shutting down");
+            // Logged once the status is recorded (what the drain test reads).
+            if self.fail(&id, error.to_error_object()).is_some() {
+                tracing::warn!(task = %id, "task ended failed: server shutting down");
+            }
             if let Some(live) = self.live().remove(&id) {
                 live.cancel.cancel();
                 if let Some(abort) = live.abort {
