@@ -217,3 +217,69 @@ impl TaskStore for MemoryStore {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::Map;
+
+    use super::*;
+    use crate::suite::tasks::status::TaskStatus;
+
+    fn record(id: &str, owner: &str, created_ms: u64) -> TaskRecord {
+        TaskRecord {
+            id: id.into(),
+            owner: owner.into(),
+            status: TaskStatus::Working,
+            status_message: None,
+            created_ms,
+            updated_ms: created_ms,
+            ttl_ms: 1_000,
+            poll_interval_ms: 500,
+            input_requests: Map::new(),
+            outcome: None,
+        }
+    }
+
+    fn finish(store: &MemoryStore, id: &str, now: u64) {
+        store.modify(id, now, &mut |r| {
+            r.status = TaskStatus::Completed;
+            r.outcome = Some(super::super::record::Outcome::Result("{}".into()));
+            true
+        });
+    }
+
+    #[test]
+    fn retained_records_are_bounded_and_expiry_frees_them() {
+        let store = MemoryStore::default();
+        let config = TaskConfig::default().max_retained_tasks(2);
+        store.insert(record("a", "p", 0), &config, 0).unwrap();
+        store.insert(record("b", "p", 10), &config, 10).unwrap();
+        finish(&store, "a", 20);
+        let refused = store.insert(record("c", "p", 20), &config, 20).unwrap_err();
+        assert_eq!(refused.retry_after(), Some(1));
+        assert_eq!(store.stats().unfinished, 1);
+        assert_eq!(store.stats().result_bytes, 2);
+        // "a" expires at 1000 (finished), "b" at 1010 (unfinished: its work must stop).
+        assert!(store.purge_expired(1_000).is_empty());
+        assert_eq!(store.purge_expired(1_010), vec!["b".to_owned()]);
+        assert_eq!(store.stats(), TaskStats::default());
+        store
+            .insert(record("c", "p", 1_010), &config, 1_010)
+            .unwrap();
+        assert!(store.get("c", 2_009).is_some());
+        assert!(store.get("c", 2_010).is_none());
+    }
+
+    #[test]
+    fn records_removed_early_do_not_grow_the_expiry_queue() {
+        let store = MemoryStore::default();
+        let config = TaskConfig::default();
+        for i in 0..10_000 {
+            let id = format!("t{i}");
+            store.insert(record(&id, "p", 0), &config, 0).unwrap();
+            store.remove(&id);
+        }
+        assert!(store.lock().expiry.len() <= 1_025);
+        assert_eq!(store.stats(), TaskStats::default());
+    }
+}

@@ -3,6 +3,7 @@
 
 use std::collections::HashMap;
 use std::panic::AssertUnwindSafe;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use futures_util::FutureExt;
@@ -36,6 +37,8 @@ struct Shared {
     config: TaskConfig,
     store: Arc<dyn TaskStore>,
     live: Mutex<HashMap<String, Live>>,
+    /// Set by [`Tasks::drain`]: no new task starts.
+    draining: AtomicBool,
 }
 
 /// How a `tools/call` that may become a task was answered.
@@ -79,6 +82,7 @@ impl Tasks {
                 config,
                 store: Arc::new(MemoryStore::default()),
                 live: Mutex::new(HashMap::new()),
+                draining: AtomicBool::new(false),
             }),
         }
     }
@@ -151,6 +155,11 @@ impl Tasks {
         run: impl FnOnce(TaskCx) -> BoxFuture<Result<ToolOutcome, McpError>>,
         finish: impl FnOnce(CallToolResult) -> CallToolResult + Send + 'static,
     ) -> Result<Started, McpError> {
+        if self.shared.draining.load(Ordering::SeqCst) {
+            return Err(McpError::internal(
+                "Internal error: server shutting down; no new task starts",
+            ));
+        }
         let now = seal::now_ms();
         self.purge(now);
         let config = &self.shared.config;
@@ -441,10 +450,11 @@ impl Tasks {
         self.live().len()
     }
 
-    /// Server shutdown: waits up to `deadline` for running tasks to finish,
-    /// then ends those still running `failed` ("server shutting down") and
-    /// aborts their work.
+    /// Server shutdown: no new task starts; waits up to `deadline` for running
+    /// tasks to finish, then ends those still running `failed` ("server
+    /// shutting down") and aborts their work.
     pub(crate) async fn drain(&self, deadline: std::time::Duration) {
+        self.shared.draining.store(true, Ordering::SeqCst);
         let until = tokio::time::Instant::now() + deadline;
         while self.running() > 0 && tokio::time::Instant::now() < until {
             tokio::time::sleep(std::time::Duration::from_millis(20)).await;
