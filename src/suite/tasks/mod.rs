@@ -1,14 +1,13 @@
 //! Tasks (the `io.modelcontextprotocol/tasks` extension, SEP-2663): a
 //! `tools/call` answered with a task handle, then polled (`tasks/get`),
-//! answered (`tasks/update`), cancelled (`tasks/cancel`) or listened to.
+//! answered (`tasks/update`) or cancelled (`tasks/cancel`).
 //!
 //! Files, by idea: `status` (the states and the one transition rule),
-//! `record` (a task's record and its wire shapes), `store` (the [`TaskStore`
-//! trait] and the in-process store with its bounds), `config` (lifetime and
+//! `record` (a task's record and its wire shapes), `store` (the `TaskStore`
+//! trait and the in-process store with its bounds), `config` (lifetime and
 //! bounds), `cx` ([`TaskCx`], the handler's side), `supervisor` (one
-//! supervised future per running task), `wire` (the three methods). See `docs/tasks.md`.
-//!
-//! [`TaskStore` trait]: store
+//! supervised future per running task), `wire` (the three methods). See
+//! `docs/tasks.md`.
 
 mod config;
 mod cx;
