@@ -44,6 +44,7 @@ pub mod prelude {
         ResourceContents, ResourceSet, ResourceTemplate, Suite, Tool, ToolBuilder, ToolCall,
         ToolError, ToolOutcome, WeakCatalog,
     };
+    pub use crate::suite::{TaskConfig, TaskCx, TaskStatus, TaskSupport};
 }
 
 /// The README's examples, compiled as doctests.

@@ -15,7 +15,7 @@ use crate::pubsub::{Bus, BusError, BusSubscription};
 use crate::subscription::{Flow, Subscribe, SubscribeCx, SubscriptionHandler};
 use crate::suite::{
     BoxFuture, CallToolResult, Catalog, ReadOutcome, Resource, ResourceContents, ResourceProvider,
-    ResourceRead, Suite, ToolBuilder,
+    ResourceRead, Suite, TaskConfig, ToolBuilder,
 };
 
 /// Bus topics of the notes app. Each carries notifications encoded once
@@ -233,9 +233,20 @@ pub fn suite_with(
     bus: Bus<SharedNotification>,
     secret: Option<[u8; 32]>,
 ) -> (Suite<NotesSubscriptions>, Bus<SharedNotification>) {
+    suite_with_tasks(bus, secret, TaskConfig::default())
+}
+
+/// [`suite_with`] with the lifetime and bounds of tasks (`export_notes`
+/// runs as one).
+pub fn suite_with_tasks(
+    bus: Bus<SharedNotification>,
+    secret: Option<[u8; 32]>,
+    tasks: TaskConfig,
+) -> (Suite<NotesSubscriptions>, Bus<SharedNotification>) {
     let notes = Notes::default();
     let catalog = Catalog::new();
     catalog.add_resources(notes.clone());
+    catalog.add_tool(super::demo_export::export_tool(notes.clone()));
 
     let (n, b) = (notes.clone(), bus.clone());
     catalog.add_tool(
@@ -447,6 +458,7 @@ pub fn suite_with(
         "A notes demo: add_note, delete_note, toggle_extra_tool, whoami; listen for changes.",
     )
     .catalog(catalog)
+    .tasks(tasks)
     .subscriptions(NotesSubscriptions::new(bus.clone()));
     if let Some(secret) = secret {
         builder = builder.secret(secret);

@@ -3,6 +3,7 @@
 
 pub mod bench;
 pub mod demo;
+mod demo_export;
 pub mod fixtures;
 pub mod logging;
 pub mod node;

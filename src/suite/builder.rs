@@ -24,6 +24,7 @@ pub struct SuiteBuilder<H> {
     spent_record: Option<Arc<dyn SpentRecord>>,
     logging: bool,
     catalog: Catalog,
+    task_config: TaskConfig,
     handler: H,
 }
 
@@ -47,6 +48,7 @@ impl Suite<NoSubscriptions> {
             spent_record: None,
             logging: false,
             catalog: Catalog::new(),
+            task_config: TaskConfig::default(),
             handler: NoSubscriptions,
         }
     }
@@ -214,8 +216,17 @@ impl<H: SubscriptionHandler> SuiteBuilder<H> {
             spent_record: self.spent_record,
             logging: self.logging,
             catalog: self.catalog,
+            task_config: self.task_config,
             handler,
         }
+    }
+
+    /// The lifetime and bounds of tasks (default [`TaskConfig::default`]; see
+    /// `docs/tasks.md`). Tasks are served when a tool declares
+    /// [`TaskSupport`] other than `Forbidden`.
+    pub fn tasks(mut self, config: TaskConfig) -> Self {
+        self.task_config = config;
+        self
     }
 
     /// The suite.
@@ -244,6 +255,7 @@ impl<H: SubscriptionHandler> SuiteBuilder<H> {
                 }),
                 logging: self.logging,
                 catalog: self.catalog,
+                tasks: tasks::Tasks::new(self.task_config),
             }),
             handler: Arc::new(self.handler),
         }

@@ -69,8 +69,33 @@ impl<H: SubscriptionHandler> Suite<H> {
         if self.inner.logging {
             caps.logging = Some(Map::new());
         }
+        if self.serves_tasks() {
+            caps.extensions
+                .get_or_insert_with(Map::new)
+                .insert(tasks::EXTENSION.into(), json!({}));
+        }
         caps.fold_subscriptions(&self.subscription_capabilities(channel));
         caps
+    }
+
+    /// Whether the tasks extension is served: some tool may run as a task.
+    pub fn serves_tasks(&self) -> bool {
+        self.inner
+            .catalog
+            .tools()
+            .iter()
+            .any(|t| t.task_support() != TaskSupport::Forbidden)
+    }
+
+    /// Counts of the task store: records kept, unfinished, result bytes.
+    pub fn task_stats(&self) -> tasks::TaskStats {
+        self.inner.tasks.stats()
+    }
+
+    /// Server shutdown: running tasks get `deadline` to finish; those still
+    /// running then end `failed` ("server shutting down").
+    pub async fn drain_tasks(&self, deadline: Duration) {
+        self.inner.tasks.drain(deadline).await;
     }
 
     /// Whether the unary `method` is served to the request on `channel`: exactly
@@ -89,6 +114,7 @@ impl<H: SubscriptionHandler> Suite<H> {
             | methods::RESOURCES_TEMPLATES_LIST
             | methods::RESOURCES_READ => caps.resources.is_some(),
             methods::COMPLETE => caps.completions.is_some(),
+            m if tasks::is_task_method(m) => self.serves_tasks(),
             _ => false,
         }
     }
@@ -172,6 +198,9 @@ impl<H: SubscriptionHandler> Suite<H> {
                 methods::RESOURCES_TEMPLATES_LIST => suite.list_templates(&params)?,
                 methods::RESOURCES_READ => suite.read_resource(params, channel).await?,
                 methods::COMPLETE => suite.complete(params, channel).await?,
+                m if tasks::is_task_method(m) => {
+                    tasks::answer(&suite.inner.tasks, m, &params, &channel)?
+                }
                 _ => return Err(McpError::MethodNotFound(method)),
             };
             if !result.contains_key("resultType") {

@@ -36,6 +36,7 @@ mod schema;
 pub(crate) mod seal;
 pub mod secret;
 mod spent;
+pub mod tasks;
 mod template;
 mod tool;
 mod tools_call;
@@ -64,6 +65,7 @@ pub use resource::{
     ResourceTemplate,
 };
 pub use schema::{MAX_REPORTED_ERRORS, ToolError};
+pub use tasks::{TaskConfig, TaskCx, TaskStatus, TaskSupport};
 pub use tool::{
     BoxFuture, FnTool, InputRequired, Tool, ToolBuilder, ToolCall, ToolDescriptor, ToolOutcome,
     ToolParts,
@@ -104,6 +106,7 @@ struct Inner {
     spent: Spender,
     logging: bool,
     catalog: Catalog,
+    tasks: tasks::Tasks,
 }
 
 /// A catalog plus one subscription handler `H`. Cheap to clone.

@@ -12,6 +12,7 @@ use serde_json::{Map, Value, json};
 use super::content::CallToolResult;
 use super::describe::{Builder, Common};
 pub use super::input_required::InputRequired;
+use super::tasks::{TaskCx, TaskSupport};
 use super::typed::{self, CallError};
 use crate::mux::Channel;
 use crate::protocol::McpError;
@@ -83,6 +84,8 @@ pub struct ToolCall {
     pub input_responses: Map<String, Value>,
     /// The verified state this tool put in `requestState` last round, if any.
     pub request_state: Option<Value>,
+    /// The task this call runs as, if it became one (see [`TaskSupport`]).
+    pub task: Option<TaskCx>,
 }
 
 impl ToolCall {
@@ -94,7 +97,14 @@ impl ToolCall {
             channel,
             input_responses: Map::new(),
             request_state: None,
+            task: None,
         }
+    }
+
+    /// The task this call runs as: status messages, input requests,
+    /// cancellation. `None` when answered directly.
+    pub fn task(&self) -> Option<&TaskCx> {
+        self.task.as_ref()
     }
 
     /// The raw answer to input request `key` of the previous round, if sent.
@@ -152,6 +162,10 @@ pub trait Tool: Send + Sync + 'static {
     fn descriptor(&self) -> &ToolDescriptor;
     /// Runs one call.
     fn call(&self, call: ToolCall) -> BoxFuture<Result<ToolOutcome, McpError>>;
+    /// Whether the tool never, may or must run as a task (default: never).
+    fn task_support(&self) -> TaskSupport {
+        TaskSupport::Forbidden
+    }
 }
 
 type ToolFn = dyn Fn(ToolCall) -> BoxFuture<Result<ToolOutcome, McpError>> + Send + Sync;
@@ -160,6 +174,7 @@ type ToolFn = dyn Fn(ToolCall) -> BoxFuture<Result<ToolOutcome, McpError>> + Sen
 pub struct FnTool {
     descriptor: ToolDescriptor,
     f: Arc<ToolFn>,
+    task_support: TaskSupport,
 }
 
 impl Tool for FnTool {
@@ -170,6 +185,10 @@ impl Tool for FnTool {
     fn call(&self, call: ToolCall) -> BoxFuture<Result<ToolOutcome, McpError>> {
         (self.f)(call)
     }
+
+    fn task_support(&self) -> TaskSupport {
+        self.task_support
+    }
 }
 
 /// The tool-specific part of a [`ToolBuilder`]: schemas and annotations.
@@ -178,6 +197,7 @@ pub struct ToolParts {
     input_schema: Value,
     output_schema: Option<Value>,
     annotations: Option<Value>,
+    task_support: TaskSupport,
 }
 
 /// Builds a [`FnTool`]: the shared setters of [`Builder`] (`title`,
@@ -241,8 +261,16 @@ impl Builder<ToolParts> {
                 input_schema: json!({"type": "object"}),
                 output_schema: None,
                 annotations: None,
+                task_support: TaskSupport::Forbidden,
             },
         )
+    }
+
+    /// Whether the tool never (the default), may or must run as a task
+    /// (the `io.modelcontextprotocol/tasks` extension; see `docs/tasks.md`).
+    pub fn task_support(mut self, support: TaskSupport) -> Self {
+        self.kind.task_support = support;
+        self
     }
 
     /// Sets the input schema (served verbatim, validated against before each call).
@@ -289,6 +317,7 @@ impl Builder<ToolParts> {
         Fut: Future<Output = Result<ToolOutcome, McpError>> + Send + 'static,
     {
         FnTool {
+            task_support: self.kind.task_support,
             descriptor: self.descriptor(),
             f: Arc::new(move |call| Box::pin(f(call))),
         }
@@ -307,6 +336,7 @@ impl Builder<ToolParts> {
         let builder = self.input_schema(typed::input_schema::<A>());
         let name = builder.common.name.clone();
         FnTool {
+            task_support: builder.kind.task_support,
             descriptor: builder.descriptor(),
             f: Arc::new(
                 move |call| match typed::tool_arguments::<A>(&name, &call.arguments) {
@@ -333,6 +363,7 @@ impl Builder<ToolParts> {
             .output_schema(typed::output_schema::<O>());
         let name = builder.common.name.clone();
         FnTool {
+            task_support: builder.kind.task_support,
             descriptor: builder.descriptor(),
             f: Arc::new(
                 move |call| match typed::tool_arguments::<A>(&name, &call.arguments) {

@@ -65,6 +65,11 @@ impl<H: SubscriptionHandler> Suite<H> {
                 json!({ "name": name }),
             ));
         };
+        let support = entry.tool.task_support();
+        let declared = tasks::declared(&channel);
+        if support == TaskSupport::Required && !declared {
+            return Err(tasks::extension_required());
+        }
         let schema = match &entry.schema {
             Ok(schema) => schema,
             Err(e) => {
@@ -90,12 +95,34 @@ impl<H: SubscriptionHandler> Suite<H> {
         let Value::Object(arguments) = arguments else {
             return Err(McpError::internal("Internal error"));
         };
-        let call = ToolCall {
+        let mut call = ToolCall {
             arguments,
             channel: channel.clone(),
             input_responses: retry.input_responses,
             request_state: retry.request_state,
+            task: None,
         };
+        if declared && support != TaskSupport::Forbidden {
+            let tool = entry.tool.clone();
+            let checked = entry.clone();
+            let started = self.inner.tasks.start(
+                tasks::owner_of(&channel),
+                support == TaskSupport::Required,
+                move |cx| {
+                    call.task = Some(cx);
+                    tool.call(call)
+                },
+                move |result| match &checked.schema {
+                    Ok(schema) => schema.check_output(&name, result),
+                    Err(_) => result,
+                },
+            )?;
+            return match started {
+                tasks::Started::Mrtr(round) => self.input_required(round, &channel, &binding),
+                tasks::Started::Direct(result) => Ok(result.into_map()),
+                tasks::Started::Task(created) => Ok(created),
+            };
+        }
         match entry.tool.call(call).await? {
             ToolOutcome::Complete(result) => Ok(schema.check_output(&name, result).into_map()),
             ToolOutcome::InputRequired(round) => self.input_required(round, &channel, &binding),

@@ -15,6 +15,7 @@ struct Serve {
     node: NodeConfig,
     conformance: bool,
     stdio: bool,
+    tasks: genmcp::suite::TaskConfig,
 }
 
 /// Whether `host` names the loopback interface only.
@@ -113,6 +114,7 @@ pub(crate) fn run(args: ServeArgs) -> ExitCode {
         node: args.node_config(),
         conformance: args.conformance,
         stdio: args.stdio,
+        tasks: args.task_config(),
     };
     if !serve.stdio
         && !is_loopback(&serve.config.host)
@@ -163,19 +165,21 @@ pub(crate) fn run(args: ServeArgs) -> ExitCode {
         let spent = genmcp::apps::shared_spent::RedisSpentRecord::for_bus(&bus);
         match (serve.conformance, serve.stdio) {
             (true, false) => {
-                let suite = genmcp::apps::fixtures::suite_for_node(secret, spent);
+                let suite =
+                    genmcp::apps::fixtures::suite_for_node_with_tasks(secret, spent, serve.tasks);
                 http::serve(suite, serve.config).await
             }
             (true, true) => {
-                let suite = genmcp::apps::fixtures::suite_for_node(secret, spent);
+                let suite =
+                    genmcp::apps::fixtures::suite_for_node_with_tasks(secret, spent, serve.tasks);
                 genmcp::transport::stdio::serve(suite, stdio_config).await
             }
             (false, false) => {
-                let suite = genmcp::apps::demo::suite_with(bus, secret).0;
+                let suite = genmcp::apps::demo::suite_with_tasks(bus, secret, serve.tasks).0;
                 http::serve(suite, serve.config).await
             }
             (false, true) => {
-                let suite = genmcp::apps::demo::suite_with(bus, secret).0;
+                let suite = genmcp::apps::demo::suite_with_tasks(bus, secret, serve.tasks).0;
                 genmcp::transport::stdio::serve(suite, stdio_config).await
             }
         }

@@ -2,7 +2,7 @@
 //! configuration (`HttpConfig`, `AuthConfig`, `NodeConfig`): a flag not given
 //! leaves the library default.
 
-use std::num::{NonZeroU32, NonZeroUsize};
+use std::num::{NonZeroU32, NonZeroU64, NonZeroUsize};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -93,6 +93,14 @@ pub(crate) struct ServeArgs {
     /// address, e.g. 127.0.0.1:9090; never the MCP port (default: off).
     #[arg(long, value_name = "ADDR", conflicts_with = "stdio")]
     admin: Option<std::net::SocketAddr>,
+    /// How long a task stays readable after it was created, in seconds
+    /// (`ttlMs`; default 3600); an unfinished task is stopped when it expires.
+    #[arg(long, value_name = "SECONDS")]
+    task_ttl: Option<NonZeroU64>,
+    /// Unfinished tasks per principal, or per client address without one
+    /// (default 1,000); past it 429.
+    #[arg(long, value_name = "N")]
+    max_tasks_per_principal: Option<NonZeroUsize>,
 }
 
 impl ServeArgs {
@@ -118,6 +126,18 @@ impl ServeArgs {
             config.rate_limit = Some(RateLimit::per_second(n.get()));
         }
         config.admin = self.admin.map(genmcp::admin::AdminConfig::new);
+        config
+    }
+
+    /// The lifetime and bounds of tasks: the library defaults with the flags given.
+    pub(crate) fn task_config(&self) -> genmcp::suite::TaskConfig {
+        let mut config = genmcp::suite::TaskConfig::default();
+        if let Some(secs) = self.task_ttl {
+            config = config.ttl(std::time::Duration::from_secs(secs.get()));
+        }
+        if let Some(n) = self.max_tasks_per_principal {
+            config = config.max_tasks_per_principal(n.get());
+        }
         config
     }
 

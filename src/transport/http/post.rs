@@ -295,6 +295,7 @@ pub(super) fn validate<H: SubscriptionHandler>(
     let name_field = match request.method.as_str() {
         methods::TOOLS_CALL | methods::PROMPTS_GET => Some("name"),
         methods::RESOURCES_READ => Some("uri"),
+        m if crate::suite::tasks::is_task_method(m) => Some("taskId"),
         _ => None,
     };
     if let Some(field) = name_field {

@@ -1,0 +1,110 @@
+//! [`TaskConfig`]: the lifetime and bounds of tasks (defaults in
+//! `docs/security.md`).
+
+use std::time::Duration;
+
+/// Default time a task stays readable after it was created (`--task-ttl`).
+pub const DEFAULT_TASK_TTL: Duration = Duration::from_secs(60 * 60);
+/// Default most unfinished tasks per principal (`--max-tasks-per-principal`).
+pub const DEFAULT_MAX_TASKS_PER_PRINCIPAL: usize = 1_000;
+/// Default most unfinished tasks in the process.
+pub const DEFAULT_MAX_RUNNING_TASKS: usize = 10_000;
+/// Default most task records kept (finished and unfinished).
+pub const DEFAULT_MAX_RETAINED_TASKS: usize = 100_000;
+/// Default largest encoded result one task may keep.
+pub const DEFAULT_MAX_RESULT_BYTES: usize = 1024 * 1024;
+/// Default total bytes of kept results.
+pub const DEFAULT_MAX_RETAINED_RESULT_BYTES: usize = 256 * 1024 * 1024;
+/// Default time a cancelled task has to stop on its own before it is aborted.
+pub const DEFAULT_CANCEL_GRACE: Duration = Duration::from_secs(5);
+/// Default `pollIntervalMs` suggested to clients.
+pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_millis(500);
+
+/// The lifetime and bounds of tasks. Build with `Default` and the setters.
+///
+/// ```
+/// use std::time::Duration;
+/// use genmcp::suite::TaskConfig;
+/// let config = TaskConfig::default().ttl(Duration::from_secs(600)).max_tasks_per_principal(50);
+/// assert_eq!(config.ttl, Duration::from_secs(600));
+/// ```
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub struct TaskConfig {
+    /// How long a task stays readable after it was created (`ttlMs`); an
+    /// unfinished task is stopped when it expires.
+    pub ttl: Duration,
+    /// `pollIntervalMs` suggested to clients.
+    pub poll_interval: Duration,
+    /// Most unfinished tasks one principal (or client address) may have.
+    pub max_tasks_per_principal: usize,
+    /// Most unfinished tasks in the process.
+    pub max_running_tasks: usize,
+    /// Most task records kept, finished or not.
+    pub max_retained_tasks: usize,
+    /// Largest encoded result one task may keep (larger: the task fails).
+    pub max_result_bytes: usize,
+    /// Total bytes of kept results; over it new tasks are refused.
+    pub max_retained_result_bytes: usize,
+    /// How long a cancelled task may run on before it is aborted.
+    pub cancel_grace: Duration,
+}
+
+impl Default for TaskConfig {
+    fn default() -> Self {
+        TaskConfig {
+            ttl: DEFAULT_TASK_TTL,
+            poll_interval: DEFAULT_POLL_INTERVAL,
+            max_tasks_per_principal: DEFAULT_MAX_TASKS_PER_PRINCIPAL,
+            max_running_tasks: DEFAULT_MAX_RUNNING_TASKS,
+            max_retained_tasks: DEFAULT_MAX_RETAINED_TASKS,
+            max_result_bytes: DEFAULT_MAX_RESULT_BYTES,
+            max_retained_result_bytes: DEFAULT_MAX_RETAINED_RESULT_BYTES,
+            cancel_grace: DEFAULT_CANCEL_GRACE,
+        }
+    }
+}
+
+impl TaskConfig {
+    /// Sets [`TaskConfig::ttl`] (at least one second).
+    pub fn ttl(mut self, ttl: Duration) -> Self {
+        self.ttl = ttl.max(Duration::from_secs(1));
+        self
+    }
+
+    /// Sets [`TaskConfig::max_tasks_per_principal`] (at least 1).
+    pub fn max_tasks_per_principal(mut self, n: usize) -> Self {
+        self.max_tasks_per_principal = n.max(1);
+        self
+    }
+
+    /// Sets [`TaskConfig::max_running_tasks`] (at least 1).
+    pub fn max_running_tasks(mut self, n: usize) -> Self {
+        self.max_running_tasks = n.max(1);
+        self
+    }
+
+    /// Sets [`TaskConfig::max_retained_tasks`] (at least 1).
+    pub fn max_retained_tasks(mut self, n: usize) -> Self {
+        self.max_retained_tasks = n.max(1);
+        self
+    }
+
+    /// Sets [`TaskConfig::max_result_bytes`].
+    pub fn max_result_bytes(mut self, n: usize) -> Self {
+        self.max_result_bytes = n;
+        self
+    }
+
+    /// Sets [`TaskConfig::max_retained_result_bytes`].
+    pub fn max_retained_result_bytes(mut self, n: usize) -> Self {
+        self.max_retained_result_bytes = n;
+        self
+    }
+
+    /// Sets [`TaskConfig::cancel_grace`].
+    pub fn cancel_grace(mut self, grace: Duration) -> Self {
+        self.cancel_grace = grace;
+        self
+    }
+}

@@ -1,0 +1,477 @@
+//! The task supervisor: one supervised future per running task, the one place
+//! status changes go through, and the answers to `tasks/get|update|cancel`.
+
+use std::collections::HashMap;
+use std::panic::AssertUnwindSafe;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+use futures_util::FutureExt;
+use serde_json::{Map, Value};
+use tokio::sync::oneshot;
+
+use super::config::TaskConfig;
+use super::cx::{CancelSignal, TaskCx};
+use super::record::{Outcome, TaskRecord};
+use super::status::{TaskStatus, allows};
+use super::store::{MemoryStore, TaskStats, TaskStore};
+use crate::protocol::McpError;
+use crate::protocol::error::ErrorObject;
+use crate::suite::tool::{BoxFuture, ToolOutcome};
+use crate::suite::{CallToolResult, InputRequired, seal};
+
+/// What a supervised task's future yields: the tool's answer, or a panic.
+type Settled = Result<Result<ToolOutcome, McpError>, Box<dyn std::any::Any + Send>>;
+
+/// The in-process part of a running task: never stored, never shared.
+struct Live {
+    cancel: Arc<CancelSignal>,
+    abort: Option<tokio::task::AbortHandle>,
+    /// Outstanding input requests: key -> where the answer goes.
+    inputs: HashMap<String, oneshot::Sender<Value>>,
+    /// Keys issued so far (keys are never reused).
+    issued: u64,
+}
+
+struct Shared {
+    config: TaskConfig,
+    store: Arc<dyn TaskStore>,
+    live: Mutex<HashMap<String, Live>>,
+    /// Set by [`Tasks::drain`]: no new task starts.
+    draining: AtomicBool,
+}
+
+/// How a `tools/call` that may become a task was answered.
+pub(crate) enum Started {
+    /// The handler asked for input before doing any task work: an ordinary
+    /// MRTR round, answered synchronously; no task exists.
+    Mrtr(InputRequired),
+    /// The handler finished at once and the tool does not require a task:
+    /// the plain result, no task exists.
+    Direct(CallToolResult),
+    /// A task exists (durably): its `CreateTaskResult`.
+    Task(Map<String, Value>),
+}
+
+/// The task supervisor of a suite. Cheap to clone.
+#[derive(Clone)]
+pub(crate) struct Tasks {
+    shared: Arc<Shared>,
+}
+
+fn not_found() -> McpError {
+    // The same answer for unknown, expired and another principal's tasks.
+    McpError::invalid_params("Invalid params: unknown taskId")
+}
+
+fn random_id() -> String {
+    let mut bytes = [0u8; 16];
+    if getrandom::fill(&mut bytes).is_err() {
+        // No OS randomness: fall back to the sealer's nonce source, which
+        // never repeats in a process (ids stay unique, if less secret).
+        let n = seal::now_ms().to_be_bytes();
+        bytes[..8].copy_from_slice(&n);
+    }
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+impl Tasks {
+    pub(crate) fn new(config: TaskConfig) -> Self {
+        Tasks {
+            shared: Arc::new(Shared {
+                config,
+                store: Arc::new(MemoryStore::default()),
+                live: Mutex::new(HashMap::new()),
+                draining: AtomicBool::new(false),
+            }),
+        }
+    }
+
+    /// Counts of the store.
+    pub(crate) fn stats(&self) -> TaskStats {
+        self.shared.store.stats()
+    }
+
+    fn live(&self) -> std::sync::MutexGuard<'_, HashMap<String, Live>> {
+        self.shared
+            .live
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Stops the work of expired tasks (their records are gone already).
+    fn purge(&self, now: u64) {
+        for id in self.shared.store.purge_expired(now) {
+            if let Some(live) = self.live().remove(&id) {
+                live.cancel.cancel();
+                if let Some(abort) = live.abort {
+                    abort.abort();
+                }
+            }
+        }
+    }
+
+    /// The one place a task's status changes: applies `edit` and moves to
+    /// `to` only when [`allows`] the move. Returns the new record, or `None`
+    /// when the change was refused (terminal already, unknown, expired).
+    fn transition(
+        &self,
+        id: &str,
+        to: TaskStatus,
+        mut edit: impl FnMut(&mut TaskRecord),
+    ) -> Option<TaskRecord> {
+        let now = seal::now_ms();
+        let record = self.shared.store.modify(id, now, &mut |r| {
+            if !allows(r.status, to) {
+                return false;
+            }
+            edit(r);
+            r.status = to;
+            r.updated_ms = now;
+            if to != TaskStatus::InputRequired {
+                r.input_requests.clear();
+            }
+            true
+        })?;
+        if to.is_terminal()
+            && let Some(live) = self.live().get_mut(id)
+        {
+            // Waiting input requests will never be answered now.
+            live.inputs.clear();
+        }
+        Some(record)
+    }
+
+    /// Starts the call `run` (a tool's handler given its [`TaskCx`]) as a
+    /// task owned by `owner`. The handler is polled once here: a round that
+    /// asks for input at once is an MRTR round (no task); a handler that
+    /// finishes at once answers directly unless `required`; otherwise the task
+    /// record exists before this returns its `CreateTaskResult`, and the work
+    /// goes on under the supervisor.
+    pub(crate) fn start(
+        &self,
+        owner: String,
+        required: bool,
+        run: impl FnOnce(TaskCx) -> BoxFuture<Result<ToolOutcome, McpError>>,
+        finish: impl FnOnce(CallToolResult) -> CallToolResult + Send + 'static,
+    ) -> Result<Started, McpError> {
+        if self.shared.draining.load(Ordering::SeqCst) {
+            return Err(McpError::internal(
+                "Internal error: server shutting down; no new task starts",
+            ));
+        }
+        let now = seal::now_ms();
+        self.purge(now);
+        let config = &self.shared.config;
+        let id = random_id();
+        let record = TaskRecord {
+            id: id.clone(),
+            owner,
+            status: TaskStatus::Working,
+            status_message: None,
+            created_ms: now,
+            updated_ms: now,
+            ttl_ms: u64::try_from(config.ttl.as_millis()).unwrap_or(u64::MAX),
+            poll_interval_ms: u64::try_from(config.poll_interval.as_millis())
+                .unwrap_or(1000)
+                .max(1),
+            input_requests: Map::new(),
+            outcome: None,
+        };
+        self.shared.store.insert(record, config, now)?;
+        let cancel = Arc::new(CancelSignal::default());
+        self.live().insert(
+            id.clone(),
+            Live {
+                cancel: cancel.clone(),
+                abort: None,
+                inputs: HashMap::new(),
+                issued: 0,
+            },
+        );
+        let cx = TaskCx {
+            id: id.clone(),
+            tasks: self.clone(),
+            cancel,
+        };
+        let mut work: BoxFuture<Settled> = Box::pin(AssertUnwindSafe(run(cx)).catch_unwind());
+        match (&mut work).now_or_never() {
+            Some(settled) => {
+                let untouched = self.live().get(&id).is_some_and(|l| l.issued == 0);
+                match settled {
+                    Ok(Ok(ToolOutcome::InputRequired(round))) if untouched => {
+                        self.discard(&id);
+                        return Ok(Started::Mrtr(round));
+                    }
+                    Ok(Ok(ToolOutcome::Complete(result))) if untouched && !required => {
+                        self.discard(&id);
+                        return Ok(Started::Direct(finish(result)));
+                    }
+                    Ok(Err(e)) if untouched && !required => {
+                        self.discard(&id);
+                        return Err(e);
+                    }
+                    settled => self.settle(&id, settled, finish),
+                }
+            }
+            None => {
+                let tasks = self.clone();
+                let task_id = id.clone();
+                let handle = tokio::spawn(async move {
+                    let settled = work.await;
+                    tasks.settle(&task_id, settled, finish);
+                });
+                if let Some(live) = self.live().get_mut(&id) {
+                    live.abort = Some(handle.abort_handle());
+                }
+            }
+        }
+        self.shared
+            .store
+            .get(&id, seal::now_ms())
+            .map(|r| Started::Task(r.create_result()))
+            .ok_or_else(|| McpError::internal("Internal error: the task expired at once"))
+    }
+
+    /// Forgets a task that never became one (MRTR round, direct answer).
+    fn discard(&self, id: &str) {
+        self.live().remove(id);
+        self.shared.store.remove(id);
+    }
+
+    /// Records how the work ended (if nothing terminal came first) and lets
+    /// go of the in-process part.
+    fn settle(
+        &self,
+        id: &str,
+        settled: Settled,
+        finish: impl FnOnce(CallToolResult) -> CallToolResult,
+    ) {
+        let outcome = match settled {
+            Ok(Ok(ToolOutcome::Complete(result))) => {
+                let result = finish(result);
+                match serde_json::to_string(&Value::Object(result.into_map())) {
+                    Ok(json) if json.len() <= self.shared.config.max_result_bytes => {
+                        Ok(Arc::<str>::from(json))
+                    }
+                    Ok(json) => {
+                        tracing::warn!(task = %id, bytes = json.len(), "task result over max_result_bytes");
+                        Err(McpError::internal(
+                            "Internal error: the task's result is larger than the server keeps",
+                        ))
+                    }
+                    Err(_) => Err(McpError::internal("Internal error: unencodable result")),
+                }
+            }
+            Ok(Ok(ToolOutcome::InputRequired(_))) => Err(McpError::internal(
+                "Internal error: a running task cannot return input_required (use TaskCx::request_input)",
+            )),
+            Ok(Err(e)) => Err(e),
+            Err(_) => {
+                tracing::error!(task = %id, "a task's handler panicked");
+                Err(McpError::internal(
+                    "Internal error: the task's handler panicked",
+                ))
+            }
+        };
+        match outcome {
+            Ok(json) => {
+                self.transition(id, TaskStatus::Completed, |r| {
+                    r.outcome = Some(Outcome::Result(json.clone()));
+                });
+            }
+            Err(e) => {
+                self.fail(id, e.to_error_object());
+            }
+        }
+        self.live().remove(id);
+    }
+
+    /// Ends `id` `failed` with `error`; the new record, or `None` when it had
+    /// ended already.
+    fn fail(&self, id: &str, error: ErrorObject) -> Option<TaskRecord> {
+        self.transition(id, TaskStatus::Failed, |r| {
+            r.outcome = Some(Outcome::Error(error.clone()));
+        })
+    }
+
+    pub(crate) fn set_message(&self, id: &str, message: String) {
+        let now = seal::now_ms();
+        let updated = self.shared.store.modify(id, now, &mut |r| {
+            if r.status.is_terminal() {
+                return false;
+            }
+            r.status_message = Some(message.clone());
+            r.updated_ms = now;
+            true
+        });
+        if updated.is_none() {
+            tracing::debug!(task = %id, "status message of a finished or gone task ignored");
+        }
+    }
+
+    pub(crate) fn request_input(
+        &self,
+        id: &str,
+        request: Value,
+    ) -> Option<oneshot::Receiver<Value>> {
+        let (tx, rx) = oneshot::channel();
+        let key = {
+            let mut live = self.live();
+            let live = live.get_mut(id)?;
+            live.issued += 1;
+            let key = format!("input-{}", live.issued);
+            live.inputs.insert(key.clone(), tx);
+            key
+        };
+        let record = self.transition(id, TaskStatus::InputRequired, |r| {
+            r.input_requests.insert(key.clone(), request.clone());
+        });
+        if record.is_none()
+            && let Some(live) = self.live().get_mut(id)
+        {
+            live.inputs.remove(&key);
+        }
+        Some(rx)
+    }
+
+    fn owned(&self, id: &str, owner: &str) -> Result<TaskRecord, McpError> {
+        let now = seal::now_ms();
+        self.purge(now);
+        self.shared
+            .store
+            .get(id, now)
+            .filter(|r| r.owner == owner)
+            .ok_or_else(not_found)
+    }
+
+    /// `tasks/get`: the `DetailedTask`.
+    pub(crate) fn get(&self, id: &str, owner: &str) -> Result<Map<String, Value>, McpError> {
+        Ok(self.owned(id, owner)?.detailed())
+    }
+
+    /// `tasks/update`: answers the outstanding input requests named in
+    /// `responses` (other keys are ignored); the task goes back to `working`
+    /// when none is left. The record reflects the answers before this returns.
+    pub(crate) fn update(
+        &self,
+        id: &str,
+        owner: &str,
+        responses: &Map<String, Value>,
+    ) -> Result<(), McpError> {
+        let record = self.owned(id, owner)?;
+        if record.status != TaskStatus::InputRequired {
+            return Ok(());
+        }
+        let answered: Vec<String> = responses
+            .keys()
+            .filter(|k| record.input_requests.contains_key(*k))
+            .cloned()
+            .collect();
+        if answered.is_empty() {
+            return Ok(());
+        }
+        let now = seal::now_ms();
+        let updated = self.shared.store.modify(id, now, &mut |r| {
+            if r.status != TaskStatus::InputRequired {
+                return false;
+            }
+            for k in &answered {
+                r.input_requests.remove(k);
+            }
+            if r.input_requests.is_empty() && allows(r.status, TaskStatus::Working) {
+                r.status = TaskStatus::Working;
+            }
+            r.updated_ms = now;
+            true
+        });
+        if updated.is_none() {
+            return Ok(());
+        }
+        let senders: Vec<(oneshot::Sender<Value>, Value)> = {
+            let mut live = self.live();
+            let Some(live) = live.get_mut(id) else {
+                return Ok(());
+            };
+            answered
+                .iter()
+                .filter_map(|k| {
+                    let tx = live.inputs.remove(k)?;
+                    Some((tx, responses.get(k).cloned().unwrap_or(Value::Null)))
+                })
+                .collect()
+        };
+        for (tx, value) in senders {
+            let _ = tx.send(value);
+        }
+        Ok(())
+    }
+
+    /// `tasks/cancel`: `cancelled` unless the task already ended (then
+    /// nothing changes); the work is told, then aborted after the grace period.
+    pub(crate) fn cancel(&self, id: &str, owner: &str) -> Result<(), McpError> {
+        self.owned(id, owner)?;
+        if self
+            .transition(id, TaskStatus::Cancelled, |r| r.outcome = None)
+            .is_none()
+        {
+            return Ok(());
+        }
+        self.stop(id, self.shared.config.cancel_grace);
+        Ok(())
+    }
+
+    /// Tells the work of `id` to stop and aborts it after `grace`.
+    fn stop(&self, id: &str, grace: std::time::Duration) {
+        let abort = {
+            let live = self.live();
+            let Some(live) = live.get(id) else {
+                return;
+            };
+            live.cancel.cancel();
+            live.abort.clone()
+        };
+        if let Some(abort) = abort {
+            let tasks = self.clone();
+            let id = id.to_owned();
+            tokio::spawn(async move {
+                tokio::time::sleep(grace).await;
+                if !abort.is_finished() {
+                    tracing::info!(task = %id, "cancelled task did not stop in time; aborted");
+                    abort.abort();
+                }
+                tasks.live().remove(&id);
+            });
+        }
+    }
+
+    /// Number of tasks whose work is still running in this process.
+    pub(crate) fn running(&self) -> usize {
+        self.live().len()
+    }
+
+    /// Server shutdown: no new task starts; waits up to `deadline` for running
+    /// tasks to finish, then ends those still running `failed` ("server
+    /// shutting down") and aborts their work.
+    pub(crate) async fn drain(&self, deadline: std::time::Duration) {
+        self.shared.draining.store(true, Ordering::SeqCst);
+        let until = tokio::time::Instant::now() + deadline;
+        while self.running() > 0 && tokio::time::Instant::now() < until {
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+        let ids: Vec<String> = self.live().keys().cloned().collect();
+        for id in ids {
+            let error = McpError::internal("Internal error: server shutting down");
+            // Logged once the status is recorded (what the drain test reads).
+            if self.fail(&id, error.to_error_object()).is_some() {
+                tracing::warn!(task = %id, "task ended failed: server shutting down");
+            }
+            if let Some(live) = self.live().remove(&id) {
+                live.cancel.cancel();
+                if let Some(abort) = live.abort {
+                    abort.abort();
+                }
+            }
+        }
+    }
+}
