@@ -8,14 +8,14 @@ use std::future::Future;
 use std::pin::pin;
 use std::task::{Context, Poll};
 
-use loom::future::block_on;
-use loom::thread;
+use ::loom::future::block_on;
+use ::loom::thread;
 
 use super::*;
 
 #[test]
 fn the_reader_sees_the_last_senders_item_before_the_end() {
-    loom::model(|| {
+    ::loom::model(|| {
         let (tx, mut rx) = bounded(4);
         let sender = thread::spawn(move || {
             tx.try_send(1).unwrap();
@@ -29,7 +29,7 @@ fn the_reader_sees_the_last_senders_item_before_the_end() {
 
 #[test]
 fn senders_waiting_for_room_all_get_in_and_then_the_end_is_seen() {
-    loom::model(|| {
+    ::loom::model(|| {
         let (tx, mut rx) = bounded(1);
         let senders: Vec<_> = (1..=2)
             .map(|i| {
@@ -50,7 +50,7 @@ fn senders_waiting_for_room_all_get_in_and_then_the_end_is_seen() {
 
 #[test]
 fn room_freed_in_the_middle_of_a_batch_reaches_a_waiting_sender() {
-    loom::model(|| {
+    ::loom::model(|| {
         let (tx, mut rx) = bounded(2);
         tx.try_send(1).unwrap();
         tx.try_send(2).unwrap();
@@ -67,7 +67,7 @@ fn room_freed_in_the_middle_of_a_batch_reaches_a_waiting_sender() {
 
 #[test]
 fn a_cancelled_reserve_keeps_neither_a_place_in_line_nor_a_slot() {
-    loom::model(|| {
+    ::loom::model(|| {
         let (tx, mut rx) = bounded(1);
         tx.try_send(0).unwrap();
         let tx2 = tx.clone();
@@ -88,7 +88,7 @@ fn a_cancelled_reserve_keeps_neither_a_place_in_line_nor_a_slot() {
 
 #[test]
 fn the_reader_going_ends_a_waiting_send_and_a_wait_for_close() {
-    loom::model(|| {
+    ::loom::model(|| {
         let (tx, rx) = bounded(1);
         tx.try_send(0).unwrap();
         let tx2 = tx.clone();
@@ -102,7 +102,7 @@ fn the_reader_going_ends_a_waiting_send_and_a_wait_for_close() {
 
 #[test]
 fn a_reader_parked_on_an_empty_queue_is_woken_by_a_send() {
-    loom::model(|| {
+    ::loom::model(|| {
         let (tx, mut rx) = bounded(1);
         let sender = thread::spawn(move || {
             block_on(tx.send(1)).unwrap();
