@@ -1,0 +1,123 @@
+//! Loom models of the queue: every interleaving of two or three threads, up
+//! to `LOOM_MAX_PREEMPTIONS` preemptions. Run by `scripts/loom.sh`
+//! (`RUSTFLAGS="--cfg genmcp_loom" cargo test --release --lib queue::loom`). A model
+//! that leaves a thread parked for ever fails as a deadlock, so "the waiter
+//! is woken" needs no assertion of its own.
+
+use std::future::Future;
+use std::pin::pin;
+use std::task::{Context, Poll};
+
+use ::loom::future::block_on;
+use ::loom::thread;
+
+use super::*;
+
+#[test]
+fn the_reader_sees_the_last_senders_item_before_the_end() {
+    ::loom::model(|| {
+        let (tx, mut rx) = bounded(4);
+        let sender = thread::spawn(move || {
+            tx.try_send(1).unwrap();
+            drop(tx);
+        });
+        assert_eq!(block_on(rx.recv()), Some(1));
+        assert_eq!(block_on(rx.recv()), None);
+        sender.join().unwrap();
+    });
+}
+
+#[test]
+fn senders_waiting_for_room_all_get_in_and_then_the_end_is_seen() {
+    ::loom::model(|| {
+        let (tx, mut rx) = bounded(1);
+        let senders: Vec<_> = (1..=2)
+            .map(|i| {
+                let tx = tx.clone();
+                thread::spawn(move || block_on(tx.send(i)).unwrap())
+            })
+            .collect();
+        drop(tx);
+        let mut got = vec![block_on(rx.recv()), block_on(rx.recv())];
+        got.sort();
+        assert_eq!(got, [Some(1), Some(2)]);
+        assert_eq!(block_on(rx.recv()), None);
+        for sender in senders {
+            sender.join().unwrap();
+        }
+    });
+}
+
+#[test]
+fn room_freed_in_the_middle_of_a_batch_reaches_a_waiting_sender() {
+    ::loom::model(|| {
+        let (tx, mut rx) = bounded(2);
+        tx.try_send(1).unwrap();
+        tx.try_send(2).unwrap();
+        let tx2 = tx.clone();
+        let sender = thread::spawn(move || block_on(tx2.send(3)).unwrap());
+        assert_eq!(block_on(rx.recv()), Some(1));
+        // The reader holds item 2 in its batch and takes nothing more until
+        // the sender is in: the freed slot must have been announced.
+        sender.join().unwrap();
+        assert_eq!(rx.try_recv(), Ok(2));
+        assert_eq!(rx.try_recv(), Ok(3));
+    });
+}
+
+#[test]
+fn a_cancelled_reserve_keeps_neither_a_place_in_line_nor_a_slot() {
+    ::loom::model(|| {
+        let (tx, mut rx) = bounded(1);
+        tx.try_send(0).unwrap();
+        let tx2 = tx.clone();
+        let canceller = thread::spawn(move || {
+            let waker = futures_util::task::noop_waker();
+            let mut reserve = pin!(tx2.reserve());
+            // Pending (full) or ready (the reader got there first): either
+            // way the future is dropped without using its slot.
+            let _ = reserve.as_mut().poll(&mut Context::from_waker(&waker));
+        });
+        assert_eq!(block_on(rx.recv()), Some(0));
+        canceller.join().unwrap();
+        assert_eq!(tx.waiting_senders(), 0);
+        tx.try_send(1).expect("the slot was given back");
+        assert_eq!(rx.try_recv(), Ok(1));
+    });
+}
+
+#[test]
+fn the_reader_going_ends_a_waiting_send_and_a_wait_for_close() {
+    ::loom::model(|| {
+        let (tx, rx) = bounded(1);
+        tx.try_send(0).unwrap();
+        let tx2 = tx.clone();
+        let sender = thread::spawn(move || block_on(tx2.send(1)));
+        let watcher = thread::spawn(move || block_on(tx.closed()));
+        drop(rx);
+        assert_eq!(sender.join().unwrap(), Err(Closed));
+        watcher.join().unwrap();
+    });
+}
+
+#[test]
+fn a_reader_parked_on_an_empty_queue_is_woken_by_a_send() {
+    ::loom::model(|| {
+        let (tx, mut rx) = bounded(1);
+        let sender = thread::spawn(move || {
+            block_on(tx.send(1)).unwrap();
+            block_on(tx.send(2)).unwrap();
+        });
+        let waker = futures_util::task::noop_waker();
+        // A first poll may park the reader before the sender runs.
+        if let Poll::Ready(got) = rx.poll_recv(&mut Context::from_waker(&waker)) {
+            assert_eq!(got, Some(1));
+            assert_eq!(block_on(rx.recv()), Some(2));
+        } else {
+            assert_eq!(block_on(rx.recv()), Some(1));
+            assert_eq!(block_on(rx.recv()), Some(2));
+        }
+        assert_eq!(block_on(rx.recv()), None);
+        sender.join().unwrap();
+    });
+}

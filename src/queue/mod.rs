@@ -1,0 +1,75 @@
+//! The bounded many-to-one queue of the data path: a stream's inbox (events
+//! into a stream actor) and a connection's outbox (frames out to the transport
+//! writer) are both one of these.
+//!
+//! Built for the data path rather than taken from `tokio::sync::mpsc` (the
+//! comparison is in `docs/benchmark.md`): a send is one short lock, the reader
+//! takes everything queued in one lock (a whole batch per wake-up, then hands
+//! it out without locking), and a sender wakes the reader only when it is
+//! parked.
+//!
+//! The rules it keeps, each model-checked with loom (`scripts/loom.sh`):
+//!
+//! - **Bounded.** At most `capacity` items are queued, in the reader's batch
+//!   or reserved by a [`Permit`]; a slot is given back as its item is handed
+//!   to the reader, in the middle of a batch too.
+//! - **First come, first served.** Senders that wait for room
+//!   ([`Sender::reserve`], [`Sender::send`]) are handed freed slots in the
+//!   order they started waiting, and [`Sender::try_send`] does not take a
+//!   slot while any sender waits: a unary reply waiting on a busy pipe is not
+//!   overtaken by stream traffic.
+//! - **Cancellable.** A waiting future dropped (a `timeout` around it) leaves
+//!   the line, or passes on the slot it was handed.
+//! - **Items before the end.** The reader sees `None` only once every sender
+//!   has gone and every item they queued was handed out.
+//! - **The reader going ends every wait.** Waiting senders fail with
+//!   [`Closed`], [`Sender::closed`] completes, queued items are dropped.
+//!
+//! File by file: `sender.rs` and `receiver.rs` are the two sides, `shared.rs`
+//! the state between them (slot count, waiting senders), `sync.rs` the
+//! primitives (std, or loom's under `cfg(genmcp_loom)`), `loom.rs` the models.
+
+mod receiver;
+mod sender;
+mod shared;
+mod sync;
+mod wake_slot;
+
+#[cfg(all(test, genmcp_loom))]
+mod loom;
+#[cfg(all(test, not(genmcp_loom)))]
+mod tests;
+
+pub use receiver::Receiver;
+pub use sender::{Permit, Sender};
+pub use tokio::sync::mpsc::error::{TryRecvError, TrySendError};
+pub(crate) use wake_slot::WakeSlot;
+
+use shared::Shared;
+use sync::Arc;
+
+/// A bounded queue of `capacity` items (at least one): the sending side
+/// (cheap to clone) and the one receiving side.
+///
+/// ```
+/// let (tx, mut rx) = genmcp::queue::bounded(2);
+/// tx.try_send("a").unwrap();
+/// assert_eq!(rx.try_recv(), Ok("a"));
+/// ```
+pub fn bounded<T>(capacity: usize) -> (Sender<T>, Receiver<T>) {
+    let shared = Arc::new(Shared::new(capacity));
+    (
+        Sender {
+            shared: shared.clone(),
+        },
+        Receiver {
+            shared,
+            batch: std::collections::VecDeque::new(),
+        },
+    )
+}
+
+/// The queue's reader has gone.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("the queue's reader has gone")]
+pub struct Closed;
