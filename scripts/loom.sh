@@ -5,18 +5,19 @@
 #   scripts/loom.sh                 # all queue models
 #   scripts/loom.sh the_reader      # only the models whose name starts with "the_reader"
 #
-# Builds in its own target directory (LOOM_TARGET_DIR, default target/loom) so
-# the `--cfg genmcp_loom` build does not invalidate the normal one.
+# The models build with the crate's `loom` feature (test builds only): it swaps
+# the queue's primitives for loom's and rebuilds only this crate, so the normal
+# target directory's dependencies are reused. Loom itself is compiled with
+# optimisations (Cargo.toml, [profile.dev.package.loom]) so the models finish in
+# a few minutes even in a debug build.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-export RUSTFLAGS="--cfg genmcp_loom ${RUSTFLAGS:-}"
-export CARGO_TARGET_DIR="${LOOM_TARGET_DIR:-target/loom}"
 export LOOM_MAX_PREEMPTIONS="${LOOM_MAX_PREEMPTIONS:-3}"
 # Loom prints the failing interleaving's location on a failure.
 export LOOM_LOCATION=1
 
 filter="queue::loom${1:+::}${1:-}"
-cmd=(cargo test --release --lib "$filter")
-echo "+ RUSTFLAGS=\"$RUSTFLAGS\" CARGO_TARGET_DIR=$CARGO_TARGET_DIR LOOM_MAX_PREEMPTIONS=$LOOM_MAX_PREEMPTIONS ${cmd[*]}"
+cmd=(cargo test --features loom --lib "$filter")
+echo "+ LOOM_MAX_PREEMPTIONS=$LOOM_MAX_PREEMPTIONS ${cmd[*]}"
 "${cmd[@]}"

@@ -1,6 +1,6 @@
 //! Loom models of the queue: every interleaving of two or three threads, up
 //! to `LOOM_MAX_PREEMPTIONS` preemptions. Run by `scripts/loom.sh`
-//! (`RUSTFLAGS="--cfg genmcp_loom" cargo test --release --lib queue::loom`). A model
+//! (`cargo test --features loom --lib queue::loom`). A model
 //! that leaves a thread parked for ever fails as a deadlock, so "the waiter
 //! is woken" needs no assertion of its own.
 

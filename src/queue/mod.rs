@@ -27,7 +27,7 @@
 //!
 //! File by file: `sender.rs` and `receiver.rs` are the two sides, `shared.rs`
 //! the state between them (slot count, waiting senders), `sync.rs` the
-//! primitives (std, or loom's under `cfg(genmcp_loom)`), `loom.rs` the models.
+//! primitives (std, or loom's under the `loom` feature), `loom.rs` the models.
 
 mod receiver;
 mod sender;
@@ -35,9 +35,9 @@ mod shared;
 mod sync;
 mod wake_slot;
 
-#[cfg(all(test, genmcp_loom))]
+#[cfg(all(test, feature = "loom"))]
 mod loom;
-#[cfg(all(test, not(genmcp_loom)))]
+#[cfg(all(test, not(feature = "loom")))]
 mod tests;
 
 pub use receiver::Receiver;
