@@ -2,6 +2,7 @@
 //! comments while idle, ending at the final frame or when the connection stops.
 
 use std::convert::Infallible;
+use std::future::Future as _;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -262,5 +263,3 @@ mod tests {
         assert!(body.buf.capacity() <= IDLE_BUFFER_FLOOR);
     }
 }
-
-use std::future::Future as _;
