@@ -237,14 +237,12 @@ pub fn read(path: &Path) -> Result<Value, String> {
 }
 
 /// Whether larger is better for a summary entry.
-fn larger_is_better(metric: &str) -> bool {
-    let name = metric.rsplit('.').next().unwrap_or(metric);
+/// A ratio of throughputs: larger is better; of latencies or memory: smaller.
+fn larger_is_better(metric: &str, throughput: bool) -> bool {
     if metric.starts_with("ratio ") {
-        // The ratio of throughputs: larger is better; of latencies or
-        // memory: smaller.
-        return false;
+        return throughput;
     }
-    name == "frames_per_sec"
+    metric.ends_with(".frames_per_sec")
 }
 
 /// The change from `before` to `after` (two documents), one line per
@@ -285,11 +283,7 @@ pub fn compare(before: &Value, after: &Value, before_name: &str) -> String {
             continue;
         };
         let ratio = y / x;
-        let better = if metric.starts_with("ratio ") {
-            throughput
-        } else {
-            larger_is_better(metric)
-        };
+        let better = larger_is_better(metric, throughput);
         let verdict = if (ratio - 1.0).abs() < 0.005 {
             "same"
         } else if (ratio > 1.0) == better {

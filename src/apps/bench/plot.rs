@@ -64,6 +64,17 @@ pub fn svg(cfg: &BenchConfig, results: &Results) -> Result<String, Error> {
     Ok(out)
 }
 
+/// `2.5 M`, `800 k`, `12.3`.
+fn short(y: f64) -> String {
+    if y >= 1e6 {
+        format!("{:.1} M", y / 1e6)
+    } else if y >= 1e3 {
+        format!("{:.0} k", y / 1e3)
+    } else {
+        format!("{y:.1}")
+    }
+}
+
 type Area<'a> = DrawingArea<SVGBackend<'a>, plotters::coord::Shift>;
 
 /// One bar per column per round.
@@ -93,6 +104,7 @@ fn per_round(
         .configure_mesh()
         .x_desc("round")
         .y_desc(unit)
+        .y_label_formatter(&|y| short(*y))
         .x_labels(rounds + 2)
         .x_label_formatter(&|x| {
             if (x.fract()).abs() < 1e-9 && *x >= 1.0 {

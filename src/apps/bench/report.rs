@@ -129,10 +129,16 @@ pub fn report(cfg: &BenchConfig, rounds: &[Round]) -> String {
     Results::from_rounds(cfg, rounds).table(cfg)
 }
 
-/// The median of `values` (the upper one of an even count), or `None`.
+/// The median of `values` (the mean of the middle two of an even count),
+/// or `None`.
 pub fn median(mut values: Vec<f64>) -> Option<f64> {
     values.sort_by(f64::total_cmp);
-    values.get(values.len() / 2).copied()
+    let n = values.len();
+    match n {
+        0 => None,
+        _ if n % 2 == 1 => Some(values[n / 2]),
+        _ => Some((values[n / 2 - 1] + values[n / 2]) / 2.0),
+    }
 }
 
 /// The mode's name on the command line and in the JSON file.

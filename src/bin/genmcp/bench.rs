@@ -31,7 +31,7 @@ pub(crate) struct BenchArgs {
     /// and 200: a frame rate the client and both servers keep up with).
     #[arg(long, value_name = "N")]
     rate: Option<NonZeroU32>,
-    /// Threads of the load generator (default 2).
+    /// Threads of the load generator (default: half the cores, 1 to 4).
     #[arg(long, value_name = "N")]
     client_threads: Option<NonZeroUsize>,
     /// Write every round, the summary, the command line, versions and
