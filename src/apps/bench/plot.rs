@@ -78,12 +78,7 @@ fn short(y: f64) -> String {
 type Area<'a> = DrawingArea<SVGBackend<'a>, plotters::coord::Shift>;
 
 /// One bar per column per round.
-fn per_round(
-    area: &Area<'_>,
-    results: &Results,
-    unit: &str,
-    value: fn(&Sample) -> f64,
-) -> Result<(), Error> {
+fn per_round(area: &Area<'_>, results: &Results, unit: &str, value: Figure) -> Result<(), Error> {
     let rounds = results.rounds.len();
     let top = results
         .rounds
@@ -149,7 +144,10 @@ fn legend<'a, DB: DrawingBackend + 'a, CT: plotters::coord::CoordTranslate>(
         .map_err(err)
 }
 
-const PERCENTILES: [(&str, fn(&Sample) -> f64); 5] = [
+/// A figure of a sample, in the chart's unit.
+type Figure = fn(&Sample) -> f64;
+
+const PERCENTILES: [(&str, Figure); 5] = [
     ("p50", |s| s.p50.as_secs_f64() * 1e3),
     ("p90", |s| s.p90.as_secs_f64() * 1e3),
     ("p99", |s| s.p99.as_secs_f64() * 1e3),
