@@ -78,11 +78,18 @@ impl Results {
         if let Some(name) = self.ratio_name() {
             columns.push_str(&format!(" | ratio {name}"));
         }
+        let load = if cfg.mode == Mode::Memory {
+            format!("{} streams", cfg.streams)
+        } else if cfg.mode == Mode::Latency {
+            format!(
+                "{} streams × {} events at {}/s",
+                cfg.streams, cfg.events, cfg.rate
+            )
+        } else {
+            format!("{} streams × {} events", cfg.streams, cfg.events)
+        };
         let mut out = format!(
-            "{} · {} streams × {} events · {} · {} rounds\nround | {columns}\n",
-            mode,
-            cfg.streams,
-            cfg.events,
+            "{mode} · {load} · {} · {} rounds\nround | {columns}\n",
             kind_name(cfg.kind),
             self.rounds.len()
         );
