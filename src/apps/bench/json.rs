@@ -96,6 +96,7 @@ pub fn sample(mode: Mode, s: &Sample) -> Value {
         Mode::Latency => {
             o.insert("frames".into(), json!(s.frames));
             o.insert("elapsed_ms".into(), json!(ms(s.elapsed)));
+            o.insert("client_cpu_cores".into(), json!(s.client_cpu));
         }
         Mode::Memory => {
             o.insert("open_ms".into(), json!(ms(s.elapsed)));

@@ -39,6 +39,14 @@ fn cpu_time() -> Option<Duration> {
     Some(Duration::from_millis((utime + stime) * 10))
 }
 
+/// Cores this process kept busy since `before` was read, `elapsed` ago.
+fn cores_busy(before: Option<Duration>, elapsed: Duration) -> f64 {
+    match (before, cpu_time()) {
+        (Some(a), Some(b)) => b.saturating_sub(a).as_secs_f64() / elapsed.as_secs_f64(),
+        _ => 0.0,
+    }
+}
+
 fn percentile(sorted: &[u32], p: f64) -> Duration {
     if sorted.is_empty() {
         return Duration::ZERO;
@@ -146,10 +154,7 @@ pub fn measure_across(
                 load::burst(burst_at, path, cfg.events, cfg.kind).await?;
                 wait_all(readers, &progress, total).await?;
                 let elapsed = start.elapsed();
-                let client_cpu = match (cpu_before, cpu_time()) {
-                    (Some(a), Some(b)) => b.saturating_sub(a).as_secs_f64() / elapsed.as_secs_f64(),
-                    _ => 0.0,
-                };
+                let client_cpu = cores_busy(cpu_before, elapsed);
                 Ok(Sample {
                     frames_per_sec: total as f64 / elapsed.as_secs_f64(),
                     frames: total,
@@ -161,6 +166,7 @@ pub fn measure_across(
             Mode::Latency => {
                 let streams =
                     open_spread(listen_at, path, cfg.streams, cfg.kind, &progress).await?;
+                let cpu_before = cpu_time();
                 let epoch = Instant::now();
                 let readers = spawn_readers(streams, cfg.events, Some(epoch), &progress);
                 let period = Duration::from_secs_f64(1.0 / f64::from(cfg.rate.max(1)));
@@ -174,6 +180,7 @@ pub fn measure_across(
                 }
                 let arrivals = wait_all(readers, &progress, total).await?;
                 let elapsed = epoch.elapsed();
+                let client_cpu = cores_busy(cpu_before, elapsed);
                 let mut all = Vec::with_capacity(cfg.streams * cfg.events);
                 for times in arrivals {
                     all.extend(
@@ -187,6 +194,7 @@ pub fn measure_across(
                 Ok(Sample {
                     frames: total,
                     elapsed,
+                    client_cpu,
                     p50: percentile(&all, 0.50),
                     p90: percentile(&all, 0.90),
                     p99: percentile(&all, 0.99),

@@ -79,8 +79,9 @@ pub enum Mode {
 pub const THROUGHPUT_NOTIFICATIONS: usize = 1_000_000;
 /// Frames per second the latency mode asks for by default (events per second
 /// × streams), at most 200 events per second: well below what the client
-/// and either server handle, so the figure is latency, not queueing.
-pub const LATENCY_FRAMES_PER_SEC: usize = 100_000;
+/// and either server handle, so the figure is latency, not queueing. (At
+/// 10,000 streams: 2 events per second, each a fan-out of 10,000 frames.)
+pub const LATENCY_FRAMES_PER_SEC: usize = 20_000;
 
 /// What to measure, and against what.
 #[derive(Clone, Debug)]
@@ -97,7 +98,7 @@ pub struct BenchConfig {
     pub kind: Kind,
     /// Mode (default throughput).
     pub mode: Mode,
-    /// Events per second in latency mode (default 100,000 / streams, between
+    /// Events per second in latency mode (default 20,000 / streams, between
     /// 1 and 200).
     pub rate: u32,
     /// Drive this server instead of starting baseline and genmcp.
@@ -172,9 +173,9 @@ pub struct Sample {
     /// (throughput), the first event until the last frame (latency),
     /// opening the streams (memory).
     pub elapsed: Duration,
-    /// CPU the load generator used while receiving, in cores (throughput;
-    /// 1.0 = one core busy all the time). Its capacity is about
-    /// `frames_per_sec / client_cpu` frames per second.
+    /// CPU the load generator used while receiving, in cores (throughput,
+    /// latency; 1.0 = one core busy all the time). Its capacity is about
+    /// `frames / elapsed / client_cpu` frames per second.
     pub client_cpu: f64,
     /// Median publish-to-receive latency (latency mode).
     pub p50: Duration,

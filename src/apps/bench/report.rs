@@ -105,7 +105,7 @@ impl Results {
         if let (Some(name), Some(m)) = (self.ratio_name(), median(ratios)) {
             out.push_str(&format!("median ratio {name}: {m:.2}\n"));
         }
-        if cfg.mode == Mode::Throughput {
+        if cfg.mode != Mode::Memory {
             out.push_str(&self.client_line());
         }
         out
@@ -117,7 +117,7 @@ impl Results {
         let all = self.rounds.iter().flatten().filter(|s| s.client_cpu > 0.0);
         let busiest = all.clone().map(|s| s.client_cpu).fold(0.0, f64::max);
         let capacity = all
-            .map(|s| s.frames_per_sec / s.client_cpu)
+            .map(|s| s.frames as f64 / s.elapsed.as_secs_f64() / s.client_cpu)
             .fold(f64::INFINITY, f64::min);
         if busiest > 0.0 {
             format!(

@@ -27,7 +27,7 @@ pub(crate) struct BenchArgs {
     /// Rounds; each measures baseline then genmcp (default 3).
     #[arg(long, value_name = "R")]
     rounds: Option<NonZeroUsize>,
-    /// Events per second in latency mode (default 100,000 / S, between 1
+    /// Events per second in latency mode (default 20,000 / S, between 1
     /// and 200: a frame rate the client and both servers keep up with).
     #[arg(long, value_name = "N")]
     rate: Option<NonZeroU32>,
