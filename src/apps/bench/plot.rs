@@ -128,15 +128,16 @@ fn per_round(area: &Area<'_>, results: &Results, unit: &str, value: Figure) -> R
             .label(title.as_str())
             .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 14, y + 5)], fill.filled()));
     }
-    legend(&mut chart)
+    legend(&mut chart, SeriesLabelPosition::UpperRight)
 }
 
 fn legend<'a, DB: DrawingBackend + 'a, CT: plotters::coord::CoordTranslate>(
     chart: &mut ChartContext<'a, DB, CT>,
+    at: SeriesLabelPosition,
 ) -> Result<(), Error> {
     chart
         .configure_series_labels()
-        .position(SeriesLabelPosition::UpperRight)
+        .position(at)
         .background_style(WHITE.mix(0.85))
         .border_style(BLACK)
         .label_font(("sans-serif", 14))
@@ -208,7 +209,7 @@ fn percentiles(area: &Area<'_>, results: &Results) -> Result<(), Error> {
             .label(title.as_str())
             .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], style));
     }
-    legend(&mut chart)
+    legend(&mut chart, SeriesLabelPosition::UpperLeft)
 }
 
 /// p50 (solid) and p99 (thin) of each column, per round.
@@ -260,5 +261,5 @@ fn latency_per_round(area: &Area<'_>, results: &Results) -> Result<(), Error> {
                 .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], style));
         }
     }
-    legend(&mut chart)
+    legend(&mut chart, SeriesLabelPosition::LowerRight)
 }
