@@ -234,7 +234,7 @@ pub async fn burst(addr: SocketAddr, path: &str, count: usize, kind: Kind) -> st
 /// Listens set up at once while opening many.
 const OPENING_AT_ONCE: usize = 128;
 
-/// Opens `n` listens, at most [`OPENING_AT_ONCE`] being set up at a time,
+/// Opens `n` listens, at most 128 being set up at a time,
 /// counting each in `progress`.
 pub async fn open_many(
     addr: SocketAddr,
