@@ -1,11 +1,28 @@
 //! The benchmark's smoke test: every mode runs end to end on a tiny load
-//! (no timing is asserted; numbers are for `genmcp bench` and `cargo bench`).
+//! (no timing is asserted; numbers are for `genmcp bench` and `cargo bench`),
+//! and what a user keeps of a run (`--json`, `--compare`, `--plot`) is there.
 
 mod common;
 
+use std::path::PathBuf;
 use std::process::Command;
 
 use genmcp::apps::bench::fanout::Fanout;
+use serde_json::Value;
+
+/// A fresh path in the temporary directory for this test's `name`.
+fn temp_file(name: &str) -> PathBuf {
+    let path = std::env::temp_dir().join(format!("genmcp-bench-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_file(&path);
+    path
+}
+
+fn read_json(path: &PathBuf) -> Value {
+    let text = std::fs::read_to_string(path).expect("--json wrote its file");
+    serde_json::from_str(&text).expect("--json wrote JSON")
+}
+
+const TINY: [&str; 6] = ["--streams", "3", "--events", "40", "--rounds", "2"];
 
 fn bench(args: &[&str]) -> String {
     let out = Command::new(env!("CARGO_BIN_EXE_genmcp"))
@@ -108,4 +125,181 @@ fn in_process_fanout_encodes_every_frame_for_every_stream() {
         fanout.bytes() > 50 * 70 * 60,
         "each frame is a whole notification"
     );
+}
+
+#[test]
+fn json_output_holds_every_round_the_summary_the_command_and_the_machine() {
+    let path = temp_file("rounds.json");
+    let file = path.to_str().expect("utf-8 path");
+    let report = bench(&[&TINY[..], &["--json", file]].concat());
+    let doc = read_json(&path);
+    assert_eq!(doc["format"], "genmcp-bench/1");
+    let rounds = doc["rounds"].as_array().expect("rounds");
+    assert_eq!(rounds.len(), 2, "{doc}");
+    for (i, round) in rounds.iter().enumerate() {
+        assert_eq!(round["round"], i + 1);
+        for server in ["baseline", "genmcp"] {
+            assert_eq!(round[server]["frames"], 3 * 40, "{round}");
+            assert!(
+                round[server]["frames_per_sec"].as_f64().unwrap_or(0.0) > 0.0,
+                "{round}"
+            );
+        }
+        assert!(round["ratio"].as_f64().is_some(), "{round}");
+    }
+    let summary = &doc["summary"];
+    for key in [
+        "baseline.frames_per_sec",
+        "genmcp.frames_per_sec",
+        "ratio genmcp/baseline",
+    ] {
+        assert!(
+            summary[key].as_f64().is_some(),
+            "summary lacks {key}: {summary}"
+        );
+    }
+    let median = summary["ratio genmcp/baseline"].as_f64().unwrap_or(0.0);
+    assert!(
+        report.contains(&format!("median ratio genmcp/baseline: {median:.2}")),
+        "the file's summary is the printed one: {report} vs {median}"
+    );
+    let command: Vec<&str> = doc["command"]
+        .as_array()
+        .expect("command")
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert_eq!(
+        &command[1..],
+        &[&["bench"][..], &TINY[..], &["--json", file]].concat()[..]
+    );
+    assert_eq!(doc["config"]["streams"], 3);
+    assert_eq!(doc["config"]["events"], 40);
+    assert_eq!(doc["versions"]["genmcp"], env!("CARGO_PKG_VERSION"));
+    assert!(
+        doc["machine"]["cores"].as_u64().unwrap_or(0) >= 1,
+        "{}",
+        doc["machine"]
+    );
+    assert!(doc["machine"]["kernel"].is_string(), "{}", doc["machine"]);
+    let _ = std::fs::remove_file(&path);
+}
+
+#[test]
+fn compare_prints_before_after_and_ratio_of_every_summary_figure() {
+    let path = temp_file("before.json");
+    let file = path.to_str().expect("utf-8 path");
+    bench(&[&TINY[..], &["--json", file]].concat());
+    let before = read_json(&path);
+    let report = bench(&[&TINY[..], &["--compare", file]].concat());
+    assert!(
+        report.contains("metric | before | after | after/before"),
+        "{report}"
+    );
+    for (metric, value) in before["summary"].as_object().expect("summary") {
+        let line = report
+            .lines()
+            .find(|l| l.starts_with(&format!("{metric} |")))
+            .unwrap_or_else(|| panic!("no line for {metric}: {report}"));
+        let cells: Vec<&str> = line.split(" | ").collect();
+        assert_eq!(cells.len(), 4, "{line}");
+        let printed_before: f64 = cells[1].parse().expect("a number");
+        let after: f64 = cells[2].parse().expect("a number");
+        let ratio: f64 = cells[3]
+            .split(' ')
+            .next()
+            .and_then(|r| r.parse().ok())
+            .expect("a ratio");
+        let was = value.as_f64().expect("a number");
+        assert!(
+            (printed_before - was).abs() <= was.abs() * 0.01 + 0.001,
+            "{line} vs {was}"
+        );
+        assert!((ratio - after / printed_before).abs() < 0.01, "{line}");
+    }
+    let _ = std::fs::remove_file(&path);
+}
+
+#[test]
+fn compare_refuses_a_file_that_is_not_a_bench_run_before_measuring() {
+    let path = temp_file("not-a-run.json");
+    std::fs::write(&path, r#"{"rounds": []}"#).expect("written");
+    let out = Command::new(env!("CARGO_BIN_EXE_genmcp"))
+        .args(["bench", "--compare"])
+        .arg(&path)
+        .output()
+        .expect("genmcp bench runs");
+    assert!(!out.status.success());
+    assert!(out.stdout.is_empty(), "nothing was measured");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("not a `genmcp bench --json` file"),
+        "{stderr}"
+    );
+    let _ = std::fs::remove_file(&path);
+}
+
+fn assert_svg_with_series(path: &PathBuf, series: &[&str]) -> String {
+    let svg = std::fs::read_to_string(path).expect("--plot wrote its file");
+    assert!(
+        svg.trim_start().starts_with("<svg") && svg.trim_end().ends_with("</svg>"),
+        "a whole SVG document: {}",
+        &svg[..svg.len().min(200)]
+    );
+    assert_eq!(
+        svg.matches("<text").count(),
+        svg.matches("</text>").count(),
+        "text elements are closed"
+    );
+    for name in series {
+        assert!(
+            svg.contains(&format!(">\n{name}\n</text>")),
+            "the series {name} is named in the legend"
+        );
+    }
+    svg
+}
+
+#[test]
+fn plot_draws_throughput_per_round_and_latency_percentiles_beside_the_baseline() {
+    let path = temp_file("throughput.svg");
+    bench(&[&TINY[..], &["--plot", path.to_str().expect("utf-8 path")]].concat());
+    let svg = assert_svg_with_series(&path, &["baseline (raw SSE)", "genmcp"]);
+    assert!(
+        svg.contains(">\nframes per second\n</text>"),
+        "the axis is named"
+    );
+    let _ = std::fs::remove_file(&path);
+
+    let path = temp_file("latency.svg");
+    bench(&[
+        "--mode",
+        "latency",
+        "--streams",
+        "2",
+        "--events",
+        "10",
+        "--rate",
+        "100",
+        "--rounds",
+        "2",
+        "--plot",
+        path.to_str().expect("utf-8 path"),
+    ]);
+    let svg = assert_svg_with_series(
+        &path,
+        &[
+            "baseline (raw SSE)",
+            "genmcp",
+            "genmcp p99",
+            "baseline (raw SSE) p50",
+        ],
+    );
+    for label in ["p50", "p90", "p99", "p99.9", "max"] {
+        assert!(
+            svg.contains(&format!(">{label}<")) || svg.contains(label),
+            "percentile {label} on the axis"
+        );
+    }
+    let _ = std::fs::remove_file(&path);
 }

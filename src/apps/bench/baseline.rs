@@ -128,6 +128,10 @@ pub fn serve(port: u16, workers: usize) -> std::io::Result<()> {
                 .route("/mcp", web::post().to(post))
         })
         .workers(workers.max(1))
+        // The bench decides how many streams to open (up to 100,000 and
+        // more): actix-web's default cap of 25,000 per worker is not part of
+        // what it measures.
+        .max_connections(1 << 20)
         .bind(("127.0.0.1", port))?
         .run()
         .await

@@ -1,9 +1,19 @@
-//! The load generator: real loopback HTTP/1.1 clients on one thread (a tokio
-//! current-thread runtime), the same for every server it drives. Listens are
-//! raw sockets whose SSE frames are counted as they arrive; `burst` is an
-//! ordinary `tools/call`.
+//! The load generator: real loopback HTTP/1.1 clients, the same for every
+//! server it drives. Listens are raw sockets whose SSE events are counted as
+//! they arrive ([`FrameCounter`]: a SIMD search for `\ndata:`, no JSON
+//! parsing); `burst` is an ordinary `tools/call`.
+//!
+//! What keeps the client far above what a server sends: each listen is a
+//! task that waits for its socket to be readable and then drains it with
+//! `try_read` into its thread's one 256 KiB buffer (no buffer per connection,
+//! no timer per read: a stalled run is caught by the caller watching
+//! [`Progress`]), on a runtime with as many threads as asked
+//! (`BenchConfig::client_threads`).
 
+use std::cell::RefCell;
 use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
@@ -11,11 +21,18 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use super::Kind;
+use super::counter::FrameCounter;
+use super::source;
 
 const PROTOCOL: &str = "2026-07-28";
 /// The URI every stream subscribes to in the `resources` scenario.
 pub const BENCH_URI: &str = "note://bench";
-const FRAME_MARK: &[u8] = b"data: ";
+/// Each client thread's read buffer.
+const READ_BUFFER: usize = 256 * 1024;
+
+thread_local! {
+    static BUFFER: RefCell<Vec<u8>> = RefCell::new(vec![0; READ_BUFFER]);
+}
 
 fn io_err(msg: impl Into<String>) -> std::io::Error {
     std::io::Error::other(msg.into())
@@ -24,6 +41,23 @@ fn io_err(msg: impl Into<String>) -> std::io::Error {
 fn meta() -> Value {
     json!({"io.modelcontextprotocol/protocolVersion": PROTOCOL,
            "io.modelcontextprotocol/clientCapabilities": {}})
+}
+
+/// What the client has done so far, shared with whoever watches it (the
+/// stall check, the progress line).
+#[derive(Debug, Default)]
+pub struct Progress {
+    /// Listens acknowledged.
+    pub opened: AtomicU64,
+    /// Events counted on every stream together.
+    pub frames: AtomicU64,
+}
+
+impl Progress {
+    /// A fresh, shared counter.
+    pub fn shared() -> Arc<Progress> {
+        Arc::new(Progress::default())
+    }
 }
 
 async fn post(
@@ -43,40 +77,15 @@ async fn post(
          Mcp-Method: {method}\r\n{name}Content-Length: {}\r\n\r\n{body}",
         body.len()
     );
-    let mut s = TcpStream::connect(addr).await?;
-    s.set_nodelay(true)?;
+    let mut s = source::connect(addr).await?;
     s.write_all(head.as_bytes()).await?;
     Ok(s)
-}
-
-/// Counts SSE `data:` lines across reads (a mark may straddle two reads).
-#[derive(Default)]
-struct Counter {
-    carry: usize,
-}
-
-impl Counter {
-    fn feed(&mut self, bytes: &[u8]) -> usize {
-        let mut seen = 0;
-        for &b in bytes {
-            if b == FRAME_MARK[self.carry] {
-                self.carry += 1;
-                if self.carry == FRAME_MARK.len() {
-                    seen += 1;
-                    self.carry = 0;
-                }
-            } else {
-                self.carry = usize::from(b == FRAME_MARK[0]);
-            }
-        }
-        seen
-    }
 }
 
 /// An open listen stream whose acknowledgement has arrived.
 pub struct Listen {
     socket: TcpStream,
-    counter: Counter,
+    counter: FrameCounter,
     /// Frames already read past the acknowledgement.
     extra: usize,
 }
@@ -95,8 +104,8 @@ pub async fn listen(
     let body = json!({"jsonrpc": "2.0", "id": id, "method": "subscriptions/listen",
         "params": {"_meta": meta(), "notifications": notifications}});
     let mut socket = post(addr, path, &body, "subscriptions/listen", None).await?;
-    let mut counter = Counter::default();
-    let mut buf = vec![0u8; 4096];
+    let mut counter = FrameCounter::default();
+    let mut buf = [0u8; 2048];
     let mut seen = 0;
     while seen == 0 {
         let n = tokio::time::timeout(Duration::from_secs(30), socket.read(&mut buf))
@@ -116,30 +125,60 @@ pub async fn listen(
     })
 }
 
+/// Arrival times of one stream's events, in microseconds since a common
+/// epoch (latency mode); empty when not asked for.
+pub type Arrivals = Vec<u32>;
+
 impl Listen {
-    /// Reads until `want` frames arrived; returns the arrival time of each.
-    pub async fn receive(mut self, want: usize, stamps: bool) -> std::io::Result<Vec<Instant>> {
-        let mut times = Vec::with_capacity(if stamps { want } else { 0 });
+    /// Reads until `want` events arrived, adding each read's count to
+    /// `progress`. With `epoch`, returns each event's arrival time since it.
+    pub async fn receive(
+        mut self,
+        want: usize,
+        epoch: Option<Instant>,
+        progress: Arc<Progress>,
+    ) -> std::io::Result<Arrivals> {
+        let mut times = Vec::with_capacity(if epoch.is_some() { want } else { 0 });
         let mut seen = self.extra.min(want);
-        let now = Instant::now();
-        if stamps {
-            times.extend(std::iter::repeat_n(now, seen));
-        }
-        let mut buf = vec![0u8; 64 * 1024];
+        let stamp = |times: &mut Arrivals, n: usize| {
+            if let Some(epoch) = epoch {
+                let at = u32::try_from(epoch.elapsed().as_micros()).unwrap_or(u32::MAX);
+                times.extend(std::iter::repeat_n(at, n));
+            }
+        };
+        stamp(&mut times, seen);
+        progress.frames.fetch_add(seen as u64, Ordering::Relaxed);
         while seen < want {
-            let n = tokio::time::timeout(Duration::from_secs(60), self.socket.read(&mut buf))
-                .await
-                .map_err(|_| io_err(format!("stalled after {seen} of {want} frames")))??;
-            if n == 0 {
-                return Err(io_err(format!(
-                    "stream ended after {seen} of {want} frames"
-                )));
+            self.socket.readable().await?;
+            // Drain what is there into this thread's buffer; nothing is held
+            // across the await above.
+            let got = BUFFER.with_borrow_mut(|buf| -> std::io::Result<usize> {
+                let mut got = 0;
+                loop {
+                    match self.socket.try_read(buf) {
+                        Ok(0) => {
+                            return Err(io_err(format!(
+                                "stream ended after {} of {want} frames",
+                                seen + got
+                            )));
+                        }
+                        Ok(n) => {
+                            got += self.counter.feed(&buf[..n]);
+                            if n < buf.len() {
+                                return Ok(got);
+                            }
+                        }
+                        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return Ok(got),
+                        Err(e) => return Err(e),
+                    }
+                }
+            })?;
+            let got = got.min(want - seen);
+            if got > 0 {
+                stamp(&mut times, got);
+                progress.frames.fetch_add(got as u64, Ordering::Relaxed);
+                seen += got;
             }
-            let got = self.counter.feed(&buf[..n]).min(want - seen);
-            if stamps {
-                times.extend(std::iter::repeat_n(Instant::now(), got));
-            }
-            seen += got;
         }
         Ok(times)
     }
@@ -192,35 +231,26 @@ pub async fn burst(addr: SocketAddr, path: &str, count: usize, kind: Kind) -> st
     Ok(())
 }
 
-/// Opens `n` listens, at most 64 being set up at a time.
+/// Listens set up at once while opening many.
+const OPENING_AT_ONCE: usize = 128;
+
+/// Opens `n` listens, at most 128 being set up at a time,
+/// counting each in `progress`.
 pub async fn open_many(
     addr: SocketAddr,
     path: &str,
     n: usize,
     kind: Kind,
+    progress: &Progress,
 ) -> std::io::Result<Vec<Listen>> {
     use futures_util::StreamExt as _;
-    let path = path.to_owned();
-    futures_util::stream::iter(0..n)
-        .map(|i| {
-            let path = path.clone();
-            async move { listen(addr, &path, i, kind).await }
-        })
-        .buffered(64)
-        .collect::<Vec<_>>()
-        .await
-        .into_iter()
-        .collect()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::Counter;
-
-    #[test]
-    fn marks_split_across_reads_are_counted_once() {
-        let mut c = Counter::default();
-        assert_eq!(c.feed(b"event: message\nda"), 0);
-        assert_eq!(c.feed(b"ta: {}\n\nevent: message\ndata: {}\n\ndadata: "), 3);
+    let mut opening = futures_util::stream::iter(0..n)
+        .map(|i| listen(addr, path, i, kind))
+        .buffered(OPENING_AT_ONCE);
+    let mut all = Vec::with_capacity(n);
+    while let Some(listen) = opening.next().await {
+        all.push(listen?);
+        progress.opened.fetch_add(1, Ordering::Relaxed);
     }
+    Ok(all)
 }

@@ -1,7 +1,7 @@
 //! The stream benchmark behind `genmcp bench`.
 //!
-//! An external load generator (one client thread, real loopback HTTP) drives
-//! two servers with the same load, each a fresh process started by the bench:
+//! An external load generator (real loopback HTTP, [`load`]) drives two
+//! servers with the same load, each a fresh process started by the bench:
 //!
 //! - **baseline**: `genmcp bench-baseline`, raw actix-web SSE writing
 //!   pre-encoded frames from a bounded channel straight into each response
@@ -20,20 +20,36 @@
 //!
 //! Modes: `throughput` (S streams × K events, frames per second), `latency`
 //! (one event at a time at a fixed rate below saturation; publish-to-receive
-//! p50 / p99), `memory` (S idle streams; the server's resident memory per
+//! percentiles), `memory` (S idle streams; the server's resident memory per
 //! stream). The ratio genmcp / baseline measured in the same run is what
 //! compares across machines and commits. With `--cross-node REDIS_URL`
 //! (throughput or latency) the comparison is one `genmcp serve --bus` node
 //! against three sharing the Redis server, `burst` on node 1 and the listens
 //! on nodes 2 and 3.
+//!
+//! A run can be kept as JSON ([`json`]), compared with an earlier one
+//! ([`json::compare`]) and drawn ([`plot`]).
 
 pub mod baseline;
+pub mod counter;
 pub mod fanout;
+pub mod json;
 pub mod load;
+pub mod measure;
+pub mod plot;
+pub mod progress;
+pub mod report;
+pub mod servers;
+pub mod source;
 
-use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::process::{Child, Command, ExitCode, Stdio};
-use std::time::{Duration, Instant};
+use std::io::IsTerminal as _;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Duration;
+
+pub use measure::{measure_across, resident_kib_of};
+pub use report::{Results, report};
 
 /// Which notification the streams receive.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -57,13 +73,24 @@ pub enum Mode {
     Memory,
 }
 
+/// Notifications per throughput round when `--events` is not given: long
+/// enough (hundreds of milliseconds) that start-up and the last stragglers do
+/// not pull every ratio towards 1.
+pub const THROUGHPUT_NOTIFICATIONS: usize = 1_000_000;
+/// Frames per second the latency mode asks for by default (events per second
+/// × streams), at most 200 events per second: well below what the client
+/// and either server handle, so the figure is latency, not queueing. (At
+/// 10,000 streams: 2 events per second, each a fan-out of 10,000 frames.)
+pub const LATENCY_FRAMES_PER_SEC: usize = 20_000;
+
 /// What to measure, and against what.
 #[derive(Clone, Debug)]
 #[non_exhaustive]
 pub struct BenchConfig {
     /// Concurrent streams (default 100).
     pub streams: usize,
-    /// Events per stream (default 1,000).
+    /// Events per stream (default: throughput 1,000,000 / streams; latency
+    /// 10 s of events, at most 1,000).
     pub events: usize,
     /// Rounds; each measures baseline then genmcp (default 3).
     pub rounds: usize,
@@ -71,7 +98,8 @@ pub struct BenchConfig {
     pub kind: Kind,
     /// Mode (default throughput).
     pub mode: Mode,
-    /// Events per second in latency mode (default 200).
+    /// Events per second in latency mode (default 20,000 / streams, between
+    /// 1 and 200).
     pub rate: u32,
     /// Drive this server instead of starting baseline and genmcp.
     pub url: Option<String>,
@@ -82,21 +110,55 @@ pub struct BenchConfig {
     /// round measures one node alone (listens and `burst` on it), then three
     /// (`burst` on node 1, the listens split over nodes 2 and 3). Default none.
     pub cross_node: Option<String>,
+    /// Threads of the load generator (default: half the cores, 1 to 4; on
+    /// 2 cores one thread leaves more to the server and measured faster).
+    pub client_threads: usize,
+    /// Rewrite a progress line on stderr while measuring (default: when
+    /// stderr is a terminal).
+    pub live_progress: bool,
+}
+
+impl BenchConfig {
+    /// The defaults of `mode` for `streams` streams: events per stream and
+    /// the latency rate follow from them (see the fields).
+    pub fn new(mode: Mode, streams: usize) -> BenchConfig {
+        let rate = (LATENCY_FRAMES_PER_SEC / streams.max(1)).clamp(1, 200) as u32;
+        BenchConfig::with_rate(mode, streams, rate)
+    }
+
+    /// [`BenchConfig::new`] with latency events at `rate` per second (the
+    /// default event count of latency mode follows the rate).
+    pub fn with_rate(mode: Mode, streams: usize, rate: u32) -> BenchConfig {
+        let streams = streams.max(1);
+        let events = match mode {
+            Mode::Throughput => (THROUGHPUT_NOTIFICATIONS / streams).max(1),
+            Mode::Latency => (rate.max(1) as usize * 10).min(1_000),
+            Mode::Memory => 0,
+        };
+        BenchConfig {
+            streams,
+            events,
+            rounds: 3,
+            kind: Kind::Tools,
+            mode,
+            rate,
+            url: None,
+            pid: None,
+            cross_node: None,
+            client_threads: default_client_threads(),
+            live_progress: std::io::stderr().is_terminal(),
+        }
+    }
+}
+
+/// Half the cores, 1 to 4.
+fn default_client_threads() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| (n.get() / 2).clamp(1, 4))
 }
 
 impl Default for BenchConfig {
     fn default() -> Self {
-        BenchConfig {
-            streams: 100,
-            events: 1_000,
-            rounds: 3,
-            kind: Kind::Tools,
-            mode: Mode::Throughput,
-            rate: 200,
-            url: None,
-            pid: None,
-            cross_node: None,
-        }
+        BenchConfig::new(Mode::Throughput, 100)
     }
 }
 
@@ -105,17 +167,33 @@ impl Default for BenchConfig {
 pub struct Sample {
     /// Frames received per second, all streams together (throughput mode).
     pub frames_per_sec: f64,
+    /// Frames received, all streams together (throughput, latency).
+    pub frames: u64,
+    /// How long the measurement took: the burst until the last frame
+    /// (throughput), the first event until the last frame (latency),
+    /// opening the streams (memory).
+    pub elapsed: Duration,
+    /// CPU the load generator used while receiving, in cores (throughput,
+    /// latency; 1.0 = one core busy all the time). Its capacity is about
+    /// `frames / elapsed / client_cpu` frames per second.
+    pub client_cpu: f64,
     /// Median publish-to-receive latency (latency mode).
     pub p50: Duration,
-    /// 99th percentile publish-to-receive latency (latency mode).
+    /// 90th percentile (latency mode).
+    pub p90: Duration,
+    /// 99th percentile (latency mode).
     pub p99: Duration,
+    /// 99.9th percentile (latency mode).
+    pub p999: Duration,
+    /// The slowest frame (latency mode).
+    pub max: Duration,
     /// Server resident memory per open stream, KiB (memory mode).
     pub kib_per_stream: f64,
 }
 
 /// The figure a mode compares: larger is better for throughput, smaller for
 /// latency (p50) and memory.
-fn figure(mode: Mode, s: &Sample) -> f64 {
+pub fn figure(mode: Mode, s: &Sample) -> f64 {
     match mode {
         Mode::Throughput => s.frames_per_sec,
         Mode::Latency => s.p50.as_secs_f64(),
@@ -123,69 +201,9 @@ fn figure(mode: Mode, s: &Sample) -> f64 {
     }
 }
 
-/// The process's resident memory in KiB (Linux, from `/proc/<pid>/status`), or 0.
-pub fn resident_kib_of(pid: &str) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("VmRSS:"))
-                .and_then(|l| l.split_whitespace().nth(1))
-                .and_then(|n| n.parse().ok())
-        })
-        .unwrap_or(0)
-}
-
 /// This process's resident memory in KiB, or 0 where not available.
 pub fn resident_kib() -> u64 {
     resident_kib_of("self")
-}
-
-/// A server process started for one measurement, killed when dropped.
-struct ServerProcess {
-    child: Child,
-    addr: SocketAddr,
-}
-
-impl Drop for ServerProcess {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn free_port() -> std::io::Result<u16> {
-    Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
-}
-
-fn start(exe: &std::path::Path, args: &[&str]) -> std::io::Result<ServerProcess> {
-    let port = free_port()?;
-    let mut cmd = Command::new(exe);
-    cmd.args(args)
-        .args(["--port", &port.to_string()])
-        .env("RUST_LOG", "error")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::inherit());
-    let child = cmd.spawn()?;
-    let addr = SocketAddr::from(([127, 0, 0, 1], port));
-    let process = ServerProcess { child, addr };
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while TcpStream::connect(addr).is_err() {
-        if Instant::now() > deadline {
-            return Err(std::io::Error::other(format!("{args:?} did not start")));
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    Ok(process)
-}
-
-fn percentile(sorted: &[Duration], p: f64) -> Duration {
-    if sorted.is_empty() {
-        return Duration::ZERO;
-    }
-    let i = ((sorted.len() - 1) as f64 * p).round() as usize;
-    sorted[i.min(sorted.len() - 1)]
 }
 
 /// Measures the server at `addr` (`path` is its MCP endpoint) once;
@@ -196,108 +214,7 @@ pub fn measure(
     path: &str,
     pid: Option<u32>,
 ) -> std::io::Result<Sample> {
-    measure_across(cfg, &[addr], addr, path, pid)
-}
-
-/// Opens `n` listens spread evenly over `addrs`.
-async fn open_spread(
-    addrs: &[SocketAddr],
-    path: &str,
-    n: usize,
-    kind: Kind,
-) -> std::io::Result<Vec<load::Listen>> {
-    let mut all = Vec::with_capacity(n);
-    for (i, addr) in addrs.iter().enumerate() {
-        let share = n / addrs.len() + usize::from(i < n % addrs.len());
-        all.extend(load::open_many(*addr, path, share, kind).await?);
-    }
-    if addrs.len() > 1 {
-        // The nodes subscribe to Redis as their first listen arrives; give
-        // that round trip time before the first event.
-        tokio::time::sleep(Duration::from_millis(300)).await;
-    }
-    Ok(all)
-}
-
-/// Measures once with the listens spread over `listen_at` and `burst` called
-/// on `burst_at` (the same server, or, across nodes, another one).
-pub fn measure_across(
-    cfg: &BenchConfig,
-    listen_at: &[SocketAddr],
-    burst_at: SocketAddr,
-    path: &str,
-    pid: Option<u32>,
-) -> std::io::Result<Sample> {
-    let addr = burst_at;
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
-    rt.block_on(async {
-        match cfg.mode {
-            Mode::Throughput => {
-                let streams = open_spread(listen_at, path, cfg.streams, cfg.kind).await?;
-                let start = Instant::now();
-                let readers: Vec<_> = streams
-                    .into_iter()
-                    .map(|s| tokio::spawn(s.receive(cfg.events, false)))
-                    .collect();
-                load::burst(addr, path, cfg.events, cfg.kind).await?;
-                for r in readers {
-                    r.await.map_err(std::io::Error::other)??;
-                }
-                let elapsed = start.elapsed().as_secs_f64();
-                Ok(Sample {
-                    frames_per_sec: (cfg.streams * cfg.events) as f64 / elapsed,
-                    ..Sample::default()
-                })
-            }
-            Mode::Latency => {
-                let streams = open_spread(listen_at, path, cfg.streams, cfg.kind).await?;
-                let readers: Vec<_> = streams
-                    .into_iter()
-                    .map(|s| tokio::spawn(s.receive(cfg.events, true)))
-                    .collect();
-                let period = Duration::from_secs_f64(1.0 / f64::from(cfg.rate.max(1)));
-                let mut sent = Vec::with_capacity(cfg.events);
-                let mut next = Instant::now();
-                for _ in 0..cfg.events {
-                    tokio::time::sleep_until(next.into()).await;
-                    sent.push(Instant::now());
-                    load::burst(addr, path, 1, cfg.kind).await?;
-                    next += period;
-                }
-                let mut all = Vec::with_capacity(cfg.streams * cfg.events);
-                for r in readers {
-                    let times = r.await.map_err(std::io::Error::other)??;
-                    all.extend(times.iter().zip(&sent).map(|(got, at)| *got - *at));
-                }
-                all.sort();
-                Ok(Sample {
-                    p50: percentile(&all, 0.50),
-                    p99: percentile(&all, 0.99),
-                    ..Sample::default()
-                })
-            }
-            Mode::Memory => {
-                let pid = pid
-                    .ok_or_else(|| std::io::Error::other("memory mode needs the server's pid"))?
-                    .to_string();
-                // One stream first, so one-time allocations are not counted.
-                let warm = load::open_many(addr, path, 1, cfg.kind).await?;
-                tokio::time::sleep(Duration::from_millis(300)).await;
-                let before = resident_kib_of(&pid);
-                let more = cfg.streams.saturating_sub(1).max(1);
-                let streams = load::open_many(addr, path, more, cfg.kind).await?;
-                tokio::time::sleep(Duration::from_millis(500)).await;
-                let after = resident_kib_of(&pid);
-                drop((warm, streams));
-                Ok(Sample {
-                    kib_per_stream: after.saturating_sub(before) as f64 / more as f64,
-                    ..Sample::default()
-                })
-            }
-        }
-    })
+    measure_across(cfg, &[addr], addr, path, pid, &addr.to_string())
 }
 
 /// One round: baseline and genmcp, each in a fresh process, back to back.
@@ -309,25 +226,38 @@ pub struct Round {
     pub genmcp: Sample,
 }
 
+/// Prints the plain per-round line on stderr.
+fn round_done(cfg: &BenchConfig, i: usize, columns: &[(&str, &Sample)]) {
+    let cells: Vec<String> = columns
+        .iter()
+        .map(|(name, s)| format!("{name} {}", report::cell(cfg.mode, s)))
+        .collect();
+    eprintln!("round {}/{}: {}", i + 1, cfg.rounds, cells.join(", "));
+}
+
 /// Cross-node rounds: one `genmcp serve --bus URL` node alone (in
 /// [`Round::baseline`]), then three sharing the Redis server (in
 /// [`Round::genmcp`]), each a fresh set of processes.
-fn run_cross_node(
-    exe: &std::path::Path,
-    cfg: &BenchConfig,
-    url: &str,
-) -> std::io::Result<Vec<Round>> {
+fn run_cross_node(exe: &Path, cfg: &BenchConfig, url: &str) -> std::io::Result<Vec<Round>> {
     if cfg.mode == Mode::Memory {
         return Err(std::io::Error::other(
             "--cross-node measures throughput or latency",
         ));
     }
-    let node = || start(exe, &["serve", "--bus", url]);
+    let node = || servers::start(exe, &["serve", "--bus", url], &[]);
     (0..cfg.rounds)
-        .map(|_| {
+        .map(|i| {
+            let round = format!("round {}/{}", i + 1, cfg.rounds);
             let single = {
                 let n = node()?;
-                measure(cfg, n.addr, "/mcp", None)?
+                measure_across(
+                    cfg,
+                    &[n.addr],
+                    n.addr,
+                    "/mcp",
+                    None,
+                    &format!("{round} · one node"),
+                )?
             };
             let nodes = [node()?, node()?, node()?];
             let cross = measure_across(
@@ -336,7 +266,9 @@ fn run_cross_node(
                 nodes[0].addr,
                 "/mcp",
                 None,
+                &format!("{round} · three nodes"),
             )?;
+            round_done(cfg, i, &[("one node", &single), ("three nodes", &cross)]);
             Ok(Round {
                 baseline: single,
                 genmcp: cross,
@@ -346,91 +278,39 @@ fn run_cross_node(
 }
 
 /// Runs `cfg.rounds` rounds; `exe` is the genmcp binary.
-pub fn run(exe: &std::path::Path, cfg: &BenchConfig) -> std::io::Result<Vec<Round>> {
+pub fn run(exe: &Path, cfg: &BenchConfig) -> std::io::Result<Vec<Round>> {
     if let Some(url) = &cfg.cross_node {
         return run_cross_node(exe, cfg, url);
     }
-    let one = |args: &[&str]| -> std::io::Result<Sample> {
-        let server = start(exe, args)?;
-        measure(cfg, server.addr, "/mcp", Some(server.child.id()))
-    };
     (0..cfg.rounds)
-        .map(|_| {
-            Ok(Round {
-                baseline: one(&["bench-baseline"])?,
-                genmcp: one(&["serve"])?,
-            })
+        .map(|i| {
+            let round = format!("round {}/{}", i + 1, cfg.rounds);
+            let baseline = {
+                let server = servers::baseline(exe, cfg.streams)?;
+                measure_across(
+                    cfg,
+                    &[server.addr],
+                    server.addr,
+                    "/mcp",
+                    Some(server.pid()),
+                    &format!("{round} · baseline"),
+                )?
+            };
+            let genmcp = {
+                let server = servers::genmcp(exe, cfg.streams)?;
+                measure_across(
+                    cfg,
+                    &[server.addr],
+                    server.addr,
+                    "/mcp",
+                    Some(server.pid()),
+                    &format!("{round} · genmcp"),
+                )?
+            };
+            round_done(cfg, i, &[("baseline", &baseline), ("genmcp", &genmcp)]);
+            Ok(Round { baseline, genmcp })
         })
         .collect()
-}
-
-fn mode_name(mode: Mode) -> &'static str {
-    match mode {
-        Mode::Throughput => "throughput",
-        Mode::Latency => "latency",
-        Mode::Memory => "memory",
-    }
-}
-
-fn kind_name(kind: Kind) -> &'static str {
-    match kind {
-        Kind::Tools => "tools/list_changed",
-        Kind::Resources => "resources/updated",
-    }
-}
-
-fn cell(mode: Mode, s: &Sample) -> String {
-    match mode {
-        Mode::Throughput => format!("{:.0} frames/s", s.frames_per_sec),
-        Mode::Latency => format!(
-            "p50 {:.2} ms, p99 {:.2} ms",
-            s.p50.as_secs_f64() * 1e3,
-            s.p99.as_secs_f64() * 1e3
-        ),
-        Mode::Memory => format!("{:.1} KiB/stream", s.kib_per_stream),
-    }
-}
-
-/// The rounds as a table, with the median ratio genmcp / baseline.
-pub fn report(cfg: &BenchConfig, rounds: &[Round]) -> String {
-    let (mode, columns, ratio_name) = if cfg.cross_node.is_some() {
-        (
-            format!("{} across nodes", mode_name(cfg.mode)),
-            "one node (listen + burst) | three nodes (burst on 1, listen on 2 and 3) | ratio three/one",
-            "three/one",
-        )
-    } else {
-        (
-            mode_name(cfg.mode).to_owned(),
-            "baseline (raw SSE) | genmcp | ratio genmcp/baseline",
-            "genmcp/baseline",
-        )
-    };
-    let mut out = format!(
-        "{} · {} streams × {} events · {} · {} rounds\nround | {columns}\n",
-        mode,
-        cfg.streams,
-        cfg.events,
-        kind_name(cfg.kind),
-        rounds.len()
-    );
-    let mut ratios = Vec::new();
-    for (i, r) in rounds.iter().enumerate() {
-        let ratio = figure(cfg.mode, &r.genmcp) / figure(cfg.mode, &r.baseline);
-        ratios.push(ratio);
-        out.push_str(&format!(
-            "{} | {} | {} | {:.2}\n",
-            i + 1,
-            cell(cfg.mode, &r.baseline),
-            cell(cfg.mode, &r.genmcp),
-            ratio
-        ));
-    }
-    ratios.sort_by(|a, b| a.total_cmp(b));
-    if let Some(m) = ratios.get(ratios.len() / 2) {
-        out.push_str(&format!("median ratio {ratio_name}: {m:.2}\n"));
-    }
-    out
 }
 
 /// Splits `http://host:port/path` into a socket address and a path.
@@ -451,43 +331,89 @@ fn parse_url(url: &str) -> Result<(SocketAddr, String), String> {
     Ok((addr, path.to_owned()))
 }
 
-/// `genmcp bench ...`: runs and prints the report. `exe` is the `genmcp`
-/// binary to start servers from.
-pub fn cli(cfg: BenchConfig, exe: &std::path::Path) -> ExitCode {
-    if let Some(url) = &cfg.url {
-        let (addr, path) = match parse_url(url) {
-            Ok(v) => v,
-            Err(e) => {
-                eprintln!("error: {e}");
-                return ExitCode::from(2);
-            }
-        };
-        for round in 1..=cfg.rounds {
-            match measure(&cfg, addr, &path, cfg.pid) {
-                Ok(s) => println!("{round} | {url} | {}", cell(cfg.mode, &s)),
-                Err(e) => {
-                    eprintln!("benchmark failed: {e}");
-                    return ExitCode::FAILURE;
-                }
-            }
-        }
-        return ExitCode::SUCCESS;
+/// Where `genmcp bench` writes (or reads) besides its report on stdout.
+#[derive(Clone, Debug, Default)]
+#[non_exhaustive]
+pub struct Outputs {
+    /// `--json FILE`: every round, the summary, the command, versions and
+    /// machine facts.
+    pub json: Option<PathBuf>,
+    /// `--compare FILE`: an earlier `--json` file to print the change against.
+    pub compare: Option<PathBuf>,
+    /// `--plot FILE.svg`: the rounds drawn.
+    pub plot: Option<PathBuf>,
+    /// The command line, as recorded in the JSON file.
+    pub command: Vec<String>,
+}
+
+fn measure_url(cfg: &BenchConfig, url: &str) -> Result<Results, String> {
+    let (addr, path) = parse_url(url)?;
+    let mut samples = Vec::with_capacity(cfg.rounds);
+    for i in 0..cfg.rounds {
+        let label = format!("round {}/{} · {url}", i + 1, cfg.rounds);
+        let s = measure_across(cfg, &[addr], addr, &path, cfg.pid, &label)
+            .map_err(|e| format!("benchmark failed: {e}"))?;
+        round_done(cfg, i, &[(url, &s)]);
+        samples.push(s);
     }
-    match run(exe, &cfg) {
-        Ok(rounds) => {
-            print!("{}", report(&cfg, &rounds));
-            ExitCode::SUCCESS
+    Ok(Results::single(url, samples))
+}
+
+fn run_all(cfg: &BenchConfig, exe: &Path, outputs: &Outputs) -> Result<(), String> {
+    // Read the earlier run first: a bad file fails before minutes of work.
+    let before = match &outputs.compare {
+        Some(path) => Some(json::read(path)?),
+        None => None,
+    };
+    source::ensure_open_files(cfg.streams)?;
+    let started = json::now_unix();
+    let results = match &cfg.url {
+        Some(url) => measure_url(cfg, url)?,
+        None => {
+            let rounds = run(exe, cfg).map_err(|e| format!("benchmark failed: {e}"))?;
+            Results::from_rounds(cfg, &rounds)
         }
+    };
+    print!("{}", results.table(cfg));
+    let doc = json::document(cfg, &results, &outputs.command, started);
+    if let Some(path) = &outputs.json {
+        let text = serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())?;
+        std::fs::write(path, text + "\n")
+            .map_err(|e| format!("writing {}: {e}", path.display()))?;
+    }
+    if let Some(path) = &outputs.plot {
+        let svg = plot::svg(cfg, &results)?;
+        std::fs::write(path, svg).map_err(|e| format!("writing {}: {e}", path.display()))?;
+    }
+    if let (Some(before), Some(path)) = (before, &outputs.compare) {
+        print!(
+            "{}",
+            json::compare(&before, &doc, &path.display().to_string())
+        );
+    }
+    Ok(())
+}
+
+/// `genmcp bench ...`: runs, prints the report (and writes or compares what
+/// `outputs` asks for). `exe` is the `genmcp` binary to start servers from.
+pub fn cli(cfg: BenchConfig, exe: &Path, outputs: &Outputs) -> ExitCode {
+    match run_all(&cfg, exe, outputs) {
+        Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("benchmark failed: {e}");
+            eprintln!("error: {e}");
             ExitCode::FAILURE
         }
     }
 }
 
-/// `genmcp bench-baseline --port P`: the raw SSE baseline server.
+/// `genmcp bench-baseline --port P`: the raw SSE baseline server, with
+/// `GENMCP_BENCH_WORKERS` workers (default 2).
 pub fn baseline_cli(port: u16) -> ExitCode {
-    match baseline::serve(port, 2) {
+    let workers = std::env::var(servers::BASELINE_WORKERS_ENV)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(2);
+    match baseline::serve(port, workers) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e}");

@@ -1,10 +1,11 @@
 //! The flags of `genmcp bench`, mapped onto `apps::bench::BenchConfig`.
 
 use std::num::{NonZeroU32, NonZeroUsize};
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Args, ValueEnum};
-use genmcp::apps::bench::{BenchConfig, Kind, Mode};
+use genmcp::apps::bench::{BenchConfig, Kind, Mode, Outputs};
 
 #[derive(Args, Debug)]
 pub(crate) struct BenchArgs {
@@ -14,18 +15,37 @@ pub(crate) struct BenchArgs {
     /// Which notification the streams receive.
     #[arg(long, value_enum, default_value_t = BenchKind::Tools)]
     kind: BenchKind,
-    /// Concurrent streams (default 100).
+    /// Concurrent streams (default 100). Above about 10,000 the bench raises
+    /// its open-file limit (or says what to run) and spreads its connections
+    /// over many loopback source addresses.
     #[arg(long, value_name = "S")]
     streams: Option<NonZeroUsize>,
-    /// Events per stream (default 1000).
+    /// Events per stream (default: throughput 1,000,000 / S; latency 10 s
+    /// at --rate, at most 1,000).
     #[arg(long, value_name = "K")]
     events: Option<NonZeroUsize>,
     /// Rounds; each measures baseline then genmcp (default 3).
     #[arg(long, value_name = "R")]
     rounds: Option<NonZeroUsize>,
-    /// Events per second in latency mode (default 200).
+    /// Events per second in latency mode (default 20,000 / S, between 1
+    /// and 200: a frame rate the client and both servers keep up with).
     #[arg(long, value_name = "N")]
     rate: Option<NonZeroU32>,
+    /// Threads of the load generator (default: half the cores, 1 to 4).
+    #[arg(long, value_name = "N")]
+    client_threads: Option<NonZeroUsize>,
+    /// Write every round, the summary, the command line, versions and
+    /// machine facts to FILE as JSON.
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
+    /// After the run, print the change of each summary figure against an
+    /// earlier --json FILE (before, after, after/before).
+    #[arg(long, value_name = "FILE")]
+    compare: Option<PathBuf>,
+    /// Draw the rounds (throughput or memory per round; latency
+    /// percentiles) to FILE as SVG, genmcp beside the baseline.
+    #[arg(long, value_name = "FILE")]
+    plot: Option<PathBuf>,
     /// Drive this server (http://HOST:PORT/PATH) instead of starting baseline and genmcp.
     #[arg(long)]
     url: Option<String>,
@@ -59,27 +79,29 @@ enum BenchKind {
 
 impl BenchArgs {
     fn config(&self) -> BenchConfig {
-        let mut cfg = BenchConfig::default();
-        cfg.mode = match self.mode {
+        let mode = match self.mode {
             BenchMode::Throughput => Mode::Throughput,
             BenchMode::Latency => Mode::Latency,
             BenchMode::Memory => Mode::Memory,
         };
+        let streams = self.streams.map_or(100, NonZeroUsize::get);
+        let mut cfg = BenchConfig::new(mode, streams);
+        if let Some(n) = self.rate {
+            // The default event count follows the rate.
+            cfg = BenchConfig::with_rate(mode, streams, n.get());
+        }
         cfg.kind = match self.kind {
             BenchKind::Tools => Kind::Tools,
             BenchKind::Resources => Kind::Resources,
         };
-        if let Some(n) = self.streams {
-            cfg.streams = n.get();
-        }
         if let Some(n) = self.events {
             cfg.events = n.get();
         }
         if let Some(n) = self.rounds {
             cfg.rounds = n.get();
         }
-        if let Some(n) = self.rate {
-            cfg.rate = n.get();
+        if let Some(n) = self.client_threads {
+            cfg.client_threads = n.get();
         }
         cfg.url.clone_from(&self.url);
         cfg.pid = self.pid;
@@ -91,7 +113,14 @@ impl BenchArgs {
 /// Runs `genmcp bench`, starting servers from this very binary.
 pub(crate) fn run(args: &BenchArgs) -> ExitCode {
     match std::env::current_exe() {
-        Ok(exe) => genmcp::apps::bench::cli(args.config(), &exe),
+        Ok(exe) => {
+            let mut outputs = Outputs::default();
+            outputs.json.clone_from(&args.json);
+            outputs.compare.clone_from(&args.compare);
+            outputs.plot.clone_from(&args.plot);
+            outputs.command = std::env::args().collect();
+            genmcp::apps::bench::cli(args.config(), &exe, &outputs)
+        }
         Err(e) => {
             eprintln!("error: {e}");
             ExitCode::FAILURE

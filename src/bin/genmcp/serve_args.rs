@@ -81,8 +81,12 @@ pub(crate) struct ServeArgs {
     /// protected resource metadata (default with --auth-tokens: from each request).
     #[arg(long, value_name = "URL", requires = "auth_source")]
     audience: Option<String>,
+    /// Open listen streams in all (default 10,000); past it a listen gets
+    /// `-32603` "Subscription limit reached".
+    #[arg(long, value_name = "N")]
+    max_streams: Option<NonZeroUsize>,
     /// Open listen streams per principal, or per client address without one
-    /// (default: no limit besides 10,000 in all); past it 429.
+    /// (default: no limit besides --max-streams in all); past it 429.
     #[arg(long, value_name = "N")]
     max_streams_per_principal: Option<NonZeroUsize>,
     /// Requests per second per principal, or per client address without one,
@@ -118,6 +122,9 @@ impl ServeArgs {
         }
         if let Some(workers) = self.workers {
             config.workers = workers.get();
+        }
+        if let Some(n) = self.max_streams {
+            config.limits.max_streams = n.get();
         }
         if let Some(n) = self.max_streams_per_principal {
             config.limits.max_streams_per_principal = Some(n.get());
@@ -222,10 +229,13 @@ mod tests {
         assert_eq!(config.keep_alive, std::time::Duration::from_millis(500));
         assert_eq!(config.host, genmcp::http::HttpConfig::default().host);
         assert_eq!(config.limits.max_streams_per_principal, None);
+        assert_eq!(config.limits.max_streams, 10_000);
         assert!(config.rate_limit.is_none());
         let cli = Cli::try_parse_from([
             "genmcp",
             "serve",
+            "--max-streams",
+            "100016",
             "--max-streams-per-principal",
             "2",
             "--max-requests-per-second",
@@ -237,6 +247,7 @@ mod tests {
         };
         let config = serve.http_config();
         assert_eq!(config.limits.max_streams_per_principal, Some(2));
+        assert_eq!(config.limits.max_streams, 100_016);
         assert_eq!(config.rate_limit.map(|r| r.burst), Some(5));
         assert!(
             config.admin.is_none(),
