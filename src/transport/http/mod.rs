@@ -30,7 +30,7 @@ mod server;
 mod sse;
 
 pub use compat::{CompatConfig, LEGACY_VERSIONS};
-pub use config::{AssignsHook, HttpConfig};
+pub use config::{AssignsHook, DEFAULT_IPV6_PREFIX, HttpConfig};
 pub use headers::decode_value as decode_header_value;
 pub use mount::{DrainHandle, Endpoint, EndpointService, mount};
 pub use rate::{DEFAULT_MAX_RATE_PRINCIPALS, RateLimit};
