@@ -74,6 +74,28 @@ pub(crate) struct ServeArgs {
     /// protected resource metadata (default with --auth-tokens: from each request).
     #[arg(long, value_name = "URL", requires = "auth_source")]
     audience: Option<String>,
+    /// --resource-url, --auth-failures-per-minute, --trusted-proxy,
+    /// --ipv6-prefix (boxed: the subcommand enum stays small).
+    #[command(flatten)]
+    edge: Box<EdgeArgs>,
+    /// Open listen streams per principal, or per client address without one
+    /// (default: no limit besides 10,000 in all); past it 429.
+    #[arg(long, value_name = "N")]
+    max_streams_per_principal: Option<NonZeroUsize>,
+    /// Requests per second per principal, or per client address without one,
+    /// with a burst of as many (default: no limit); past it 429.
+    #[arg(long, value_name = "N", conflicts_with = "stdio")]
+    max_requests_per_second: Option<NonZeroU32>,
+    /// Run the admin listener (GET /metrics, /healthz, /readyz) on this
+    /// address, e.g. 127.0.0.1:9090; never the MCP port (default: off).
+    #[arg(long, value_name = "ADDR", conflicts_with = "stdio")]
+    admin: Option<std::net::SocketAddr>,
+}
+
+/// How the server names itself and counts clients: the resource URL, the
+/// failed-authentication limit, trusted proxies, IPv6 grouping.
+#[derive(Args, Debug)]
+pub(crate) struct EdgeArgs {
     /// The URL clients reach this MCP endpoint at (e.g.
     /// https://mcp.example.com/mcp): `resource` of the protected resource
     /// metadata and the origin of its URL in challenges. Default: --audience
@@ -93,18 +115,6 @@ pub(crate) struct ServeArgs {
     #[arg(long, value_name = "BITS", conflicts_with = "stdio",
           value_parser = clap::value_parser!(u8).range(1..=128))]
     ipv6_prefix: Option<u8>,
-    /// Open listen streams per principal, or per client address without one
-    /// (default: no limit besides 10,000 in all); past it 429.
-    #[arg(long, value_name = "N")]
-    max_streams_per_principal: Option<NonZeroUsize>,
-    /// Requests per second per principal, or per client address without one,
-    /// with a burst of as many (default: no limit); past it 429.
-    #[arg(long, value_name = "N", conflicts_with = "stdio")]
-    max_requests_per_second: Option<NonZeroU32>,
-    /// Run the admin listener (GET /metrics, /healthz, /readyz) on this
-    /// address, e.g. 127.0.0.1:9090; never the MCP port (default: off).
-    #[arg(long, value_name = "ADDR", conflicts_with = "stdio")]
-    admin: Option<std::net::SocketAddr>,
 }
 
 impl ServeArgs {
@@ -130,8 +140,10 @@ impl ServeArgs {
             config.rate_limit = Some(RateLimit::per_second(n.get()));
         }
         config.admin = self.admin.map(genmcp::admin::AdminConfig::new);
-        config.trusted_proxies.clone_from(&self.trusted_proxies);
-        if let Some(bits) = self.ipv6_prefix {
+        config
+            .trusted_proxies
+            .clone_from(&self.edge.trusted_proxies);
+        if let Some(bits) = self.edge.ipv6_prefix {
             config.ipv6_prefix = bits;
         }
         config
@@ -167,10 +179,10 @@ impl ServeArgs {
                 auth = auth.resource(audience.clone());
             }
         }
-        if let Some(url) = &self.resource_url {
+        if let Some(url) = &self.edge.resource_url {
             auth = auth.resource(url.clone());
         }
-        if let Some(n) = self.auth_failures_per_minute {
+        if let Some(n) = self.edge.auth_failures_per_minute {
             auth = auth.failure_limit(Some(RateLimit::per_minute(n.get())));
         }
         Ok(Some(auth))
