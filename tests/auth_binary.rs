@@ -28,7 +28,11 @@ impl Drop for Served {
 }
 
 fn serve(extra: &[&str]) -> Served {
-    let tokens = std::env::temp_dir().join(format!("genmcp-auth-tokens-{}", std::process::id()));
+    // One file per call: tests run in parallel and each removes its own.
+    static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    let tokens =
+        std::env::temp_dir().join(format!("genmcp-auth-tokens-{}-{n}", std::process::id()));
     std::fs::write(
         &tokens,
         "tok-admin ada admin\ntok-user bob\ntok-carol carol\n",
@@ -235,4 +239,33 @@ fn a_bad_token_file_is_refused_at_start() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("token table line 1"), "{stderr}");
     assert!(!stderr.contains("secret-token"), "{stderr}");
+}
+
+#[test]
+fn the_binary_names_its_resource_url_and_refuses_a_foreign_host() {
+    let srv = serve(&[
+        "--resource-url",
+        "https://mcp.example.test/mcp",
+        "--auth-failures-per-minute",
+        "2",
+    ]);
+    let refused = whoami(srv.addr, None);
+    assert_eq!(
+        refused.header("www-authenticate"),
+        Some(
+            "Bearer resource_metadata=\"https://mcp.example.test/.well-known/oauth-protected-resource/mcp\""
+        )
+    );
+    let path = "/.well-known/oauth-protected-resource/mcp";
+    let doc = Exchange::open_at(srv.addr, "GET", path, &[], b"").into_response();
+    assert_eq!(doc.json()["resource"], "https://mcp.example.test/mcp");
+    let host = [("Host".to_owned(), "evil.example".to_owned())];
+    let evil = Exchange::open_at(srv.addr, "GET", path, &host, b"").into_response();
+    assert_eq!(evil.status, 403);
+    // Two failed authentications, then 429 before the token is checked.
+    assert_eq!(whoami(srv.addr, Some("guess-1")).status, 401);
+    assert_eq!(whoami(srv.addr, Some("guess-2")).status, 401);
+    let limited = whoami(srv.addr, Some("tok-user"));
+    assert_eq!(limited.status, 429);
+    assert!(limited.header("retry-after").is_some());
 }

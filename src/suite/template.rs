@@ -20,7 +20,7 @@ enum Part {
 /// matched on `resources/read`.
 ///
 /// Matching supports level 1 `{var}` (a non-empty value without `/`, `?` or `#`,
-/// percent-decoded) and level 2 `{+var}` (may contain `/`). Templates with other
+/// percent-decoded; escapes that do not decode to valid UTF-8 are no match) and level 2 `{+var}` (may contain `/`). Templates with other
 /// operators are listed but never match.
 ///
 /// ```
@@ -85,7 +85,10 @@ fn parse_template(template: &str) -> Vec<Part> {
     parts
 }
 
-fn percent_decode(s: &str) -> String {
+/// Percent-decodes `s`; `None` when the decoded bytes are not valid UTF-8
+/// (such a value matches no variable: falling back to the raw text would let
+/// an encoded `/` through the "no `/` in a `{var}`" rule).
+fn percent_decode(s: &str) -> Option<String> {
     let bytes = s.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;
@@ -101,7 +104,7 @@ fn percent_decode(s: &str) -> String {
         out.push(bytes[i]);
         i += 1;
     }
-    String::from_utf8(out).unwrap_or_else(|_| s.to_owned())
+    String::from_utf8(out).ok()
 }
 
 fn hex(b: u8) -> Option<u8> {
@@ -114,8 +117,9 @@ pub const MAX_TEMPLATE_URI_LEN: usize = 8 * 1024;
 /// Matches `uri` against the template parts in one pass, without backtracking: a
 /// (non-empty) variable ends where the next literal starts (its first occurrence for `{var}`,
 /// its last for `{+var}`), and never past `?` or `#` (nor `/` for `{var}`).
-/// Values are percent-decoded after the whole URI matched; a `{var}` value that
-/// decodes to something containing `/` does not match.
+/// Values are percent-decoded after the whole URI matched; a value whose escapes
+/// do not decode to valid UTF-8, or a `{var}` value that decodes to something
+/// containing `/`, does not match.
 fn match_parts(parts: &[Part], mut uri: &str, vars: &mut Vec<(String, String)>) -> bool {
     let mut raw: Vec<(&str, &str, bool)> = Vec::new();
     let mut i = 0;
@@ -167,7 +171,9 @@ fn match_parts(parts: &[Part], mut uri: &str, vars: &mut Vec<(String, String)>) 
         return false;
     }
     for (name, value, reserved) in raw {
-        let decoded = percent_decode(value);
+        let Some(decoded) = percent_decode(value) else {
+            return false;
+        };
         if !reserved && decoded.contains('/') {
             return false;
         }
@@ -293,7 +299,7 @@ mod tests {
             t.to_json(),
             serde_json::json!({"uriTemplate": "test://template/{id}/data", "name": "d"})
         );
-        assert_eq!(percent_decode("a%2Fb%zz%4"), "a/b%zz%4");
+        assert_eq!(percent_decode("a%2Fb%zz%4").as_deref(), Some("a/b%zz%4"));
     }
 
     #[test]
@@ -307,6 +313,18 @@ mod tests {
             (v["dir"].as_str(), v["name"].as_str()),
             (Some("a/b.c"), Some("d.e"))
         );
+    }
+
+    #[test]
+    fn a_variable_that_does_not_decode_to_utf8_is_no_match() {
+        let t = ResourceTemplate::new("test://template/{id}/data", "d");
+        assert!(t.matches("test://template/..%2F..%2Fetc%FF/data").is_none());
+        assert!(t.matches("test://template/%FF/data").is_none());
+        assert!(t.matches("test://template/%C3/data").is_none());
+        assert_eq!(t.matches("test://template/%C3%A9/data").unwrap()["id"], "é");
+        let path = ResourceTemplate::new("file:///{+path}", "f");
+        assert!(path.matches("file:///a/%FF").is_none());
+        assert_eq!(path.matches("file:///a/%2F").unwrap()["path"], "a//");
     }
 
     #[test]

@@ -85,6 +85,10 @@ pub(crate) struct ServeArgs {
     /// `-32603` "Subscription limit reached".
     #[arg(long, value_name = "N")]
     max_streams: Option<NonZeroUsize>,
+    /// --resource-url, --auth-failures-per-minute, --trusted-proxy,
+    /// --ipv6-prefix (boxed: the subcommand enum stays small).
+    #[command(flatten)]
+    edge: Box<EdgeArgs>,
     /// Open listen streams per principal, or per client address without one
     /// (default: no limit besides --max-streams in all); past it 429.
     #[arg(long, value_name = "N")]
@@ -105,6 +109,31 @@ pub(crate) struct ServeArgs {
     /// (default 1,000); past it 429.
     #[arg(long, value_name = "N")]
     max_tasks_per_principal: Option<NonZeroUsize>,
+}
+
+/// How the server names itself and counts clients: the resource URL, the
+/// failed-authentication limit, trusted proxies, IPv6 grouping.
+#[derive(Args, Debug)]
+pub(crate) struct EdgeArgs {
+    /// The URL clients reach this MCP endpoint at (e.g.
+    /// https://mcp.example.com/mcp): `resource` of the protected resource
+    /// metadata and the origin of its URL in challenges. Default: --audience
+    /// if given, else the bind address and /mcp (never the client's Host).
+    #[arg(long, value_name = "URL", requires = "auth_source")]
+    resource_url: Option<String>,
+    /// Failed authentications allowed per client address per minute (a burst
+    /// of as many); past it 429 before the token is checked (default 20).
+    #[arg(long, value_name = "N", requires = "auth_source")]
+    auth_failures_per_minute: Option<NonZeroU32>,
+    /// A reverse proxy whose X-Forwarded-For / -Proto / -Host are believed
+    /// (repeat for several; default: none, the headers are ignored).
+    #[arg(long = "trusted-proxy", value_name = "IP", conflicts_with = "stdio")]
+    trusted_proxies: Vec<std::net::IpAddr>,
+    /// Limits per client address count IPv6 clients by this prefix length
+    /// (default 64; 128 counts each address).
+    #[arg(long, value_name = "BITS", conflicts_with = "stdio",
+          value_parser = clap::value_parser!(u8).range(1..=128))]
+    ipv6_prefix: Option<u8>,
 }
 
 impl ServeArgs {
@@ -133,6 +162,12 @@ impl ServeArgs {
             config.rate_limit = Some(RateLimit::per_second(n.get()));
         }
         config.admin = self.admin.map(genmcp::admin::AdminConfig::new);
+        config
+            .trusted_proxies
+            .clone_from(&self.edge.trusted_proxies);
+        if let Some(bits) = self.edge.ipv6_prefix {
+            config.ipv6_prefix = bits;
+        }
         config
     }
 
@@ -170,17 +205,23 @@ impl ServeArgs {
                     self.issuer.clone().unwrap_or_default(),
                     self.audience.clone().unwrap_or_default(),
                 );
-                return Ok(Some(AuthConfig::jwt(JwtAuthenticator::from_jwks_file(
-                    jwks, issuer, audience,
-                )?)));
+                AuthConfig::jwt(JwtAuthenticator::from_jwks_file(jwks, issuer, audience)?)
             }
             (None, None) => return Ok(None),
         };
-        if let Some(issuer) = &self.issuer {
-            auth = auth.authorization_server(issuer.clone());
+        if self.auth_tokens.is_some() {
+            if let Some(issuer) = &self.issuer {
+                auth = auth.authorization_server(issuer.clone());
+            }
+            if let Some(audience) = &self.audience {
+                auth = auth.resource(audience.clone());
+            }
         }
-        if let Some(audience) = &self.audience {
-            auth = auth.resource(audience.clone());
+        if let Some(url) = &self.edge.resource_url {
+            auth = auth.resource(url.clone());
+        }
+        if let Some(n) = self.edge.auth_failures_per_minute {
+            auth = auth.failure_limit(Some(RateLimit::per_minute(n.get())));
         }
         Ok(Some(auth))
     }
@@ -298,6 +339,89 @@ mod tests {
             &["genmcp", "serve", "--jwks", "k.json", "--auth-tokens", "t"],
             &["genmcp", "serve", "--issuer", "https://as"],
             &["genmcp", "serve", "--max-streams-per-principal", "0"],
+        ] {
+            assert!(Cli::try_parse_from(bad).is_err(), "{bad:?} must be refused");
+        }
+    }
+
+    #[test]
+    fn auth_limit_proxy_and_resource_flags_fill_the_config() {
+        let parse = |args: &[&str]| {
+            let cli = Cli::try_parse_from(args).expect("valid flags");
+            let Command::Serve(serve) = cli.command else {
+                panic!("serve expected")
+            };
+            serve
+        };
+        let serve = parse(&["genmcp", "serve"]);
+        let config = serve.http_config();
+        assert!(config.trusted_proxies.is_empty());
+        assert_eq!(config.ipv6_prefix, genmcp::http::DEFAULT_IPV6_PREFIX);
+        let serve = parse(&[
+            "genmcp",
+            "serve",
+            "--trusted-proxy",
+            "10.0.0.1",
+            "--trusted-proxy",
+            "::1",
+            "--ipv6-prefix",
+            "56",
+        ]);
+        let config = serve.http_config();
+        assert_eq!(
+            config.trusted_proxies,
+            vec![
+                "10.0.0.1".parse::<std::net::IpAddr>().unwrap(),
+                "::1".parse().unwrap()
+            ]
+        );
+        assert_eq!(config.ipv6_prefix, 56);
+        let dir = std::env::temp_dir().join(format!("genmcp-serve-args-{}", std::process::id()));
+        std::fs::write(&dir, "tok bob\n").unwrap();
+        let tokens = dir.display().to_string();
+        let auth = parse(&["genmcp", "serve", "--auth-tokens", &tokens])
+            .auth_config()
+            .unwrap()
+            .unwrap();
+        assert_eq!(auth.resource, None);
+        assert_eq!(
+            auth.failure_limit.map(|l| l.burst),
+            Some(genmcp::http::auth::DEFAULT_AUTH_FAILURES_PER_MINUTE)
+        );
+        let auth = parse(&[
+            "genmcp",
+            "serve",
+            "--auth-tokens",
+            &tokens,
+            "--resource-url",
+            "https://mcp.example.com/mcp",
+            "--auth-failures-per-minute",
+            "5",
+        ])
+        .auth_config()
+        .unwrap()
+        .unwrap();
+        let _ = std::fs::remove_file(&dir);
+        assert_eq!(
+            auth.resource.as_deref(),
+            Some("https://mcp.example.com/mcp")
+        );
+        assert_eq!(auth.failure_limit.map(|l| l.burst), Some(5));
+        for bad in [
+            &["genmcp", "serve", "--resource-url", "https://x/mcp"][..],
+            &["genmcp", "serve", "--auth-failures-per-minute", "5"],
+            &[
+                "genmcp",
+                "serve",
+                "--auth-tokens",
+                "t",
+                "--auth-failures-per-minute",
+                "0",
+            ],
+            &["genmcp", "serve", "--ipv6-prefix", "0"],
+            &["genmcp", "serve", "--ipv6-prefix", "129"],
+            &["genmcp", "serve", "--trusted-proxy", "proxy.local"],
+            &["genmcp", "serve", "--stdio", "--trusted-proxy", "10.0.0.1"],
         ] {
             assert!(Cli::try_parse_from(bad).is_err(), "{bad:?} must be refused");
         }

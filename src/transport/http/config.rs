@@ -13,6 +13,10 @@ use crate::admin::AdminConfig;
 use crate::mux::Assigns;
 use crate::runtime::{Limits, PrincipalOf};
 
+/// Default [`HttpConfig::ipv6_prefix`]: IPv6 clients in one /64 count as one
+/// address.
+pub const DEFAULT_IPV6_PREFIX: u8 = 64;
+
 /// Builds the [`Assigns`] of a request from its HTTP head (e.g. an authenticated
 /// principal from `Authorization`). Returning `Err(message)` answers 401. It runs
 /// before the body is read, so an unauthenticated client cannot make the server
@@ -88,6 +92,18 @@ pub struct HttpConfig {
     /// Requests per second per principal, or per client address without one
     /// (default `None`: no rate limit). See [`RateLimit`].
     pub rate_limit: Option<RateLimit>,
+    /// Addresses of reverse proxies whose `X-Forwarded-For`,
+    /// `X-Forwarded-Proto` and `X-Forwarded-Host` are believed (default: none,
+    /// so those headers are ignored). From such a peer the client address
+    /// (limits per address, [`crate::mux::ClientAddr`]) is the nearest
+    /// forwarded hop that is not a trusted proxy, and the default `resource`
+    /// of the Protected Resource Metadata uses the forwarded scheme and host.
+    pub trusted_proxies: Vec<std::net::IpAddr>,
+    /// How IPv6 clients are grouped by limits per client address: by this
+    /// prefix length (default 64, the block one host usually has to pick
+    /// addresses from; 128 counts each address). IPv4 clients count per
+    /// address.
+    pub ipv6_prefix: u8,
     /// The 2025-era compatibility path (`initialize`, sessions, the GET
     /// stream; see `docs/compat-2025.md`); `None` serves 2026-07-28 only.
     pub compat: Option<CompatConfig>,
@@ -119,6 +135,8 @@ impl Default for HttpConfig {
             assigns: None,
             auth: None,
             rate_limit: None,
+            trusted_proxies: Vec::new(),
+            ipv6_prefix: DEFAULT_IPV6_PREFIX,
             compat: Some(CompatConfig::default()),
             admin: None,
             principal_of: None,
@@ -147,6 +165,8 @@ impl std::fmt::Debug for HttpConfig {
             .field("principal_of", &self.principal_of.is_some())
             .field("auth", &self.auth)
             .field("rate_limit", &self.rate_limit)
+            .field("trusted_proxies", &self.trusted_proxies)
+            .field("ipv6_prefix", &self.ipv6_prefix)
             .finish()
     }
 }

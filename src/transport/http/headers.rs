@@ -37,18 +37,7 @@ fn host_allowed(host: &str, allowed: &[String]) -> bool {
 /// `allowed_hosts` is refused. An absent `Host` (HTTP/1.0 allows it) is refused
 /// too unless `allowed_hosts` contains `"*"`; an absent `Origin` is accepted.
 pub fn check_host_and_origin(req: &HttpRequest, allowed_hosts: &[String]) -> Result<(), String> {
-    match req.headers().get(header::HOST) {
-        Some(host) => {
-            let host = host
-                .to_str()
-                .map_err(|_| "invalid Host header".to_owned())?;
-            if !host_allowed(hostname(host.trim()), allowed_hosts) {
-                return Err(format!("Host {host:?} is not allowed"));
-            }
-        }
-        None if allowed_hosts.iter().any(|a| a == "*") => {}
-        None => return Err("a Host header is required".to_owned()),
-    }
+    check_host(req, allowed_hosts)?;
     if let Some(origin) = req.headers().get(header::ORIGIN) {
         let origin = origin
             .to_str()
@@ -65,6 +54,35 @@ pub fn check_host_and_origin(req: &HttpRequest, allowed_hosts: &[String]) -> Res
         }
     }
     Ok(())
+}
+
+/// The `Host` half of [`check_host_and_origin`] (for documents a browser may
+/// fetch from any origin, such as the Protected Resource Metadata).
+pub fn check_host(req: &HttpRequest, allowed_hosts: &[String]) -> Result<(), String> {
+    match req.headers().get(header::HOST) {
+        Some(host) => {
+            let host = host
+                .to_str()
+                .map_err(|_| "invalid Host header".to_owned())?;
+            if !host_allowed(hostname(host.trim()), allowed_hosts) {
+                return Err(format!("Host {host:?} is not allowed"));
+            }
+        }
+        None if allowed_hosts.iter().any(|a| a == "*") => {}
+        None => return Err("a Host header is required".to_owned()),
+    }
+    Ok(())
+}
+
+/// Whether `authority` (`name[:port]`, as in `Host`) names an allowed host and
+/// holds nothing but what an authority may (no path, user info or spaces).
+pub(super) fn authority_allowed(authority: &str, allowed_hosts: &[String]) -> bool {
+    let authority = authority.trim();
+    !authority.is_empty()
+        && authority
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b".-:[]_".contains(&b))
+        && host_allowed(hostname(authority), allowed_hosts)
 }
 
 fn media_types(headers: &HeaderMap, name: header::HeaderName) -> Option<Vec<String>> {

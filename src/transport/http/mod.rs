@@ -9,7 +9,8 @@
 //! - post: the handler. Validation runs in the order the reference fixes (see
 //!   `docs/http.md`): Host and Origin (403), method (405), in-flight limit (503),
 //!   Accept (406), Content-Type (415), declared body size (413), the assigns hook
-//!   on the head ([`auth`]: 401 / 403), the rate per principal (429), body (413 past the size, 408 past the body deadline),
+//!   on the head ([`auth`]: failed authentications per client address 429,
+//!   then 401 / 403), the rate per principal (429), body (413 past the size, 408 past the body deadline),
 //!   JSON (-32700), envelope (-32600), notifications (202), header/body
 //!   cross-checks (-32020), `_meta` (-32602), version (-32022), required headers
 //!   (-32020), method (-32601, 404), params (-32602), dispatch. Every bound is
@@ -30,7 +31,7 @@ mod server;
 mod sse;
 
 pub use compat::{CompatConfig, LEGACY_VERSIONS};
-pub use config::{AssignsHook, HttpConfig};
+pub use config::{AssignsHook, DEFAULT_IPV6_PREFIX, HttpConfig};
 pub use headers::decode_value as decode_header_value;
 pub use mount::{DrainHandle, Endpoint, EndpointService, mount};
 pub use rate::{DEFAULT_MAX_RATE_PRINCIPALS, RateLimit};

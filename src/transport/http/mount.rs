@@ -161,6 +161,7 @@ pub struct EndpointService<H: SubscriptionHandler> {
 
 impl<H: SubscriptionHandler> HttpServiceFactory for EndpointService<H> {
     fn register(self, config: &mut AppService) {
+        let mounted = super::auth::MountPath(self.path.clone());
         if self.state.config.auth.is_some() {
             // Protected Resource Metadata, path form and root form (RFC 9728
             // §3.1), relative to where the endpoint is mounted.
@@ -168,15 +169,18 @@ impl<H: SubscriptionHandler> HttpServiceFactory for EndpointService<H> {
             let well_known = super::auth::WELL_KNOWN;
             web::resource(format!("{well_known}{}", self.path))
                 .app_data(self.state.clone())
+                .app_data(mounted.clone())
                 .route(web::get().to(metadata))
                 .register(config);
             web::resource(well_known)
                 .app_data(self.state.clone())
+                .app_data(mounted.clone())
                 .route(web::get().to(metadata))
                 .register(config);
         }
         web::resource(self.path)
             .app_data(self.state)
+            .app_data(mounted)
             .route(web::post().to(post::<H>))
             .route(web::get().to(super::compat::get::<H>))
             .route(web::delete().to(super::compat::delete::<H>))

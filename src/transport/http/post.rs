@@ -36,6 +36,8 @@ pub(crate) struct AppState<H: SubscriptionHandler> {
     pub(crate) in_flight: Arc<Semaphore>,
     pub(crate) compat: Option<Arc<super::compat::Compat>>,
     pub(crate) rate: Option<super::rate::RateLimiter>,
+    /// Failed authentications per client address ([`super::auth::AuthConfig::failure_limit`]).
+    pub(crate) auth_failures: Option<super::rate::RateLimiter>,
 }
 
 impl<H: SubscriptionHandler> AppState<H> {
@@ -45,6 +47,11 @@ impl<H: SubscriptionHandler> AppState<H> {
             server: Server::with_principal_of(config.limits.clone(), config.principal_of.clone()),
             in_flight: Arc::new(Semaphore::new(config.max_in_flight.max(1))),
             rate: config.rate_limit.map(super::rate::RateLimiter::new),
+            auth_failures: config
+                .auth
+                .as_ref()
+                .and_then(|a| a.failure_limit)
+                .map(super::rate::RateLimiter::new),
             compat: config
                 .compat
                 .clone()

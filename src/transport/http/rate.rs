@@ -51,6 +51,24 @@ impl RateLimit {
         }
     }
 
+    /// `n` per minute (at least 1), burst `n`: for rare events such as failed
+    /// authentications.
+    ///
+    /// ```
+    /// use genmcp::http::RateLimit;
+    /// let limit = RateLimit::per_minute(20);
+    /// assert_eq!(limit.burst, 20);
+    /// assert!((limit.per_second - 20.0 / 60.0).abs() < 1e-9);
+    /// ```
+    pub fn per_minute(n: u32) -> Self {
+        let n = n.max(1);
+        RateLimit {
+            per_second: f64::from(n) / 60.0,
+            burst: n,
+            max_principals: DEFAULT_MAX_RATE_PRINCIPALS,
+        }
+    }
+
     /// With this burst (at least 1).
     pub fn burst(mut self, burst: u32) -> Self {
         self.burst = burst.max(1);
@@ -87,6 +105,31 @@ impl RateLimiter {
     /// Takes one request for `key` at `now`: `Err(seconds)` to wait when its
     /// bucket is empty.
     pub(crate) fn check(&self, key: &str, now: Instant) -> Result<(), u64> {
+        self.take(key, now)
+    }
+
+    /// Whether `key` has a token left at `now`, without taking it (and without
+    /// adding a bucket for an unknown key: it has a full one): `Err(seconds)`
+    /// until one is back when its bucket is empty.
+    pub(crate) fn peek(&self, key: &str, now: Instant) -> Result<(), u64> {
+        let rate = self.limit.per_second.max(f64::MIN_POSITIVE);
+        let burst = f64::from(self.limit.burst.max(1));
+        let buckets = self.buckets.lock().unwrap_or_else(|p| p.into_inner());
+        let Some(bucket) = buckets.get(key) else {
+            return Ok(());
+        };
+        let elapsed = now.saturating_duration_since(bucket.last).as_secs_f64();
+        let tokens = (bucket.tokens + elapsed * rate).min(burst);
+        if tokens >= 1.0 {
+            Ok(())
+        } else {
+            Err(wait_secs(tokens, rate))
+        }
+    }
+
+    /// Spends one token of `key` at `now` (an event that happened: a failed
+    /// authentication): `Err(seconds)` when the bucket was already empty.
+    pub(crate) fn take(&self, key: &str, now: Instant) -> Result<(), u64> {
         let rate = self.limit.per_second.max(f64::MIN_POSITIVE);
         let burst = f64::from(self.limit.burst.max(1));
         let mut buckets = self.buckets.lock().unwrap_or_else(|p| p.into_inner());
@@ -114,9 +157,7 @@ impl RateLimiter {
             bucket.tokens -= 1.0;
             Ok(())
         } else {
-            let wait = (1.0 - bucket.tokens) / rate;
-            // Saturating float-to-int conversion; at least one second.
-            Err((wait.ceil() as u64).max(1))
+            Err(wait_secs(bucket.tokens, rate))
         }
     }
 
@@ -130,6 +171,13 @@ impl RateLimiter {
     pub(crate) fn tracked(&self) -> usize {
         self.buckets.lock().unwrap_or_else(|p| p.into_inner()).len()
     }
+}
+
+/// Whole seconds until a bucket holding `tokens` has one, at `rate` per second.
+fn wait_secs(tokens: f64, rate: f64) -> u64 {
+    let wait = (1.0 - tokens) / rate;
+    // Saturating float-to-int conversion; at least one second.
+    (wait.ceil() as u64).max(1)
 }
 
 /// Makes room in a full table: drops every bucket that has refilled
@@ -170,6 +218,23 @@ mod tests {
         let t1 = t0 + Duration::from_millis(500);
         assert_eq!(r.check("a", t1), Ok(()));
         assert_eq!(r.check("a", t1), Err(1));
+    }
+
+    #[test]
+    fn peeking_takes_nothing_and_taking_empties_the_bucket() {
+        let r = RateLimiter::new(RateLimit::per_minute(3));
+        let t0 = Instant::now();
+        assert_eq!(r.peek("a", t0), Ok(()));
+        assert_eq!(r.tracked(), 0, "a peek adds no bucket");
+        for _ in 0..3 {
+            assert_eq!(r.peek("a", t0), Ok(()));
+            assert_eq!(r.take("a", t0), Ok(()));
+        }
+        // Empty: 20 s until the next token (3 per minute).
+        assert_eq!(r.peek("a", t0), Err(20));
+        assert_eq!(r.peek("a", t0), Err(20), "peeking spends nothing");
+        assert_eq!(r.peek("a", t0 + Duration::from_secs(20)), Ok(()));
+        assert_eq!(r.peek("b", t0), Ok(()));
     }
 
     /// 100,000 distinct principals: the table never holds more than its bound.

@@ -77,6 +77,20 @@ pub fn start<H: SubscriptionHandler>(
         .first()
         .copied()
         .ok_or_else(|| io::Error::other("no address bound"))?;
+    if let Some(auth) = &config.auth
+        && auth.resource.is_none()
+        && addr.ip().is_unspecified()
+    {
+        // The default resource URL is the listening address: on a wildcard
+        // address that names no host a client can reach.
+        tracing::warn!(
+            %addr,
+            "authentication without a resource URL on a wildcard address: \
+             the protected resource metadata names http://{addr}{}; set \
+             AuthConfig::resource (--resource-url)",
+            config.path
+        );
+    }
     let admin = match &config.admin {
         Some(a) if a.addr == addr => {
             return Err(io::Error::new(

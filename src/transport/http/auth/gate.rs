@@ -1,18 +1,21 @@
 //! What every request of the endpoint passes on its head, before the body is
-//! read: authentication (401 / 403), the application's assigns hook (401),
-//! then the request rate of its principal (429).
+//! read: the failed-authentication limit of its client address (429),
+//! authentication (401 / 403), the application's assigns hook (401), then the
+//! request rate of its principal (429).
 
 use std::time::Instant;
 
 use actix_web::http::{StatusCode, header};
 use actix_web::{HttpMessage as _, HttpRequest, HttpResponse};
 
+use super::client::{address_key, client_ip};
 use super::{AuthConfig, AuthError, MAX_BEARER_TOKEN_LEN, Principal};
-use crate::mux::{Assigns, ClientAddr, limit_key};
+use crate::mux::{Assigns, ClientAddr};
 use crate::protocol::McpError;
 use crate::protocol::jsonrpc::encode_error;
 use crate::runtime::RequestOutcome;
 use crate::subscription::SubscriptionHandler;
+use crate::transport::http::HttpConfig;
 use crate::transport::http::post::AppState;
 
 /// The bearer token of `Authorization`: `Ok(None)` without one (or with
@@ -64,8 +67,13 @@ fn push_required_scopes(value: &mut String, auth: &AuthConfig) {
 
 /// The 401 / 403 of a refused request, with its challenge; 503 when the
 /// authenticator itself failed ([`AuthError::Config`]).
-fn challenge(req: &HttpRequest, auth: &AuthConfig, error: &AuthError) -> HttpResponse {
-    let url = super::metadata_url(&super::metadata::resource_of(req, auth));
+fn challenge(
+    req: &HttpRequest,
+    config: &HttpConfig,
+    auth: &AuthConfig,
+    error: &AuthError,
+) -> HttpResponse {
+    let url = super::metadata::metadata_url(req, config, auth);
     let mut value = format!("Bearer resource_metadata=\"{}\"", quoted(&url));
     let (status, message) = match error {
         AuthError::InsufficientScope { required } => {
@@ -142,6 +150,18 @@ pub(in crate::transport::http) fn with_retry_after(
     resp
 }
 
+/// A 429 before the body is read, naming `limit`, with `Retry-After`.
+fn too_many(limit: &str, message: String, secs: u64) -> HttpResponse {
+    let error = McpError::limit_exceeded(limit, message, secs);
+    let mut resp = HttpResponse::TooManyRequests()
+        .content_type("application/json")
+        .body(encode_error(None, &error));
+    // The body was not read: do not reuse the connection.
+    resp.head_mut()
+        .set_connection_type(actix_web::http::ConnectionType::Close);
+    with_retry_after(resp, &error)
+}
+
 /// Runs the head checks of a request and builds its [`Assigns`]: the
 /// authenticated [`Principal`] (also left in the request's extensions for the
 /// assigns hook), whatever the hook adds, and the [`ClientAddr`]. Then takes
@@ -161,21 +181,42 @@ pub(in crate::transport::http) async fn admit<H: SubscriptionHandler>(
             .unwrap_or("");
         state.server.record_request(method, outcome, None);
     };
+    let client = client_ip(req, config);
+    let address = address_key(client, config.ipv6_prefix);
     let principal = match &config.auth {
-        Some(auth) => match authenticate(req, auth).await {
-            Ok(p) => {
-                req.extensions_mut().insert(p.clone());
-                Some(p)
+        Some(auth) => {
+            // An address over its failed authentications is refused before the
+            // authenticator runs again (a request without a token runs nothing).
+            let failures = state.auth_failures.as_ref();
+            if let Some(limit) = failures
+                && req.headers().contains_key(header::AUTHORIZATION)
+                && let Err(secs) = limit.peek(&address, Instant::now())
+            {
+                count(RequestOutcome::Limited);
+                return Err(too_many(
+                    "auth_failures",
+                    "Too many failed authentications from this address; retry later".into(),
+                    secs,
+                ));
             }
-            Err(e) => {
-                tracing::debug!(error = %e, "request refused by authentication");
-                count(match e {
-                    AuthError::Config(_) => RequestOutcome::Error,
-                    _ => RequestOutcome::Unauthorized,
-                });
-                return Err(challenge(req, auth, &e));
+            match authenticate(req, auth).await {
+                Ok(p) => {
+                    req.extensions_mut().insert(p.clone());
+                    Some(p)
+                }
+                Err(e) => {
+                    tracing::debug!(error = %e, "request refused by authentication");
+                    if let (Some(limit), AuthError::InvalidToken(_)) = (failures, &e) {
+                        let _ = limit.take(&address, Instant::now());
+                    }
+                    count(match e {
+                        AuthError::Config(_) => RequestOutcome::Error,
+                        _ => RequestOutcome::Unauthorized,
+                    });
+                    return Err(challenge(req, config, auth, &e));
+                }
             }
-        },
+        }
         None => None,
     };
     let mut assigns = match &config.assigns {
@@ -188,9 +229,7 @@ pub(in crate::transport::http) async fn admit<H: SubscriptionHandler>(
             let value = match &config.auth {
                 Some(auth) => format!(
                     "Bearer resource_metadata=\"{}\"",
-                    quoted(&super::metadata_url(&super::metadata::resource_of(
-                        req, auth
-                    )))
+                    quoted(&super::metadata::metadata_url(req, config, auth))
                 ),
                 None => "Bearer".to_owned(),
             };
@@ -206,25 +245,28 @@ pub(in crate::transport::http) async fn admit<H: SubscriptionHandler>(
     if let Some(p) = principal {
         assigns = assigns.with(p);
     }
-    if let Some(peer) = req.peer_addr() {
-        assigns = assigns.with(ClientAddr(peer.ip()));
+    // The rate limit counts by principal (the authenticator's or the hook's),
+    // else by client address (IPv6 by prefix), else (no peer address) in one
+    // shared bucket: never off.
+    let key = match assigns.get::<Principal>() {
+        Some(p) => format!("p:{}", p.subject()),
+        None => address,
+    };
+    if let Some(ip) = client {
+        assigns = assigns.with(ClientAddr(ip));
     }
-    if let (Some(rate), Some(key)) = (&state.rate, limit_key(&assigns))
+    if let Some(rate) = &state.rate
         && let Err(secs) = rate.check(&key, Instant::now())
     {
-        let error = McpError::limit_exceeded(
+        count(RequestOutcome::Limited);
+        return Err(too_many(
             "requests_per_second",
             format!(
                 "Too many requests: at most {} per second per principal (or per client address without one)",
                 rate.per_second()
             ),
             secs,
-        );
-        count(RequestOutcome::Limited);
-        let resp = HttpResponse::TooManyRequests()
-            .content_type("application/json")
-            .body(encode_error(None, &error));
-        return Err(with_retry_after(resp, &error));
+        ));
     }
     Ok(assigns)
 }

@@ -18,6 +18,7 @@
 //! [`crate::mux::Assigns`] (and, for the assigns hook, into the request's
 //! extensions), so tools and `subscribe` see it.
 
+mod client;
 mod gate;
 mod jwt;
 mod metadata;
@@ -27,9 +28,11 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 
+use super::RateLimit;
+
 pub(super) use gate::{admit, with_retry_after};
 pub use jwt::{DEFAULT_JWT_LEEWAY_SECS, JwtAuthenticator};
-pub(super) use metadata::{WELL_KNOWN, metadata, metadata_url};
+pub(super) use metadata::{MountPath, WELL_KNOWN, metadata};
 pub use tokens::TokenTable;
 
 pub use crate::mux::Principal;
@@ -37,6 +40,16 @@ pub use crate::mux::Principal;
 /// Longest bearer token looked at (8 KiB); a longer one is refused as invalid
 /// without being parsed.
 pub const MAX_BEARER_TOKEN_LEN: usize = 8 * 1024;
+
+/// Default of [`AuthConfig::failure_limit`]: 20 failed authentications per
+/// minute per client address (a bucket of 20, one back every 3 s).
+///
+/// A client with a good token fails rarely (an expired token, refreshed and
+/// retried), so 20 leaves room for a few misconfigured clients behind one
+/// address, while a token guesser gets at most 28,800 guesses a day per
+/// address and the authenticator (a JWT check, an introspection call) runs
+/// at most 20 times a minute for it.
+pub const DEFAULT_AUTH_FAILURES_PER_MINUTE: u32 = 20;
 
 /// What [`Authenticator::authenticate`] returns.
 pub type AuthFuture = Pin<Box<dyn Future<Output = Result<Principal, AuthError>> + Send>>;
@@ -102,9 +115,10 @@ impl AuthError {
 }
 
 /// Authentication of an HTTP endpoint: the [`Authenticator`] and what the
-/// Protected Resource Metadata says. Defaults: the resource URL is taken from
-/// each request (scheme, `Host`, path) unless set; no authorization servers,
-/// no scopes required.
+/// Protected Resource Metadata says. Defaults: the resource URL is built from
+/// the listening address and the mounted path unless set; no authorization
+/// servers, no scopes required; 20 failed authentications per minute per
+/// client address.
 ///
 /// ```no_run
 /// use genmcp::http::auth::{AuthConfig, JwtAuthenticator};
@@ -122,8 +136,13 @@ pub struct AuthConfig {
     pub authenticator: Arc<dyn Authenticator>,
     /// This server's canonical resource URL (RFC 8707; e.g.
     /// `https://mcp.example.com/mcp`): `resource` of the metadata document,
-    /// and where the `resource_metadata` URL points. Default `None`: built
-    /// from each request's scheme, `Host` and path (set it behind a proxy).
+    /// and the origin of the `resource_metadata` URL. Default `None`: the
+    /// listening address (`http://127.0.0.1:8080`, `https` under TLS) and
+    /// the path the endpoint is mounted at; from a
+    /// [`super::HttpConfig::trusted_proxies`] peer, the forwarded scheme and
+    /// host instead. Never from an untrusted `Host` or `X-Forwarded-*`. Set
+    /// it when clients reach the server by a name (behind a proxy, on a
+    /// wildcard address).
     pub resource: Option<String>,
     /// `authorization_servers` of the metadata document (issuer URLs; MCP
     /// wants at least one). Default: none (the JWT issuer with
@@ -134,6 +153,18 @@ pub struct AuthConfig {
     /// Scopes every request must carry (default: none); a valid token
     /// without them gets 403 `insufficient_scope`.
     pub required_scopes: Vec<String>,
+    /// Failed authentications allowed per client address (default
+    /// [`RateLimit::per_minute`]`(`[`DEFAULT_AUTH_FAILURES_PER_MINUTE`]`)`,
+    /// at most 10,000 addresses tracked). A failure is a token the
+    /// authenticator refused or a malformed `Authorization` (401
+    /// `invalid_token`); a missing token, a missing scope and an
+    /// authenticator outage are not. Once an address's bucket is empty, its
+    /// requests carrying a token get 429 with `Retry-After`, before the
+    /// authenticator runs, until a token is back. Addresses are grouped as
+    /// for the rate limit ([`super::HttpConfig::ipv6_prefix`],
+    /// [`super::HttpConfig::trusted_proxies`]); requests without a peer
+    /// address share one bucket. `None` switches it off.
+    pub failure_limit: Option<RateLimit>,
 }
 
 impl std::fmt::Debug for AuthConfig {
@@ -143,6 +174,7 @@ impl std::fmt::Debug for AuthConfig {
             .field("authorization_servers", &self.authorization_servers)
             .field("scopes_supported", &self.scopes_supported)
             .field("required_scopes", &self.required_scopes)
+            .field("failure_limit", &self.failure_limit)
             .finish_non_exhaustive()
     }
 }
@@ -156,6 +188,7 @@ impl AuthConfig {
             authorization_servers: Vec::new(),
             scopes_supported: Vec::new(),
             required_scopes: Vec::new(),
+            failure_limit: Some(RateLimit::per_minute(DEFAULT_AUTH_FAILURES_PER_MINUTE)),
         }
     }
 
@@ -188,6 +221,13 @@ impl AuthConfig {
         scopes: impl IntoIterator<Item = S>,
     ) -> Self {
         self.scopes_supported = scopes.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// With this limit of failed authentications per client address (`None`:
+    /// none).
+    pub fn failure_limit(mut self, limit: Option<RateLimit>) -> Self {
+        self.failure_limit = limit;
         self
     }
 
