@@ -576,7 +576,11 @@ async fn a_completion_lost_with_stdout_is_counted_as_disconnected_not_completed(
     gate.fail();
     p.wait("the stream's end", |p| p.server.metrics().open_streams == 0)
         .await;
-    assert_eq!(p.closed(CloseReason::Completed), 0, "the client never got it");
+    assert_eq!(
+        p.closed(CloseReason::Completed),
+        0,
+        "the client never got it"
+    );
     assert_eq!(p.closed(CloseReason::Disconnected), 1);
     let result = p.drain().await;
     assert!(result.is_err(), "stdout failed: {result:?}");

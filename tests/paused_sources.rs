@@ -46,9 +46,16 @@ async fn a_fast_source_waits_for_a_slow_reader(id: &str) {
     }
     assert!(p.record.refused.lock().unwrap().is_empty());
     assert_eq!(p.closed(CloseReason::Overflow), 0);
-    assert_eq!(p.server.metrics().open_streams, 1, "the stream is still open");
+    assert_eq!(
+        p.server.metrics().open_streams,
+        1,
+        "the stream is still open"
+    );
     p.finish().await;
-    assert_eq!(seqs(&p.transcript, &id), (0..FED as u64).collect::<Vec<_>>());
+    assert_eq!(
+        seqs(&p.transcript, &id),
+        (0..FED as u64).collect::<Vec<_>>()
+    );
     assert_eq!(p.closed(CloseReason::Disconnected), 1);
 }
 

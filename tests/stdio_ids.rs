@@ -13,7 +13,7 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use genmcp::prelude::*;
-use scripted::{Then, sub_id};
+use scripted::{Then, is_for, sub_id};
 use serde_json::{Value, json};
 use stdio_pipe::*;
 
@@ -88,13 +88,21 @@ async fn a_re_listen_while_the_old_streams_error_is_unwritten_is_refused_as_a_du
     // Sent before the client has read the old stream's end: still taken.
     p.listen(id.clone(), json!({"toolsListChanged": true}))
         .await;
+    // Lines are handled in order: once the next listen has started, the
+    // re-listen has been answered.
+    p.listen(json!("probe"), json!({"toolsListChanged": true}))
+        .await;
+    p.wait("the probe listen", |p| {
+        p.record.subscribed().contains(&RequestId::from("probe"))
+    })
+    .await;
     gate.open();
     let first = p.next().await;
     assert_eq!(first["id"], "warm");
-    let old_end = p.next().await;
+    let old_end = p.until(|v| is_for(v, &id)).await;
     assert_eq!(old_end["id"], id, "{old_end}");
     assert_eq!(old_end["error"]["code"], -32603, "{old_end}");
-    let answer = p.next().await;
+    let answer = p.until(|v| is_for(v, &id)).await;
     assert!(
         !is_ack_for(&answer, &id),
         "the id was reused before the old stream's error was written"
@@ -104,7 +112,7 @@ async fn a_re_listen_while_the_old_streams_error_is_unwritten_is_refused_as_a_du
     // Once the old error is out, the id is free.
     p.listen(id.clone(), json!({"toolsListChanged": true}))
         .await;
-    p.acked(&id).await;
+    p.until(|v| is_ack_for(v, &id)).await;
     p.finish().await;
 }
 

@@ -65,6 +65,16 @@ pub struct CancelStream {
     pub id: RequestId,
 }
 
+/// Asks whether listen request `id` holds its id on this connection: its
+/// stream is open, or ended with frames still queued. A pipe refuses a request
+/// that would reuse it (its answer would pass for the stream's final frame).
+#[derive(Message)]
+#[rtype(result = "bool")]
+pub struct HoldsId {
+    /// The request id to look up.
+    pub id: RequestId,
+}
+
 /// The transport has gone (stdin EOF, socket closed): every stream stops with
 /// [`CloseReason::Disconnected`] and the connection ends.
 #[derive(Message)]
@@ -175,7 +185,8 @@ impl Handler<OpenStream> for Connection {
         if self.teardown.is_some() || self.server.is_shutting_down() {
             return Err(McpError::internal("Server is shutting down"));
         }
-        self.retiring.retain(|_, channel| channel.frames_in_flight());
+        self.retiring
+            .retain(|_, channel| channel.frames_in_flight());
         if self.streams.contains_key(&msg.id) || self.retiring.contains_key(&msg.id) {
             return Err(McpError::InvalidRequest(format!(
                 "a subscriptions/listen with id {} is already open",
@@ -219,7 +230,8 @@ impl Handler<StreamEnded> for Connection {
             .is_some_and(|e| e.generation == msg.generation)
             && let Some(entry) = self.streams.remove(&msg.id)
         {
-            self.retiring.retain(|_, channel| channel.frames_in_flight());
+            self.retiring
+                .retain(|_, channel| channel.frames_in_flight());
             if entry.channel.frames_in_flight() {
                 self.retiring.insert(msg.id, entry.channel);
             }
@@ -247,6 +259,18 @@ impl Handler<CancelStream> for Connection {
         if self.streams.is_empty() && self.teardown.is_some() {
             ctx.stop();
         }
+    }
+}
+
+impl Handler<HoldsId> for Connection {
+    type Result = bool;
+
+    fn handle(&mut self, msg: HoldsId, _ctx: &mut Self::Context) -> bool {
+        self.streams.contains_key(&msg.id)
+            || self
+                .retiring
+                .get(&msg.id)
+                .is_some_and(Channel::frames_in_flight)
     }
 }
 

@@ -21,7 +21,8 @@ mod subscribers;
 use std::time::Duration;
 
 pub use connection::{
-    CancelStream, CloseTransport, Connection, OpenStream, SpawnStream, StreamEnded, StreamSlot,
+    CancelStream, CloseTransport, Connection, HoldsId, OpenStream, SpawnStream, StreamEnded,
+    StreamSlot,
 };
 pub(crate) use listen::spawn_legacy_stream;
 pub use listen::{listen_filter, spawn_listen};

@@ -139,7 +139,7 @@ impl SubscriptionHandler for Scripted {
         cx: &mut SubscribeCx<'_, Cmd>,
     ) -> Subscribe<State> {
         self.record.subscribed.lock().unwrap().push(cx.id().clone());
-        if let RequestId::String(s) = cx.id() {
+        if let RequestId::String(s) = cx.id().clone() {
             if s.starts_with("reject") {
                 return Subscribe::Reject(McpError::invalid_params("rejected on purpose"));
             }
