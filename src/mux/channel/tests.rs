@@ -200,7 +200,10 @@ fn an_overflow_error_is_kept_by_an_overflow_cut_and_suppressed_by_a_cancel() {
         let ack = rx.try_recv().unwrap();
         let note = rx.try_recv().unwrap();
         let end = rx.try_recv().unwrap();
-        assert!(ack.is_revoked() && note.is_revoked(), "queued frames dropped");
+        assert!(
+            ack.is_revoked() && note.is_revoked(),
+            "queued frames dropped"
+        );
         assert!(end.last);
         assert_eq!(end.is_revoked(), cancel, "cancel: {cancel}");
     }
@@ -214,7 +217,10 @@ fn frames_are_in_flight_until_the_writer_drops_them() {
     ch.send_notification(Notification::tools_list_changed())
         .unwrap(); // spilled: not in flight
     ch.close();
-    assert!(ch.frames_in_flight(), "the acknowledgement is in the outbox");
+    assert!(
+        ch.frames_in_flight(),
+        "the acknowledgement is in the outbox"
+    );
     let ack = rx.try_recv().unwrap();
     assert!(ch.frames_in_flight(), "the writer holds it");
     drop(ack);
