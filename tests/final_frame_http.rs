@@ -291,3 +291,43 @@ fn an_http_stream_cut_for_overflow_runs_handle_close_exactly_once_and_its_body_j
     assert_eq!(srv.record.handled.load(Ordering::SeqCst), 1);
     assert!(srv.bus.subscribers("all").is_empty());
 }
+
+// A completion dropped after the stall timeout is counted by what the client
+// got: not `Completed`.
+
+#[test]
+fn a_completion_dropped_after_the_stall_timeout_is_counted_as_overflow_not_completed() {
+    let mut config = common::config();
+    config.limits.outbox_capacity = 4;
+    config.limits.spill_limit = 64;
+    config.limits.stall_timeout = Duration::from_millis(200);
+    let srv = Srv::start(config, None);
+    let id = json!("stuck");
+    // A client that never reads.
+    let socket = raw_listen(srv.addr(), id, json!({"toolsListChanged": true}));
+    srv.wait_subscribers(1);
+    // 60 frames of 256 KiB (far more than the socket buffers hold), then the
+    // completion, queued behind them in the spill.
+    srv.bus.publish(
+        "all",
+        Cmd::Burst {
+            to: None,
+            n: 60,
+            pad: 256 * 1024,
+            then: Then::Stop,
+        },
+    );
+    assert!(
+        wait_until(BOUND, || srv.metrics().open_streams == 0),
+        "the stream did not end: {:?}",
+        srv.metrics()
+    );
+    assert_eq!(
+        srv.metrics().closed(CloseReason::Completed),
+        0,
+        "the completion never left the spill"
+    );
+    assert_eq!(srv.metrics().closed(CloseReason::Overflow), 1);
+    assert!(srv.record.refused.lock().unwrap().is_empty());
+    drop(socket);
+}

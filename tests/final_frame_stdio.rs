@@ -524,3 +524,65 @@ async fn an_overflow_on_a_pipe_runs_handle_close_exactly_once() {
     the_one_final_frame(&p.transcript, &id);
     assert!(p.bus.subscribers("all").is_empty());
 }
+
+// A request-scoped notification labelled with a listen's subscription id.
+
+#[actix_rt::test]
+async fn a_request_scoped_notification_cannot_pass_for_a_frame_of_a_listen_stream() {
+    let mut p = Pipe::start(Limits::default());
+    let a = json!("a");
+    p.listen(a.clone(), json!({"toolsListChanged": true})).await;
+    p.acked(&a).await;
+    p.send(&common::request(
+        json!(3),
+        "tools/call",
+        json!({"name": "label", "arguments": {"label": "a"}}),
+    ))
+    .await;
+    let n = p.next().await;
+    assert_eq!(n["method"], "notifications/custom", "{n}");
+    assert_eq!(
+        n["params"]["_meta"],
+        json!({"trace": 1}),
+        "only listen streams carry a subscription id: {n}"
+    );
+    let answer = p.next().await;
+    assert_eq!(answer["id"], 3);
+    assert_eq!(answer["result"]["content"][0]["text"], "sent");
+    p.finish().await;
+    let for_a: Vec<&Value> = p.transcript.iter().filter(|v| sub_id(v) == &a).collect();
+    assert_eq!(for_a.len(), 1, "only a's acknowledgement: {for_a:#?}");
+}
+
+// A completion that never reaches stdout is not counted as completed.
+
+#[actix_rt::test]
+async fn a_completion_lost_with_stdout_is_counted_as_disconnected_not_completed() {
+    let gate = Gate::new(OPEN);
+    let mut p = Pipe::start_with(limits(4, 8, Duration::from_secs(30)), gate.clone(), None);
+    let id = json!("lost");
+    p.listen(id.clone(), json!({"toolsListChanged": true}))
+        .await;
+    p.acked(&id).await;
+    gate.hold();
+    // 10 frames then the completion: 4 in the outbox, the rest (the completion
+    // last) in the spill, while stdout is held.
+    p.bus.publish("all", burst("lost", 10, Then::Stop));
+    p.wait("the burst", |p| p.handled() == 1).await;
+    p.wait("the writer holding frames", |_| {
+        gate.waiting.load(Ordering::SeqCst)
+    })
+    .await;
+    gate.fail();
+    p.wait("the stream's end", |p| p.server.metrics().open_streams == 0)
+        .await;
+    assert_eq!(
+        p.closed(CloseReason::Completed),
+        0,
+        "the client never got it"
+    );
+    assert_eq!(p.closed(CloseReason::Disconnected), 1);
+    let result = p.drain().await;
+    assert!(result.is_err(), "stdout failed: {result:?}");
+    assert!(!p.transcript.iter().any(|v| is_final_for(v, &id)));
+}

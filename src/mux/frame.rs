@@ -6,20 +6,33 @@ use bytes::{BufMut, Bytes};
 use super::SharedNotification;
 
 /// What every frame of one listen stream shares: its subscription id as JSON
-/// text, and the flag that revokes its queued frames (cancel).
+/// text, and the flags that revoke its queued frames.
+///
+/// Every frame of the stream holds a reference to its tag, so the tag's
+/// reference count tells whether frames of the stream are still queued (see
+/// `Channel::frames_in_flight`).
 #[derive(Debug)]
 pub(crate) struct StreamTag {
     pub(crate) id_json: Box<[u8]>,
+    /// Set on a cancel and on an overflow cut: the stream's queued
+    /// notifications are skipped by the writer.
     pub(crate) revoked: AtomicBool,
+    /// Set on a cancel only: its final frame (completion result or error) is
+    /// skipped too. An overflow cut keeps its final error: the client must
+    /// learn that the id ended, unless it cancelled it.
+    pub(crate) cancelled: AtomicBool,
     /// A 2025-era GET stream: notifications go out without a subscription id.
     pub(crate) legacy: bool,
 }
 
 #[derive(Clone, Debug)]
 enum Body {
-    Whole(Bytes),
+    /// One whole message; tagged when it belongs to a listen stream.
+    Whole(Bytes, Option<Arc<StreamTag>>),
     /// A fanned-out notification: its shared head, the stream's id, its tail.
-    Shared(SharedNotification),
+    /// The tag is not optional: without the id in between, head and tail are
+    /// not JSON.
+    Shared(SharedNotification, Arc<StreamTag>),
 }
 
 /// One encoded JSON-RPC message on its way to the client.
@@ -42,8 +55,6 @@ pub struct Frame {
     body: Body,
     /// Whether this is the response that ends its request (and its HTTP exchange).
     pub last: bool,
-    /// The stream's id and revocation flag (listen streams only).
-    tag: Option<Arc<StreamTag>>,
 }
 
 impl Frame {
@@ -59,9 +70,8 @@ impl Frame {
 
     fn whole(bytes: Bytes, last: bool) -> Self {
         Frame {
-            body: Body::Whole(bytes),
+            body: Body::Whole(bytes, None),
             last,
-            tag: None,
         }
     }
 
@@ -69,29 +79,36 @@ impl Frame {
     /// stream's id spliced in.
     pub(crate) fn shared(notification: SharedNotification, tag: Arc<StreamTag>) -> Self {
         Frame {
-            body: Body::Shared(notification),
+            body: Body::Shared(notification, tag),
             last: false,
-            tag: Some(tag),
         }
     }
 
     /// Tags the frame with its stream (so a cancel can revoke it).
     pub(crate) fn tagged(mut self, tag: &Arc<StreamTag>) -> Self {
-        self.tag = Some(tag.clone());
+        match &mut self.body {
+            Body::Whole(_, slot) => *slot = Some(tag.clone()),
+            Body::Shared(_, slot) => *slot = tag.clone(),
+        }
         self
+    }
+
+    fn tag(&self) -> Option<&Arc<StreamTag>> {
+        match &self.body {
+            Body::Whole(_, tag) => tag.as_ref(),
+            Body::Shared(_, tag) => Some(tag),
+        }
     }
 
     /// The encoded length in bytes (the compact JSON text, no newline).
     pub fn len(&self) -> usize {
         match &self.body {
-            Body::Whole(bytes) => bytes.len(),
-            Body::Shared(n) => match &self.tag {
-                Some(tag) if tag.legacy => n.legacy().len(),
-                tag => {
-                    let (head, tail) = n.parts();
-                    head.len() + tail.len() + tag.as_ref().map_or(0, |t| t.id_json.len())
-                }
-            },
+            Body::Whole(bytes, _) => bytes.len(),
+            Body::Shared(n, tag) if tag.legacy => n.legacy().len(),
+            Body::Shared(n, tag) => {
+                let (head, tail) = n.parts();
+                head.len() + tag.id_json.len() + tail.len()
+            }
         }
     }
 
@@ -103,25 +120,21 @@ impl Frame {
     /// Appends the message's JSON text to `buf`.
     pub fn write_to(&self, buf: &mut impl BufMut) {
         match &self.body {
-            Body::Whole(bytes) => buf.put_slice(bytes),
-            Body::Shared(n) => match &self.tag {
-                Some(tag) if tag.legacy => buf.put_slice(n.legacy()),
-                tag => {
-                    let (head, tail) = n.parts();
-                    buf.put_slice(head);
-                    if let Some(tag) = tag {
-                        buf.put_slice(&tag.id_json);
-                    }
-                    buf.put_slice(tail);
-                }
-            },
+            Body::Whole(bytes, _) => buf.put_slice(bytes),
+            Body::Shared(n, tag) if tag.legacy => buf.put_slice(n.legacy()),
+            Body::Shared(n, tag) => {
+                let (head, tail) = n.parts();
+                buf.put_slice(head);
+                buf.put_slice(&tag.id_json);
+                buf.put_slice(tail);
+            }
         }
     }
 
     /// The message's JSON text as one contiguous buffer (copies only when the
     /// frame is spliced).
     pub fn to_bytes(&self) -> Bytes {
-        if let Body::Whole(bytes) = &self.body {
+        if let Body::Whole(bytes, _) = &self.body {
             return bytes.clone();
         }
         let mut out = Vec::with_capacity(self.len());
@@ -129,10 +142,15 @@ impl Frame {
         out.into()
     }
 
-    /// Whether the frame's stream was cancelled after the frame was queued.
+    /// Whether the writer must skip this frame: its stream was cancelled after
+    /// it was queued, or (for a notification) cut for overflow.
     pub fn is_revoked(&self) -> bool {
-        self.tag
-            .as_ref()
-            .is_some_and(|t| t.revoked.load(Ordering::Acquire))
+        self.tag().is_some_and(|t| {
+            if self.last {
+                t.cancelled.load(Ordering::Acquire)
+            } else {
+                t.revoked.load(Ordering::Acquire)
+            }
+        })
     }
 }

@@ -65,6 +65,16 @@ pub struct CancelStream {
     pub id: RequestId,
 }
 
+/// Asks whether listen request `id` holds its id on this connection: its
+/// stream is open, or ended with frames still queued. A pipe refuses a request
+/// that would reuse it (its answer would pass for the stream's final frame).
+#[derive(Message)]
+#[rtype(result = "bool")]
+pub struct HoldsId {
+    /// The request id to look up.
+    pub id: RequestId,
+}
+
 /// The transport has gone (stdin EOF, socket closed): every stream stops with
 /// [`CloseReason::Disconnected`] and the connection ends.
 #[derive(Message)]
@@ -78,10 +88,21 @@ pub struct CloseTransport;
 /// receiver is dropped) and drives them to their completion result on server
 /// shutdown. An HTTP exchange connection ends with its last stream; a stdio
 /// connection lives until [`CloseTransport`].
+///
+/// A listen id stays taken until the stream's final frame has been written or
+/// dropped, not merely queued: a stream that ended with frames still in the
+/// outbox keeps its id (a re-listen is refused as a duplicate, a cancel still
+/// suppresses them), so a client never reads an old stream's end after the
+/// acknowledgement of a new one with the same id.
 pub struct Connection {
     server: Server,
     outbox: Outbox,
     streams: HashMap<RequestId, Entry>,
+    /// Ended streams whose frames are still in the outbox (or the writer's
+    /// hands), by id. Each holds at least one queued frame, so there are at
+    /// most as many as the outbox and one writer batch hold; swept whenever
+    /// a stream opens or ends.
+    retiring: HashMap<RequestId, Channel>,
     next_generation: u64,
     ends_with_last_stream: bool,
     teardown: Option<CloseReason>,
@@ -97,6 +118,7 @@ impl Connection {
             server,
             outbox,
             streams: HashMap::new(),
+            retiring: HashMap::new(),
             next_generation: 0,
             ends_with_last_stream: true,
             teardown: None,
@@ -110,6 +132,7 @@ impl Connection {
             server,
             outbox,
             streams: HashMap::new(),
+            retiring: HashMap::new(),
             next_generation: 0,
             ends_with_last_stream: false,
             teardown: None,
@@ -162,7 +185,9 @@ impl Handler<OpenStream> for Connection {
         if self.teardown.is_some() || self.server.is_shutting_down() {
             return Err(McpError::internal("Server is shutting down"));
         }
-        if self.streams.contains_key(&msg.id) {
+        self.retiring
+            .retain(|_, channel| channel.frames_in_flight());
+        if self.streams.contains_key(&msg.id) || self.retiring.contains_key(&msg.id) {
             return Err(McpError::InvalidRequest(format!(
                 "a subscriptions/listen with id {} is already open",
                 msg.id
@@ -203,8 +228,13 @@ impl Handler<StreamEnded> for Connection {
             .streams
             .get(&msg.id)
             .is_some_and(|e| e.generation == msg.generation)
+            && let Some(entry) = self.streams.remove(&msg.id)
         {
-            self.streams.remove(&msg.id);
+            self.retiring
+                .retain(|_, channel| channel.frames_in_flight());
+            if entry.channel.frames_in_flight() {
+                self.retiring.insert(msg.id, entry.channel);
+            }
         }
         if self.streams.is_empty() && (self.ends_with_last_stream || self.teardown.is_some()) {
             ctx.stop();
@@ -218,14 +248,29 @@ impl Handler<CancelStream> for Connection {
     fn handle(&mut self, msg: CancelStream, ctx: &mut Self::Context) {
         // Revoke first (outside the stream's mailbox, which may be paused waiting
         // for outbox room): nothing more goes out for this id from now on, and the
-        // id is free for a new listen at once.
+        // id is free for a new listen at once. A stream that already ended may
+        // still have its final frame queued: revoked too.
         if let Some(entry) = self.streams.remove(&msg.id) {
             entry.channel.revoke();
             entry.stop.do_send(StopStream(CloseReason::Cancelled));
+        } else if let Some(channel) = self.retiring.remove(&msg.id) {
+            channel.revoke();
         }
         if self.streams.is_empty() && self.teardown.is_some() {
             ctx.stop();
         }
+    }
+}
+
+impl Handler<HoldsId> for Connection {
+    type Result = bool;
+
+    fn handle(&mut self, msg: HoldsId, _ctx: &mut Self::Context) -> bool {
+        self.streams.contains_key(&msg.id)
+            || self
+                .retiring
+                .get(&msg.id)
+                .is_some_and(Channel::frames_in_flight)
     }
 }
 

@@ -21,7 +21,8 @@ mod subscribers;
 use std::time::Duration;
 
 pub use connection::{
-    CancelStream, CloseTransport, Connection, OpenStream, SpawnStream, StreamEnded, StreamSlot,
+    CancelStream, CloseTransport, Connection, HoldsId, OpenStream, SpawnStream, StreamEnded,
+    StreamSlot,
 };
 pub(crate) use listen::spawn_legacy_stream;
 pub use listen::{listen_filter, spawn_listen};
@@ -30,7 +31,10 @@ pub use server::{Metrics, PrincipalOf, Server, StreamPermit};
 pub use stream::{Deliver, StopStream, Stream};
 pub use subscribers::{Subscriber, SubscriberKey, Subscribers};
 
-/// Why a subscription stream ended. Counted per reason in [`Metrics`].
+/// Why a subscription stream ended. Counted per reason in [`Metrics`], by what
+/// the client got: a final frame (completion result or error) that never left
+/// the stream's spill counts as `Overflow` (the stall timeout) or as
+/// `Disconnected` / `Cancelled`, not as the end the stream was heading for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum CloseReason {

@@ -12,7 +12,11 @@ use crate::protocol::{McpError, SubscriptionCapabilities, SubscriptionFilter};
 use crate::pubsub::Inbox;
 use crate::subscription::{Flow, Subscribe, SubscribeCx, SubscriptionHandler};
 
-/// Delivers one application message to a stream's `handle_message`.
+/// Delivers one application message to a stream's `handle_message`, through
+/// the actor's own mailbox. The runtime feeds streams through their bounded
+/// inbox instead ([`crate::pubsub::Inbox`], `notify_self` and attached streams
+/// included), which pauses while the stream waits for outbox room; a
+/// `Deliver` sent to a paused stream is handled at once, so prefer the inbox.
 pub struct Deliver<M>(pub M);
 
 impl<M: Send + 'static> Message for Deliver<M> {
@@ -203,6 +207,23 @@ impl<H: SubscriptionHandler> Stream<H> {
         ctx.stop();
     }
 
+    /// The spill could not be drained: ends the stream for `reason`. A final
+    /// frame still waiting there is lost with it, so the close is counted by
+    /// what the client got (`reason`), not by the end the stream was heading
+    /// for (a completion the client never saw is not `Completed`).
+    fn lose_final(&mut self, ctx: &mut Context<Self>, reason: CloseReason) {
+        if self.phase == Phase::Closing
+            && let Some(meant) = self.close.replace(reason)
+            && meant != reason
+        {
+            tracing::debug!(
+                meant = meant.as_str(),
+                "the final frame was dropped: it never reached the outbox"
+            );
+        }
+        self.cut(ctx, reason);
+    }
+
     /// Why the client side is gone: cancelled, or disconnected.
     fn gone(&self) -> CloseReason {
         if self.channel.is_revoked() {
@@ -259,8 +280,8 @@ impl<H: SubscriptionHandler> Stream<H> {
                     Err(ChannelError::Overflow) if act.phase == Phase::Closing && act.pipe => {
                         act.start_drain(ctx)
                     }
-                    Err(ChannelError::Overflow) => act.cut(ctx, CloseReason::Overflow),
-                    Err(_) => act.cut(ctx, act.gone()),
+                    Err(ChannelError::Overflow) => act.lose_final(ctx, CloseReason::Overflow),
+                    Err(_) => act.lose_final(ctx, act.gone()),
                 }
             }),
         );
@@ -390,13 +411,9 @@ impl<H: SubscriptionHandler> Actor for Stream<H> {
             return self.complete(ctx, CloseReason::Completed);
         }
         self.phase = Phase::Open;
-        for msg in self_messages {
-            ctx.notify(Deliver(msg));
-        }
-        ctx.spawn(Feed::new(rx, overflow));
-        for events in streams {
-            ctx.add_stream(events);
-        }
+        // `notify_self` messages and attached streams are fed by the same
+        // future as the inbox, so they pause with it while the spill drains.
+        ctx.spawn(Feed::new(rx, overflow, self_messages, streams));
         // On a shared pipe the ack itself may have spilled: move it out now rather
         // than at the first event.
         self.after_send(ctx);
@@ -446,16 +463,6 @@ impl<H: SubscriptionHandler> Handler<Deliver<H::Message>> for Stream<H> {
 
     fn handle(&mut self, msg: Deliver<H::Message>, ctx: &mut Self::Context) {
         self.on_message(msg.0, ctx);
-    }
-}
-
-impl<H: SubscriptionHandler> StreamHandler<H::Message> for Stream<H> {
-    fn handle(&mut self, msg: H::Message, ctx: &mut Self::Context) {
-        self.on_message(msg, ctx);
-    }
-
-    fn finished(&mut self, _ctx: &mut Self::Context) {
-        // An attached event stream ending does not end the subscription.
     }
 }
 

@@ -23,8 +23,8 @@ use crate::mux::{Assigns, Frame, Outbox, OutboxReceiver, outbox};
 use crate::protocol::jsonrpc::encode_error;
 use crate::protocol::{Incoming, McpError, Request, RequestId, methods};
 use crate::runtime::{
-    CancelStream, CloseTransport, Connection, Limits, RequestOutcome, Server, method_label,
-    spawn_listen,
+    CancelStream, CloseTransport, Connection, HoldsId, Limits, RequestOutcome, Server,
+    method_label, spawn_listen,
 };
 use crate::subscription::SubscriptionHandler;
 use crate::suite::Suite;
@@ -413,6 +413,19 @@ async fn dispatch<H: SubscriptionHandler>(
             if in_flight.len() >= config.max_in_flight {
                 server.record_request(&method, RequestOutcome::Error, None);
                 return Err(McpError::internal("Too many requests in flight"));
+            }
+            // The id of a listen still open (or whose final frame is still
+            // queued) is in flight too: the answer would pass for that
+            // stream's final frame.
+            if connection
+                .send(HoldsId { id: id.clone() })
+                .await
+                .unwrap_or(false)
+            {
+                server.record_request(&method, RequestOutcome::Refused, None);
+                return Err(McpError::InvalidRequest(format!(
+                    "a request with id {id} is already in flight"
+                )));
             }
             let deadlines = Deadlines {
                 request: config.request_timeout,

@@ -1,7 +1,11 @@
 //! A scripted subscription handler for the final-frame tests: each bus message
 //! tells the stream(s) it names what to do in one `handle_message` callback
 //! (send a burst and continue, stop or panic; label a frame with another
-//! stream's id; hand a clone of the channel to a background thread).
+//! stream's id; hand a clone of the channel to a background thread). Listen
+//! ids starting with `attach` or `self` are fed [`FED`] events by an attached
+//! stream or by `notify_self`. Two tools: `wait` (answers once released, see
+//! [`Record::release`]) and `label` (sends a custom notification whose `_meta`
+//! carries the subscription id given in its `label` argument).
 #![allow(dead_code)]
 
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -37,6 +41,18 @@ pub enum Cmd {
     /// The stream `to` spawns a thread that keeps a clone of its channel and sends
     /// `resources/updated` for `bg://0` .. `bg://n-1` from there.
     Background { to: RequestId, n: usize, pad: usize },
+    /// One `tools/list_changed` with `_meta.seq` = `seq` (what attached streams
+    /// and `notify_self` feed).
+    Seq { seq: usize, pad: usize },
+}
+
+/// Events fed to a stream by an attached stream or by `notify_self`.
+pub const FED: usize = 100;
+/// Padding of each fed event: more than the test pipes buffer.
+pub const FED_PAD: usize = 300;
+
+fn fed() -> impl Iterator<Item = Cmd> {
+    (0..FED).map(|seq| Cmd::Seq { seq, pad: FED_PAD })
 }
 
 /// What the handler saw.
@@ -50,6 +66,8 @@ pub struct Record {
     pub background_sent: AtomicUsize,
     /// Refused sends of the background threads.
     pub background_refused: Mutex<Vec<ChannelError>>,
+    /// Releases one waiting `wait` tool call (`notify_one`).
+    pub release: tokio::sync::Notify,
 }
 
 impl Record {
@@ -121,10 +139,18 @@ impl SubscriptionHandler for Scripted {
         cx: &mut SubscribeCx<'_, Cmd>,
     ) -> Subscribe<State> {
         self.record.subscribed.lock().unwrap().push(cx.id().clone());
-        if let RequestId::String(s) = cx.id()
-            && s.starts_with("reject")
-        {
-            return Subscribe::Reject(McpError::invalid_params("rejected on purpose"));
+        if let RequestId::String(s) = cx.id().clone() {
+            if s.starts_with("reject") {
+                return Subscribe::Reject(McpError::invalid_params("rejected on purpose"));
+            }
+            if s.starts_with("attach") {
+                cx.attach(futures_util::stream::iter(fed()));
+            }
+            if s.starts_with("self") {
+                for cmd in fed() {
+                    cx.notify_self(cmd);
+                }
+            }
         }
         Subscribe::Accept(State {
             _sub: self.bus.subscribe("all", cx.inbox()),
@@ -178,6 +204,12 @@ impl SubscriptionHandler for Scripted {
                 }
                 Flow::Continue
             }
+            Cmd::Seq { seq, pad } => {
+                if let Err(e) = channel.send_notification(tools_changed(seq, pad)) {
+                    refuse(e);
+                }
+                Flow::Continue
+            }
             Cmd::Background { to, n, pad } => {
                 if *channel.id() != to {
                     return Flow::Continue;
@@ -225,9 +257,39 @@ impl SubscriptionHandler for Scripted {
     }
 }
 
-/// A suite around a scripted handler.
+/// A suite around a scripted handler, with the `wait` and `label` tools.
 pub fn suite(bus: Bus<Cmd>, record: Arc<Record>, caps_hook: Option<CapsHook>) -> Suite<Scripted> {
+    let catalog = Catalog::new();
+    let waits = record.clone();
+    catalog.add_tool(
+        ToolBuilder::new("wait")
+            .description("Answers once the test releases it")
+            .handler(move |_call| {
+                let record = waits.clone();
+                async move {
+                    record.release.notified().await;
+                    Ok(CallToolResult::text("released").into())
+                }
+            }),
+    );
+    catalog.add_tool(
+        ToolBuilder::new("label")
+            .description("Sends a custom notification labelled with a subscription id")
+            .handler(|call| async move {
+                let label = call.arguments.get("label").cloned().unwrap_or(Value::Null);
+                let mut params = Map::new();
+                params.insert(
+                    "_meta".into(),
+                    json!({"io.modelcontextprotocol/subscriptionId": label, "trace": 1}),
+                );
+                call.channel
+                    .send_notification(Notification::new("notifications/custom", params))
+                    .map_err(|e| McpError::internal(e.to_string()))?;
+                Ok(CallToolResult::text("sent").into())
+            }),
+    );
     Suite::builder(Implementation::new("final-frame", "1"))
+        .catalog(catalog)
         .subscriptions(Scripted {
             bus,
             record,

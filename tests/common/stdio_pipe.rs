@@ -1,7 +1,9 @@
 //! The in-process stdio pipe of `tests/final_frame_stdio.rs`: `serve_io` over
 //! a real in-memory duplex pipe whose reading end the test controls (a gate
 //! that holds, opens or fails the writer), a transcript of every line read,
-//! and the scripted handler's record. Loaded with `#[path]` by that file only.
+//! and the scripted handler's record. Loaded with `#[path]` by the stdio
+//! test files that drive the scripted handler.
+#![allow(dead_code)]
 
 use std::io;
 use std::pin::Pin;

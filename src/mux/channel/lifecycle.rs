@@ -98,7 +98,7 @@ impl Channel {
         self.inner.state.store(CLOSED, Ordering::Release);
         pending.clear();
         if let Some(listen) = &self.inner.listen {
-            listen.cancelled.store(true, Ordering::Release);
+            listen.tag.cancelled.store(true, Ordering::Release);
             listen.tag.revoked.store(true, Ordering::Release);
             listen.spilled.store(false, Ordering::Release);
         }
@@ -107,20 +107,22 @@ impl Channel {
     /// Ends a listen stream that overflowed on a shared pipe: its frames still
     /// queued are dropped (revoked) and `bytes` (an error for the listen id)
     /// becomes its one final frame, in the outbox or, when that is full, alone
-    /// in the spill queue for [`Channel::flush`]. Runtime only.
+    /// in the spill queue for [`Channel::flush`]. The error is tagged like
+    /// every frame of the stream: a cancel still suppresses it. Runtime only.
     pub(crate) fn end_overflowed(&self, bytes: Vec<u8>) -> Result<(), ChannelError> {
         let Some(listen) = &self.inner.listen else {
             return Err(ChannelError::NotAListenStream(methods::ACKNOWLEDGED.into()));
         };
         let mut pending = lock(&self.inner.pending);
-        if listen.cancelled.load(Ordering::Acquire) {
+        if listen.tag.cancelled.load(Ordering::Acquire) {
             return Err(ChannelError::Closed);
         }
         self.inner.state.store(CLOSED, Ordering::Release);
+        // Revokes the queued notifications; a final frame is skipped only
+        // once the stream is cancelled (see `Frame::is_revoked`).
         listen.tag.revoked.store(true, Ordering::Release);
         pending.clear();
-        // Not tagged with the revocation flag: this one must go out.
-        match self.inner.outbox.try_send(Frame::last(bytes)) {
+        match self.inner.outbox.try_send(self.frame(bytes, true)) {
             Ok(()) => {
                 listen.spilled.store(false, Ordering::Release);
                 Ok(())
@@ -139,7 +141,22 @@ impl Channel {
         self.inner
             .listen
             .as_ref()
-            .is_some_and(|l| l.cancelled.load(Ordering::Acquire))
+            .is_some_and(|l| l.tag.cancelled.load(Ordering::Acquire))
+    }
+
+    /// Whether frames of this listen stream are still in the outbox or in the
+    /// writer's hands: neither written nor dropped yet (frames left in its
+    /// spill queue do not count: they can no longer go out once the stream
+    /// has ended). Every frame holds a reference to the stream's tag, so this
+    /// is a look at its reference count: nothing is counted per frame.
+    /// Runtime only, once the stream has ended (then the count only falls).
+    pub(crate) fn frames_in_flight(&self) -> bool {
+        let Some(listen) = &self.inner.listen else {
+            return false;
+        };
+        let pending = lock(&self.inner.pending);
+        // One reference is the channel's own.
+        std::sync::Arc::strong_count(&listen.tag) > 1 + pending.len()
     }
 
     /// Whether frames wait in the spill queue for outbox room.
@@ -184,7 +201,7 @@ impl Channel {
             };
             // Pop and send under the lock, so a concurrent sender cannot overtake.
             let mut pending = lock(&self.inner.pending);
-            if listen.cancelled.load(Ordering::Acquire) {
+            if listen.tag.cancelled.load(Ordering::Acquire) {
                 pending.clear();
                 return Err(ChannelError::Closed);
             }

@@ -10,7 +10,8 @@ use super::shared::Kind;
 use super::{Assigns, Frame, Outbox, SharedNotification};
 use crate::protocol::jsonrpc::encode_notification;
 use crate::protocol::{
-    LogLevel, Notification, ProgressToken, RequestId, RequestMeta, SubscriptionFilter, methods,
+    LogLevel, Notification, ProgressToken, RequestId, RequestMeta, SubscriptionFilter, keys,
+    methods,
 };
 
 mod lifecycle;
@@ -67,8 +68,6 @@ struct Listen {
     /// (and on an overflow cut) so frames already queued are skipped.
     tag: Arc<StreamTag>,
     spill_limit: usize,
-    /// Set by a cancel: nothing more goes out, not even a final frame.
-    cancelled: AtomicBool,
     /// Whether the spill queue holds frames (read without the lock).
     spilled: AtomicBool,
     /// The stream actor's task, woken when a frame spills (from any thread) so
@@ -158,13 +157,13 @@ impl Channel {
         let tag = Arc::new(StreamTag {
             id_json: serde_json::to_vec(&id).unwrap_or_default().into(),
             revoked: AtomicBool::new(false),
+            cancelled: AtomicBool::new(false),
             legacy,
         });
         let listen = Listen {
             honoured: OnceLock::new(),
             tag,
             spill_limit,
-            cancelled: AtomicBool::new(false),
             spilled: AtomicBool::new(false),
             attention: WakeSlot::default(),
         };
@@ -234,7 +233,8 @@ impl Channel {
     /// inside the honoured filter, and each is stamped with
     /// `_meta["io.modelcontextprotocol/subscriptionId"]`: the runtime owns that
     /// key, a value the caller put there is replaced. On a request channel the
-    /// subscription notifications are refused. To send the same notification on
+    /// subscription notifications are refused, and the key is removed from a
+    /// custom notification's `_meta` (only listen streams carry one). To send the same notification on
     /// many streams, encode it once with [`SharedNotification`] and use
     /// [`Channel::send_shared`].
     pub fn send_notification(&self, notification: Notification) -> Result<(), ChannelError> {
@@ -247,9 +247,15 @@ impl Channel {
             }
             return self.send_shared(SharedNotification::new(notification));
         }
-        let Notification { method, params } = notification;
+        let Notification { method, mut params } = notification;
         if methods::is_subscription(&method) {
             return Err(ChannelError::NotAListenStream(method));
+        }
+        // The runtime owns the subscription-id key: a request-scoped
+        // notification carries none (on a pipe it would pass for a frame of
+        // that listen stream).
+        if let Some(Value::Object(meta)) = params.get_mut("_meta") {
+            meta.shift_remove(keys::SUBSCRIPTION_ID);
         }
         self.push(
             self.frame(encode_notification(&method, &params), false),

@@ -185,3 +185,79 @@ fn spill_is_bounded_and_then_overflows() {
     assert!(ch.has_pending());
     let _ = rx.try_recv();
 }
+
+#[test]
+fn an_overflow_error_is_kept_by_an_overflow_cut_and_suppressed_by_a_cancel() {
+    for cancel in [false, true] {
+        let (ch, mut rx) = listen(RequestId::Number(1), 4, 4);
+        ch.acknowledge(SubscriptionFilter::tools()).unwrap();
+        ch.send_notification(Notification::tools_list_changed())
+            .unwrap();
+        ch.end_overflowed(b"{\"error\":1}".to_vec()).unwrap();
+        if cancel {
+            ch.revoke();
+        }
+        let ack = rx.try_recv().unwrap();
+        let note = rx.try_recv().unwrap();
+        let end = rx.try_recv().unwrap();
+        assert!(
+            ack.is_revoked() && note.is_revoked(),
+            "queued frames dropped"
+        );
+        assert!(end.last);
+        assert_eq!(end.is_revoked(), cancel, "cancel: {cancel}");
+    }
+}
+
+#[test]
+fn frames_are_in_flight_until_the_writer_drops_them() {
+    let (ch, mut rx) = listen(RequestId::Number(1), 1, 4);
+    assert!(!ch.frames_in_flight());
+    ch.acknowledge(SubscriptionFilter::tools()).unwrap();
+    ch.send_notification(Notification::tools_list_changed())
+        .unwrap(); // spilled: not in flight
+    ch.close();
+    assert!(
+        ch.frames_in_flight(),
+        "the acknowledgement is in the outbox"
+    );
+    let ack = rx.try_recv().unwrap();
+    assert!(ch.frames_in_flight(), "the writer holds it");
+    drop(ack);
+    assert!(!ch.frames_in_flight(), "only the spill is left");
+}
+
+#[test]
+fn request_scoped_notifications_carry_no_subscription_id() {
+    let (tx, mut rx) = outbox(4);
+    let ch = Channel::for_request(
+        RequestId::Number(3),
+        RequestMeta::current(),
+        Assigns::new(),
+        tx,
+    );
+    let mut params = Map::new();
+    params.insert(
+        "_meta".into(),
+        json!({keys::SUBSCRIPTION_ID: "other", "trace": 1}),
+    );
+    ch.send_notification(Notification::new("notifications/custom", params))
+        .unwrap();
+    let sent = recv_json(&mut rx);
+    assert_eq!(sent["params"]["_meta"], json!({"trace": 1}));
+}
+
+#[test]
+fn a_shared_frame_always_carries_its_streams_id() {
+    let (ch, mut rx) = listen(RequestId::String("s-1".into()), 4, 4);
+    ch.acknowledge(SubscriptionFilter::tools()).unwrap();
+    let _ = rx.try_recv();
+    ch.send_shared(SharedNotification::new(Notification::tools_list_changed()))
+        .unwrap();
+    let frame = rx.try_recv().unwrap();
+    let mut out = Vec::new();
+    frame.write_to(&mut out);
+    assert_eq!(out.len(), frame.len());
+    let v: Value = serde_json::from_slice(&out).expect("valid JSON");
+    assert_eq!(v["params"]["_meta"][keys::SUBSCRIPTION_ID], "s-1");
+}
