@@ -26,7 +26,11 @@ impl SubscriptionHandler for SlowSubscribe {
     type Message = ();
     type State = ();
 
-    fn subscribe(&self, _filter: &SubscriptionFilter, _cx: &mut SubscribeCx<'_, ()>) -> Subscribe<()> {
+    fn subscribe(
+        &self,
+        _filter: &SubscriptionFilter,
+        _cx: &mut SubscribeCx<'_, ()>,
+    ) -> Subscribe<()> {
         self.0.opened.fetch_add(1, Ordering::SeqCst);
         std::thread::sleep(Duration::from_millis(300));
         Subscribe::Accept(())
@@ -69,7 +73,11 @@ fn compat_a_get_stream_never_outlives_a_delete_that_raced_its_opening() {
         assert!(wait_until(Duration::from_secs(5), || {
             counts.opened.load(Ordering::SeqCst) > before
         }));
-        assert_eq!(legacy::delete(srv.addr, &session).status, 200, "attempt {attempt}");
+        assert_eq!(
+            legacy::delete(srv.addr, &session).status,
+            200,
+            "attempt {attempt}"
+        );
         let mut stream = get.join().expect("GET thread");
         if stream.status == 200 {
             // Past the opening comment, the body must end.

@@ -28,7 +28,11 @@ fn with_headers(
     params: Value,
 ) -> Response {
     let mut h = legacy::headers(Some(session));
-    h.extend(extra.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())));
+    h.extend(
+        extra
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned())),
+    );
     post(
         addr,
         &h,
@@ -37,7 +41,12 @@ fn with_headers(
 }
 
 fn assert_mismatch(resp: &Response, what: &str) {
-    assert_eq!(resp.status, 400, "{what}: {}", String::from_utf8_lossy(&resp.body));
+    assert_eq!(
+        resp.status,
+        400,
+        "{what}: {}",
+        String::from_utf8_lossy(&resp.body)
+    );
     let body = resp.json();
     assert_eq!(body["error"]["code"], -32020, "{what}");
     assert_eq!(body["id"], 7, "{what}");
@@ -118,7 +127,11 @@ fn compat_an_oversized_id_is_invalid_and_never_echoed() {
                 "protocolVersion": LEGACY, "capabilities": {}}}),
         );
         assert_eq!(resp.status, 400, "{method}");
-        assert!(resp.body.len() < 1024, "{method}: {} bytes", resp.body.len());
+        assert!(
+            resp.body.len() < 1024,
+            "{method}: {} bytes",
+            resp.body.len()
+        );
         assert_eq!(resp.json()["error"]["code"], -32600, "{method}");
         assert_eq!(resp.json()["id"], Value::Null, "{method}");
     }

@@ -53,7 +53,13 @@ fn initialize(addr: std::net::SocketAddr, user: &str) -> String {
     resp.header("mcp-session-id").expect("session").to_owned()
 }
 
-fn request(addr: std::net::SocketAddr, user: &str, session: &str, method: &str, params: Value) -> Response {
+fn request(
+    addr: std::net::SocketAddr,
+    user: &str,
+    session: &str,
+    method: &str,
+    params: Value,
+) -> Response {
     post(
         addr,
         &user_headers(user, Some(session)),
@@ -62,7 +68,13 @@ fn request(addr: std::net::SocketAddr, user: &str, session: &str, method: &str, 
 }
 
 fn set_level(addr: std::net::SocketAddr, user: &str, session: &str) -> Response {
-    request(addr, user, session, "logging/setLevel", json!({"level": "info"}))
+    request(
+        addr,
+        user,
+        session,
+        "logging/setLevel",
+        json!({"level": "info"}),
+    )
 }
 
 fn delete(addr: std::net::SocketAddr, user: &str, session: &str) -> Response {
@@ -97,13 +109,22 @@ fn compat_one_principal_at_its_session_bound_is_refused_and_nobody_else() {
         alice.push(s);
     }
     let extra = initialize(addr, "alice");
-    assert_limited(&set_level(addr, "alice", &extra), "max_sessions_per_principal");
+    assert_limited(
+        &set_level(addr, "alice", &extra),
+        "max_sessions_per_principal",
+    );
     // A DELETE she cannot record is refused too (nothing is evicted for it).
     assert_limited(&delete(addr, "alice", &extra), "max_sessions_per_principal");
     // Her existing sessions keep working, and a DELETE of one is remembered.
     assert_eq!(delete(addr, "alice", &alice[0]).status, 200);
-    assert_eq!(request(addr, "alice", &alice[0], "ping", json!({})).status, 404);
-    assert_eq!(request(addr, "alice", &alice[1], "ping", json!({})).status, 200);
+    assert_eq!(
+        request(addr, "alice", &alice[0], "ping", json!({})).status,
+        404
+    );
+    assert_eq!(
+        request(addr, "alice", &alice[1], "ping", json!({})).status,
+        200
+    );
     // Another principal is not affected.
     let bob = initialize(addr, "bob");
     assert_eq!(set_level(addr, "bob", &bob).status, 200);
@@ -117,7 +138,8 @@ fn compat_a_delete_on_a_full_store_evicts_nobody_and_deleted_sessions_stay_404()
     let mut compat = CompatConfig::default();
     compat.max_session_states = 2;
     config.compat = Some(compat);
-    let srv = genmcp::http::ServerThread::spawn(genmcp::apps::fixtures::suite, config).expect("server starts");
+    let srv = genmcp::http::ServerThread::spawn(genmcp::apps::fixtures::suite, config)
+        .expect("server starts");
     let addr = srv.addr;
     let bob = initialize(addr, "bob");
     assert_eq!(delete(addr, "bob", &bob).status, 200);
@@ -129,7 +151,10 @@ fn compat_a_delete_on_a_full_store_evicts_nobody_and_deleted_sessions_stay_404()
     let refused = delete(addr, "carol", &carol);
     assert_eq!(refused.status, 503);
     assert_eq!(request(addr, "bob", &bob, "ping", json!({})).status, 404);
-    assert_eq!(request(addr, "carol", &carol, "ping", json!({})).status, 200);
+    assert_eq!(
+        request(addr, "carol", &carol, "ping", json!({})).status,
+        200
+    );
 }
 
 #[test]
@@ -141,14 +166,26 @@ fn compat_subscribed_uris_are_bounded_per_principal_across_sessions() {
     let srv = probe::start(Mode::Accept, caps(), config);
     let addr = srv.addr();
     let subscribe = |user: &str, session: &str, uri: &str| {
-        request(addr, user, session, "resources/subscribe", json!({"uri": uri}))
+        request(
+            addr,
+            user,
+            session,
+            "resources/subscribe",
+            json!({"uri": uri}),
+        )
     };
     let (a1, a2) = (initialize(addr, "alice"), initialize(addr, "alice"));
     for i in 0..3 {
-        assert_eq!(subscribe("alice", &a1, &format!("test://a1/{i}")).status, 200);
+        assert_eq!(
+            subscribe("alice", &a1, &format!("test://a1/{i}")).status,
+            200
+        );
     }
     for i in 0..2 {
-        assert_eq!(subscribe("alice", &a2, &format!("test://a2/{i}")).status, 200);
+        assert_eq!(
+            subscribe("alice", &a2, &format!("test://a2/{i}")).status,
+            200
+        );
     }
     // Subscribing again to a URI she holds costs nothing.
     assert_eq!(subscribe("alice", &a2, "test://a2/0").status, 200);
@@ -159,11 +196,20 @@ fn compat_subscribed_uris_are_bounded_per_principal_across_sessions() {
     let bob = initialize(addr, "bob");
     assert_eq!(subscribe("bob", &bob, "test://b/0").status, 200);
     // Unsubscribing, or deleting a session, frees her room.
-    let unsub = request(addr, "alice", &a2, "resources/unsubscribe", json!({"uri": "test://a2/0"}));
+    let unsub = request(
+        addr,
+        "alice",
+        &a2,
+        "resources/unsubscribe",
+        json!({"uri": "test://a2/0"}),
+    );
     assert_eq!(unsub.status, 200);
     assert_eq!(subscribe("alice", &a2, "test://a2/2").status, 200);
     assert_eq!(delete(addr, "alice", &a1).status, 200);
     for i in 3..6 {
-        assert_eq!(subscribe("alice", &a2, &format!("test://a2/{i}")).status, 200);
+        assert_eq!(
+            subscribe("alice", &a2, &format!("test://a2/{i}")).status,
+            200
+        );
     }
 }

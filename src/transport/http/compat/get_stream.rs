@@ -55,10 +55,10 @@ fn state_refusal(error: &McpError) -> HttpResponse {
     } else {
         StatusCode::SERVICE_UNAVAILABLE
     };
-    crate::transport::http::auth::with_retry_after(
-        refusal(status, error.code(), &error.to_string()),
-        error,
-    )
+    let resp = HttpResponse::build(status)
+        .content_type("application/json")
+        .body(super::encode_legacy_error(None, &error.to_error_object()));
+    crate::transport::http::auth::with_retry_after(resp, error)
 }
 
 fn session_gone() -> HttpResponse {
