@@ -551,7 +551,9 @@ mod tests {
         // URIs are counted across the owner's sessions.
         store.change_uri(&a[1], "x://2", true, 10).unwrap();
         store.change_uri(&a[0], "x://3", true, 10).unwrap();
-        let over = store.change_uri(&a[0], "x://4", true, 10).unwrap_err();
+        let Err(over) = store.change_uri(&a[0], "x://4", true, 10) else {
+            panic!("the owner is at its URI bound");
+        };
         assert!(over.retry_after().is_some());
         assert_eq!(store.held_by("a"), (2, 3));
         // Unsubscribing frees room; deleting drops the session's URIs.
