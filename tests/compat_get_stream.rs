@@ -182,3 +182,36 @@ fn compat_subscribe_and_unsubscribe_change_the_live_get_streams_uris() {
     assert!(wait_until(Duration::from_secs(5), || srv.closed().len() == 2));
     assert_eq!(srv.metrics().open_streams, 1);
 }
+
+#[test]
+fn compat_a_subscribe_whose_stream_cannot_restart_is_an_error_and_changes_nothing() {
+    let mut config = probe::config();
+    // The restarted actor runs beside the old one for a moment: with room for
+    // one stream per connection, the restart fails.
+    config.limits.max_streams_per_connection = 1;
+    let srv = probe::start(Mode::Accept, caps(), config);
+    let session = legacy::initialize(srv.addr());
+    let mut stream = legacy::get(srv.addr(), Some(&session));
+    srv.wait_subscribers(1);
+    let resp = legacy::request(
+        srv.addr(),
+        &session,
+        json!(1),
+        "resources/subscribe",
+        json!({"uri": "a://x"}),
+    );
+    assert_eq!(resp.json()["error"]["code"], -32603, "{:?}", resp.json());
+    assert!(resp.json().get("result").is_none());
+    // The stream keeps serving its earlier filter, without the URI.
+    srv.bus
+        .publish("all", send(Notification::resource_updated("a://x")));
+    srv.bus
+        .publish("all", send(Notification::tools_list_changed()));
+    assert_eq!(
+        next(&mut stream).unwrap()["method"],
+        "notifications/tools/list_changed"
+    );
+    // The session's set was rolled back: a fresh GET has no a://x either.
+    assert_eq!(legacy::delete(srv.addr(), &session).status, 200);
+    assert!(next(&mut stream).is_none());
+}

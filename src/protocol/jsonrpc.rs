@@ -153,14 +153,7 @@ impl Incoming {
             id: None,
             error: McpError::Parse(format!("Invalid JSON: {e}")),
         };
-        let first = bytes.iter().find(|b| !b.is_ascii_whitespace());
-        let value = if first == Some(&b'{') {
-            let top: RawObject<'_> = serde_json::from_slice(bytes).map_err(parse_error)?;
-            top.into_message().map_err(parse_error)?
-        } else {
-            serde_json::from_slice(bytes).map_err(parse_error)?
-        };
-        Self::from_value(value)
+        Self::from_value(parse_value(bytes).map_err(parse_error)?)
     }
 
     /// Validates an already parsed JSON value as one JSON-RPC message.
@@ -221,6 +214,21 @@ impl Incoming {
                 params: params.unwrap_or_default(),
             }),
         })
+    }
+}
+
+/// Parses one JSON message from bytes as [`Incoming::parse`] does, without
+/// validating the envelope: the unknown keys of `params._meta` larger than the
+/// server would keep are checked for syntax and skipped, never built into a
+/// tree (for transports that must look at a message before knowing what it
+/// is, such as a 2025-era POST that may be a response).
+pub fn parse_value(bytes: &[u8]) -> Result<Value, serde_json::Error> {
+    let first = bytes.iter().find(|b| !b.is_ascii_whitespace());
+    if first == Some(&b'{') {
+        let top: RawObject<'_> = serde_json::from_slice(bytes)?;
+        top.into_message()
+    } else {
+        serde_json::from_slice(bytes)
     }
 }
 

@@ -5,9 +5,9 @@ use actix_web::HttpRequest;
 use actix_web::http::header::{self, HeaderMap};
 use base64::Engine as _;
 
-use serde_json::Value;
+use serde_json::{Map, Value};
 
-use crate::protocol::McpError;
+use crate::protocol::{McpError, methods};
 use crate::suite::ParamHeader;
 
 /// `MCP-Protocol-Version`.
@@ -156,6 +156,71 @@ pub fn decode_value(raw: &str) -> Result<String, McpError> {
             }),
         None => Ok(raw.to_owned()),
     }
+}
+
+/// `Mcp-Method` (already read with [`routing_header`]) against the body's
+/// method: `-32020` when they differ. Absence is the caller's business (the
+/// 2026-07-28 path requires the header, the 2025 path checks it when present).
+pub(crate) fn check_method_header(header: Option<&str>, method: &str) -> Result<(), McpError> {
+    match header {
+        Some(h) if h != method => Err(McpError::HeaderMismatch(format!(
+            "Header mismatch: Mcp-Method header value '{h}' does not match body value '{method}'"
+        ))),
+        _ => Ok(()),
+    }
+}
+
+/// `Mcp-Name` (already read with [`routing_header`]) against the body's
+/// `name` (`tools/call`, `prompts/get`) or `uri` (`resources/read`): `-32020`
+/// when it differs or does not decode, and when it is absent while `required`.
+/// Other methods carry no name: nothing to check.
+pub(crate) fn check_name_header(
+    header: Option<&str>,
+    method: &str,
+    params: &Map<String, Value>,
+    required: bool,
+) -> Result<(), McpError> {
+    let field = match method {
+        methods::TOOLS_CALL | methods::PROMPTS_GET => "name",
+        methods::RESOURCES_READ => "uri",
+        m if crate::suite::tasks::is_task_method(m) => "taskId",
+        _ => return Ok(()),
+    };
+    let Some(raw) = header else {
+        if required {
+            return Err(McpError::HeaderMismatch(
+                "Header mismatch: required Mcp-Name header is missing".into(),
+            ));
+        }
+        return Ok(());
+    };
+    let decoded = decode_value(raw)?;
+    let body = params
+        .get(field)
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    if decoded != body {
+        return Err(McpError::HeaderMismatch(format!(
+            "Header mismatch: Mcp-Name header value '{decoded}' does not match body value '{body}'"
+        )));
+    }
+    Ok(())
+}
+
+/// Checks the `Mcp-Param-*` headers a call declares (`expected`, from
+/// `Suite::param_headers`): each one must be present (when `required`) and
+/// agree with its argument ([`check_param_header`]).
+pub(crate) fn check_param_headers(
+    headers: &HeaderMap,
+    expected: &[ParamHeader],
+    required: bool,
+) -> Result<(), McpError> {
+    for param in expected {
+        if required || headers.contains_key(param.header.to_ascii_lowercase().as_str()) {
+            check_param_header(headers, param)?;
+        }
+    }
+    Ok(())
 }
 
 /// Checks one `Mcp-Param-*` header against its argument: missing, undecodable or

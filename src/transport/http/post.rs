@@ -279,14 +279,7 @@ pub(super) fn validate<H: SubscriptionHandler>(
             "Header mismatch: MCP-Protocol-Version header value '{h}' does not match body value '{body}'"
         )));
     }
-    if let Some(h) = header_method
-        && h != request.method
-    {
-        return Err(McpError::HeaderMismatch(format!(
-            "Header mismatch: Mcp-Method header value '{h}' does not match body value '{}'",
-            request.method
-        )));
-    }
+    headers::check_method_header(header_method, &request.method)?;
     let meta = validate_meta(&request.method, params.as_ref())?;
     if header_version.is_none() {
         return Err(McpError::HeaderMismatch(
@@ -299,27 +292,7 @@ pub(super) fn validate<H: SubscriptionHandler>(
         ));
     }
     let params = params.unwrap_or_default();
-    let name_field = match request.method.as_str() {
-        methods::TOOLS_CALL | methods::PROMPTS_GET => Some("name"),
-        methods::RESOURCES_READ => Some("uri"),
-        m if crate::suite::tasks::is_task_method(m) => Some("taskId"),
-        _ => None,
-    };
-    if let Some(field) = name_field {
-        let raw = header_name.ok_or_else(|| {
-            McpError::HeaderMismatch("Header mismatch: required Mcp-Name header is missing".into())
-        })?;
-        let decoded = headers::decode_value(raw)?;
-        let body = params
-            .get(field)
-            .and_then(Value::as_str)
-            .unwrap_or_default();
-        if decoded != body {
-            return Err(McpError::HeaderMismatch(format!(
-                "Header mismatch: Mcp-Name header value '{decoded}' does not match body value '{body}'"
-            )));
-        }
-    }
+    headers::check_name_header(header_name, &request.method, &params, true)?;
     let routed = route(
         suite,
         server,
@@ -331,9 +304,7 @@ pub(super) fn validate<H: SubscriptionHandler>(
         outbox,
     )?;
     if let Routed::Unary { method, params, .. } = &routed {
-        for expected in suite.param_headers(method, params)? {
-            headers::check_param_header(head, &expected)?;
-        }
+        headers::check_param_headers(head, &suite.param_headers(method, params)?, true)?;
     }
     Ok(routed)
 }

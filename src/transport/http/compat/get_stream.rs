@@ -19,12 +19,13 @@
 use actix::Actor as _;
 use actix_web::http::{StatusCode, header};
 use actix_web::{HttpRequest, HttpResponse, web};
-use tokio::sync::oneshot;
+use tokio::sync::{OwnedSemaphorePermit, oneshot};
 
-use super::session::{LiveGet, Reservation, SESSION_HEADER, Session};
-use super::{AppState, Compat, LEGACY_VERSIONS, parse_meta, refusal, request_meta, session_of};
+use super::session::{SESSION_HEADER, Session};
+use super::store::{LiveGet, Reservation, Reserve};
+use super::{AppState, Compat, LEGACY_VERSIONS, refusal, request_meta, session_of};
 use crate::mux::{Assigns, Channel, outbox};
-use crate::protocol::{RequestId, SubscriptionCapabilities, SubscriptionFilter};
+use crate::protocol::{McpError, RequestId, SubscriptionCapabilities, SubscriptionFilter};
 use crate::runtime::{CloseReason, Connection, StopStream, spawn_legacy_stream};
 use crate::subscription::SubscriptionHandler;
 use crate::transport::http::headers::{self, PROTOCOL_VERSION};
@@ -36,13 +37,46 @@ fn not_allowed() -> HttpResponse {
         .finish()
 }
 
-/// What GET and DELETE check first: Host and Origin (403), a session header
-/// (without one: 400 for a client naming a 2025 version, otherwise 405 as for
-/// any 2026-07-28 client), authentication (401), the session (404).
+/// What GET and DELETE pass, as a POST does: the server's admission.
+struct Admitted {
+    compat: std::sync::Arc<Compat>,
+    session: Session,
+    assigns: Assigns,
+    /// Held until the GET's stream is set up (an open stream then counts
+    /// against the stream limits instead), or until the DELETE is done.
+    permit: OwnedSemaphorePermit,
+}
+
+/// A refusal for a session-state error: 429 with `Retry-After` for a limit
+/// of the principal, 503 otherwise.
+fn state_refusal(error: &McpError) -> HttpResponse {
+    let status = if error.retry_after().is_some() {
+        StatusCode::TOO_MANY_REQUESTS
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
+    };
+    let resp = HttpResponse::build(status)
+        .content_type("application/json")
+        .body(super::encode_legacy_error(None, &error.to_error_object()));
+    crate::transport::http::auth::with_retry_after(resp, error)
+}
+
+fn session_gone() -> HttpResponse {
+    refusal(
+        StatusCode::NOT_FOUND,
+        -32600,
+        "Session not found: initialize a new session",
+    )
+}
+
+/// What GET and DELETE check first, in the POST's order: Host and Origin
+/// (403), a session header (without one: 400 for a client naming a 2025
+/// version, otherwise 405 as for any 2026-07-28 client), the in-flight limit
+/// (503), authentication (401), the session (404).
 async fn admit<H: SubscriptionHandler>(
     req: &HttpRequest,
     state: &AppState<H>,
-) -> Result<(std::sync::Arc<Compat>, Session, Assigns), HttpResponse> {
+) -> Result<Admitted, HttpResponse> {
     let config = &state.config;
     if let Err(why) = headers::check_host_and_origin(req, &config.allowed_hosts) {
         return Err(refusal(
@@ -70,9 +104,17 @@ async fn admit<H: SubscriptionHandler>(
             not_allowed()
         });
     }
+    let Ok(permit) = state.in_flight.clone().try_acquire_owned() else {
+        return Err(crate::transport::http::post::overloaded());
+    };
     let assigns = crate::transport::http::auth::admit(req, state).await?;
     let session = session_of(req, state, &compat, &assigns)?;
-    Ok((compat, session, assigns))
+    Ok(Admitted {
+        compat,
+        session,
+        assigns,
+        permit,
+    })
 }
 
 /// The GET stream's filter: every kind the server advertises, plus the
@@ -95,7 +137,12 @@ pub(in crate::transport::http) async fn get<H: SubscriptionHandler>(
     req: HttpRequest,
     state: web::Data<AppState<H>>,
 ) -> HttpResponse {
-    let (compat, session, assigns) = match admit(&req, &state).await {
+    let Admitted {
+        compat,
+        session,
+        assigns,
+        permit,
+    } = match admit(&req, &state).await {
         Ok(a) => a,
         Err(resp) => return resp,
     };
@@ -106,8 +153,8 @@ pub(in crate::transport::http) async fn get<H: SubscriptionHandler>(
             "Not Acceptable: the GET stream answers with text/event-stream",
         );
     }
-    let meta = match request_meta(&session, None, None).and_then(|m| parse_meta(&m)) {
-        Ok(m) => m,
+    let meta = match request_meta(&session, None, None) {
+        Ok((m, _)) => m,
         Err(e) => return refusal(StatusCode::BAD_REQUEST, e.code(), &e.to_string()),
     };
     let server = &state.server;
@@ -126,17 +173,16 @@ pub(in crate::transport::http) async fn get<H: SubscriptionHandler>(
     }
     let generation = compat.next_generation();
     match compat.sessions.reserve_get(&session, generation) {
-        Ok(Some(_)) => {}
-        Ok(None) => {
+        Ok(Reserve::Reserved) => {}
+        Ok(Reserve::Busy) => {
             return refusal(
                 StatusCode::CONFLICT,
                 -32600,
                 "Conflict: this session already has an open GET stream",
             );
         }
-        Err(e) => {
-            return refusal(StatusCode::SERVICE_UNAVAILABLE, e.code(), &e.to_string());
-        }
+        Ok(Reserve::Deleted) => return session_gone(),
+        Err(e) => return state_refusal(&e),
     }
     let reservation = Reservation {
         store: &compat.sessions,
@@ -170,18 +216,25 @@ pub(in crate::transport::http) async fn get<H: SubscriptionHandler>(
             return crate::transport::http::auth::with_retry_after(resp, &e);
         }
     };
-    compat.sessions.commit_get(
+    let committed = compat.sessions.commit_get(
         &session,
         generation,
         LiveGet {
             connection,
             outbox: tx,
-            stop,
+            stop: stop.clone(),
             meta,
             assigns,
         },
     );
     drop(reservation);
+    if !committed {
+        // DELETEd while the stream was being opened: the stream must not
+        // outlive the session (its handle_close runs, as for a DELETE).
+        let _ = stop.send(StopStream(CloseReason::Disconnected)).await;
+        return session_gone();
+    }
+    drop(permit);
     crate::transport::http::post::sse_response(SseBody::opened(
         rx,
         Some(done_rx),
@@ -196,26 +249,36 @@ pub(in crate::transport::http) async fn delete<H: SubscriptionHandler>(
     req: HttpRequest,
     state: web::Data<AppState<H>>,
 ) -> HttpResponse {
-    let (compat, session, _assigns) = match admit(&req, &state).await {
+    let Admitted {
+        compat,
+        session,
+        permit,
+        ..
+    } = match admit(&req, &state).await {
         Ok(a) => a,
         Err(resp) => return resp,
     };
-    let (_, live) = compat.sessions.delete(&session);
+    let live = match compat.sessions.delete(&session) {
+        Ok((_, live)) => live,
+        Err(e) => return state_refusal(&e),
+    };
     if let Some(live) = live {
         let _ = live.stop.send(StopStream(CloseReason::Disconnected)).await;
     }
+    drop(permit);
     HttpResponse::Ok().finish()
 }
 
 /// Restarts the session's GET stream actor with the session's current URIs:
 /// the new actor first, then the old one is stopped (its `handle_close` runs;
-/// frames it already queued still go out).
+/// frames it already queued still go out). An error when the new actor could
+/// not be opened: the old one keeps running with its earlier filter.
 pub(super) async fn restart<H: SubscriptionHandler>(
     state: &AppState<H>,
     compat: &Compat,
     session: &Session,
-    live: LiveGet,
-) {
+    live: &LiveGet,
+) -> Result<(), McpError> {
     let probe = Channel::for_request(
         RequestId::Number(0),
         live.meta.clone(),
@@ -238,15 +301,12 @@ pub(super) async fn restart<H: SubscriptionHandler>(
         true,
     )
     .await;
-    match opened {
-        Ok(stop) => {
-            let old = compat
-                .sessions
-                .swap_get_stream(session, &live.connection, stop);
-            let _ = old.send(StopStream(CloseReason::Cancelled)).await;
-        }
-        Err(error) => {
-            tracing::debug!(%error, "GET stream not restarted; it keeps its earlier filter");
-        }
-    }
+    let stop = opened.inspect_err(|error| {
+        tracing::debug!(%error, "GET stream not restarted; it keeps its earlier filter");
+    })?;
+    let old = compat
+        .sessions
+        .swap_get_stream(session, &live.connection, stop);
+    let _ = old.send(StopStream(CloseReason::Cancelled)).await;
+    Ok(())
 }

@@ -16,6 +16,7 @@
 mod get_stream;
 mod requests;
 mod session;
+mod store;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -26,17 +27,19 @@ use actix_web::{HttpRequest, HttpResponse};
 use serde_json::{Map, Value, json};
 use tokio::sync::OwnedSemaphorePermit;
 
-use super::headers::{METHOD, PROTOCOL_VERSION};
+use super::headers::{self, METHOD, NAME, PROTOCOL_VERSION};
 use super::post::AppState;
-use crate::mux::{Assigns, Channel, Principal, outbox};
+use crate::mux::{Assigns, Channel, Principal, limit_key, outbox};
 use crate::protocol::error::ErrorObject;
-use crate::protocol::jsonrpc::encode_result;
+use crate::protocol::jsonrpc::{MAX_ID_LEN, encode_result, parse_value};
 use crate::protocol::types::MAX_RESOURCE_URI_LEN;
 use crate::protocol::{LogLevel, McpError, RequestId, RequestMeta, keys, methods};
+use crate::runtime::{CloseReason, StopStream};
 use crate::subscription::SubscriptionHandler;
 
 pub(super) use get_stream::{delete, get};
-use session::{SESSION_HEADER, Session, SessionStore};
+use session::{SESSION_HEADER, Session};
+use store::{SessionStore, StoreBounds};
 
 /// The 2025-era versions served, newest first.
 pub const LEGACY_VERSIONS: &[&str] = &["2025-11-25", "2025-06-18"];
@@ -49,11 +52,26 @@ pub struct CompatConfig {
     /// How long a session lives from its `initialize` (default 24 h); then its
     /// id answers 404 and the client initializes again.
     pub session_ttl: Duration,
-    /// Sessions that hold state at once (a log level, resource subscriptions,
-    /// a GET stream, or the mark of a DELETE), default 10,000. Past it a
-    /// `logging/setLevel`, `resources/subscribe` or GET gets `-32603` (503 for a
-    /// GET); expired and empty entries are swept first.
+    /// Sessions that hold state at once in the whole server (a log level,
+    /// resource subscriptions, a GET stream, or the mark of a DELETE), default
+    /// 100,000: the memory bound, reached only by many principals (see
+    /// `max_session_states_per_principal`). Past it a `logging/setLevel` or
+    /// `resources/subscribe` gets `-32603` "Server busy", a GET or DELETE 503;
+    /// expired and empty entries are swept first, nothing else is evicted.
     pub max_session_states: usize,
+    /// Sessions with state per principal (or per client address without one),
+    /// default 1,000. Past it that principal's `logging/setLevel`,
+    /// `resources/subscribe`, GET and DELETE of a session without state get
+    /// HTTP 429 with `Retry-After` and `-32603`, `data.limit =
+    /// "max_sessions_per_principal"`; other principals are not affected.
+    pub max_session_states_per_principal: usize,
+    /// `resources/subscribe` URIs per principal (or per client address without
+    /// one) across its sessions, default 4,096. Past it: 429 with
+    /// `Retry-After`, `data.limit = "max_subscribed_uris_per_principal"`.
+    pub max_subscribed_uris_per_principal: usize,
+    /// `resources/subscribe` URIs in the whole server, default 131,072 (each at
+    /// most 2 KiB). Past it: `-32603` "Server busy".
+    pub max_subscribed_uris: usize,
     /// Server-to-client requests waiting for the client's answer, in the whole
     /// server (default 1,024). Past it the tool call gets `-32603`.
     pub max_pending_requests: usize,
@@ -63,7 +81,10 @@ impl Default for CompatConfig {
     fn default() -> Self {
         CompatConfig {
             session_ttl: Duration::from_secs(24 * 60 * 60),
-            max_session_states: 10_000,
+            max_session_states: 100_000,
+            max_session_states_per_principal: 1_000,
+            max_subscribed_uris_per_principal: 4_096,
+            max_subscribed_uris: 131_072,
             max_pending_requests: 1_024,
         }
     }
@@ -80,7 +101,12 @@ pub(super) struct Compat {
 impl Compat {
     pub(super) fn new(config: CompatConfig) -> Self {
         Compat {
-            sessions: SessionStore::new(config.max_session_states),
+            sessions: SessionStore::new(StoreBounds {
+                max_sessions: config.max_session_states,
+                max_uris: config.max_subscribed_uris,
+                per_owner_sessions: config.max_session_states_per_principal,
+                per_owner_uris: config.max_subscribed_uris_per_principal,
+            }),
             pending: requests::Pending::new(config.max_pending_requests),
             generation: AtomicU64::new(0),
             config,
@@ -104,7 +130,7 @@ pub(super) fn legacy_body(req: &HttpRequest, body: &[u8]) -> Option<Value> {
     if !session && !legacy_version && head.contains_key(METHOD) {
         return None;
     }
-    let value: Value = serde_json::from_slice(body).ok()?;
+    let value = parse_value(body).ok()?;
     let obj = value.as_object()?;
     let params = obj.get("params").and_then(Value::as_object);
     if RequestMeta::raw_version(params).is_some() {
@@ -125,6 +151,12 @@ fn refusal(status: StatusCode, code: i64, message: &str) -> HttpResponse {
             json!({"jsonrpc": "2.0", "id": null, "error": {"code": code, "message": message}})
                 .to_string(),
         )
+}
+
+/// The key a request's stored session state is counted under: its principal,
+/// or its client address without one (one shared key when neither is known).
+fn owner_of(assigns: &Assigns) -> String {
+    limit_key(assigns).unwrap_or_else(|| "shared".to_owned())
 }
 
 /// Reads and checks the session of a request: missing → 400, forged, expired,
@@ -150,7 +182,11 @@ fn session_of<H: SubscriptionHandler>(
         .ok()
         .and_then(|token| session::open(state.suite.sealer(), token.trim()))
         .filter(|s| s.principal.as_deref() == principal)
-        .filter(|s| !compat.sessions.is_deleted(s));
+        .filter(|s| !compat.sessions.is_deleted(s))
+        .map(|mut s| {
+            s.owner = owner_of(assigns);
+            s
+        });
     session.ok_or_else(|| {
         refusal(
             StatusCode::NOT_FOUND,
@@ -162,15 +198,17 @@ fn session_of<H: SubscriptionHandler>(
 
 /// The 2026-07-28 `_meta` of a request of `session`: its capabilities and
 /// client info from `initialize`, its log level from `logging/setLevel`, and
-/// the request's own `_meta` (progress token, trace keys), validated and
-/// bounded exactly like a modern one.
+/// the request's own `_meta` (progress token, trace keys; its unknown keys
+/// already bounded when the body was parsed), validated and bounded exactly
+/// like a modern one. Returns it parsed and as the map the suite gets; the
+/// client's `_meta` is moved, never copied.
 fn request_meta(
     session: &Session,
     log_level: Option<LogLevel>,
-    client_meta: Option<&Value>,
-) -> Result<Map<String, Value>, McpError> {
+    client_meta: Option<Value>,
+) -> Result<(RequestMeta, Map<String, Value>), McpError> {
     let mut meta = match client_meta {
-        Some(Value::Object(m)) => m.clone(),
+        Some(Value::Object(m)) => m,
         _ => Map::new(),
     };
     meta.insert(
@@ -181,7 +219,6 @@ fn request_meta(
         keys::CLIENT_CAPABILITIES.into(),
         Value::Object(session.capabilities.clone()),
     );
-    meta.remove(keys::CLIENT_INFO);
     meta.remove(keys::LOG_LEVEL);
     if let Some(level) = log_level {
         meta.insert(
@@ -189,21 +226,42 @@ fn request_meta(
             serde_json::to_value(level).unwrap_or(Value::Null),
         );
     }
-    if let Some(info) = &session.client_info {
-        let mut with_info = meta.clone();
-        with_info.insert(keys::CLIENT_INFO.into(), info.clone());
-        if parse_meta(&with_info).is_ok() {
-            return Ok(with_info);
+    match &session.client_info {
+        Some(info) => {
+            meta.insert(keys::CLIENT_INFO.into(), info.clone());
+        }
+        None => {
+            meta.remove(keys::CLIENT_INFO);
         }
     }
-    parse_meta(&meta)?;
-    Ok(meta)
+    match parse_meta(meta) {
+        Ok(parsed) => Ok(parsed),
+        // A client info the 2026 rules refuse is left out rather than failing
+        // every request of the session.
+        Err((mut meta, _)) if session.client_info.is_some() => {
+            meta.remove(keys::CLIENT_INFO);
+            parse_meta(meta).map_err(|(_, e)| e)
+        }
+        Err((_, e)) => Err(e),
+    }
 }
 
-fn parse_meta(meta: &Map<String, Value>) -> Result<RequestMeta, McpError> {
+/// Validates `meta` as a request's `_meta` (moved in and handed back).
+#[allow(clippy::type_complexity)]
+fn parse_meta(
+    meta: Map<String, Value>,
+) -> Result<(RequestMeta, Map<String, Value>), (Map<String, Value>, McpError)> {
     let mut params = Map::new();
-    params.insert("_meta".into(), Value::Object(meta.clone()));
-    RequestMeta::from_params(Some(&params))
+    params.insert("_meta".into(), Value::Object(meta));
+    let parsed = RequestMeta::from_params(Some(&params));
+    let meta = match params.remove("_meta") {
+        Some(Value::Object(m)) => m,
+        _ => Map::new(),
+    };
+    match parsed {
+        Ok(parsed) => Ok((parsed, meta)),
+        Err(e) => Err((meta, e)),
+    }
 }
 
 /// A 2026-07-28 result as a 2025 client expects it: no `resultType`, cache
@@ -256,8 +314,25 @@ fn result_response(id: &RequestId, result: Map<String, Value>) -> HttpResponse {
     json_ok(encode_result(id, &result))
 }
 
+/// A JSON-RPC error of a request: in-band (200) as 2025 clients expect, except
+/// a limit per principal (429 with `Retry-After`, as everywhere).
 fn error_response(id: Option<&RequestId>, method: &str, error: &McpError) -> HttpResponse {
-    json_ok(encode_legacy_error(id, &legacy_error(method, error)))
+    let body = encode_legacy_error(id, &legacy_error(method, error));
+    if error.retry_after().is_none() {
+        return json_ok(body);
+    }
+    let resp = HttpResponse::TooManyRequests()
+        .content_type("application/json")
+        .body(body);
+    super::auth::with_retry_after(resp, error)
+}
+
+/// A header that disagrees with the body (`-32020`): 400 with the request's
+/// id, as on the 2026-07-28 path.
+fn mismatch(id: Option<&RequestId>, error: &McpError) -> HttpResponse {
+    HttpResponse::BadRequest()
+        .content_type("application/json")
+        .body(encode_legacy_error(id, &error.to_error_object()))
 }
 
 /// Serves one legacy POST (its body already parsed by [`legacy_body`]).
@@ -284,7 +359,21 @@ pub(super) async fn post<H: SubscriptionHandler>(
         );
     }
     let method = msg.get("method").and_then(Value::as_str).map(str::to_owned);
-    let raw_id = msg.get("id").cloned();
+    let raw_id = msg.remove("id");
+    if let Some(Value::String(long)) = &raw_id
+        && long.len() > MAX_ID_LEN
+    {
+        // Never echoed: the reply would carry it back.
+        return refusal(
+            StatusCode::BAD_REQUEST,
+            -32600,
+            &format!(
+                "Invalid Request: id is {} bytes long; at most {MAX_ID_LEN} are allowed",
+                long.len()
+            ),
+        );
+    }
+    let head = req.headers();
     if method.as_deref() == Some("initialize") {
         let Some(id) = raw_id.as_ref().and_then(RequestId::from_value) else {
             return refusal(
@@ -293,6 +382,11 @@ pub(super) async fn post<H: SubscriptionHandler>(
                 "Invalid Request: initialize needs a string or integer id",
             );
         };
+        if let Err(e) = headers::routing_header(head, METHOD)
+            .and_then(|h| headers::check_method_header(h, "initialize"))
+        {
+            return mismatch(Some(&id), &e);
+        }
         let params = match msg.remove("params") {
             Some(Value::Object(p)) => p,
             _ => Map::new(),
@@ -336,6 +430,11 @@ pub(super) async fn post<H: SubscriptionHandler>(
             "Invalid Request: the id must be a string or an integer",
         );
     };
+    if let Err(e) =
+        headers::routing_header(head, METHOD).and_then(|h| headers::check_method_header(h, &method))
+    {
+        return mismatch(Some(&id), &e);
+    }
     let mut params = match msg.remove("params") {
         None | Some(Value::Null) => Map::new(),
         Some(Value::Object(p)) => p,
@@ -347,15 +446,18 @@ pub(super) async fn post<H: SubscriptionHandler>(
             );
         }
     };
+    // The same header/body agreement as a 2026-07-28 request, for the
+    // headers a 2025 client sent (a gateway may route or authorize on them).
+    if let Err(e) = headers::routing_header(head, NAME)
+        .and_then(|h| headers::check_name_header(h, &method, &params, false))
+    {
+        return mismatch(Some(&id), &e);
+    }
     // MRTR fields belong to the server's side of the translation.
     params.remove("inputResponses");
     params.remove("requestState");
     let log_level = compat.sessions.log_level(&session);
-    let meta = match request_meta(&session, log_level, params.get("_meta")) {
-        Ok(m) => m,
-        Err(e) => return error_response(Some(&id), &method, &e),
-    };
-    let parsed = match parse_meta(&meta) {
+    let (parsed, meta) = match request_meta(&session, log_level, params.remove("_meta")) {
         Ok(m) => m,
         Err(e) => return error_response(Some(&id), &method, &e),
     };
@@ -384,6 +486,14 @@ pub(super) async fn post<H: SubscriptionHandler>(
         | methods::COMPLETE => {
             if let Err(e) = state.suite.route(&method, &channel) {
                 return error_response(Some(&id), &method, &e);
+            }
+            match state.suite.param_headers(&method, &params) {
+                Ok(expected) => {
+                    if let Err(e) = headers::check_param_headers(head, &expected, false) {
+                        return mismatch(Some(&id), &e);
+                    }
+                }
+                Err(e) => return error_response(Some(&id), &method, &e),
             }
             requests::unary(
                 state,
@@ -459,16 +569,28 @@ async fn subscription<H: SubscriptionHandler>(
                 "Invalid params: uri must be a non-empty string of at most {MAX_RESOURCE_URI_LEN} bytes"
             ))
         })?;
-    let live = compat.sessions.change_uri(
-        session,
-        uri,
-        subscribe,
-        state.server.limits().max_resource_uris,
-    )?;
-    if let Some(live) = live {
-        get_stream::restart(state, compat, session, live).await;
+    let max_uris = state.server.limits().max_resource_uris;
+    let (_, live) = compat
+        .sessions
+        .change_uri(session, uri, subscribe, max_uris)?;
+    let Some(live) = live else {
+        return Ok(());
+    };
+    let Err(error) = get_stream::restart(state, compat, session, &live).await else {
+        return Ok(());
+    };
+    // The live stream keeps its earlier filter: undo the change so the
+    // session's set is still what the stream serves, and tell the client. If
+    // the undo finds no room, the stream is ended (the client opens it again
+    // with the session's set).
+    let undone = compat
+        .sessions
+        .change_uri(session, uri, !subscribe, max_uris)
+        .is_ok();
+    if !undone {
+        let _ = live.stop.send(StopStream(CloseReason::Disconnected)).await;
     }
-    Ok(())
+    Err(error)
 }
 
 async fn initialize<H: SubscriptionHandler>(
@@ -504,8 +626,8 @@ async fn initialize<H: SubscriptionHandler>(
         Ok(s) => s,
         Err(e) => return error_response(Some(&id), "initialize", &e),
     };
-    let meta = match request_meta(&session, None, None).and_then(|m| parse_meta(&m)) {
-        Ok(m) => m,
+    let meta = match request_meta(&session, None, None) {
+        Ok((m, _)) => m,
         Err(e) => return error_response(Some(&id), "initialize", &e),
     };
     let (tx, _rx) = outbox(1);
