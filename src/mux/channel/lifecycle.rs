@@ -107,7 +107,8 @@ impl Channel {
     /// Ends a listen stream that overflowed on a shared pipe: its frames still
     /// queued are dropped (revoked) and `bytes` (an error for the listen id)
     /// becomes its one final frame, in the outbox or, when that is full, alone
-    /// in the spill queue for [`Channel::flush`]. Runtime only.
+    /// in the spill queue for [`Channel::flush`]. A 2025 session's stream
+    /// (no id the client knows) gets no final frame: `Closed`. Runtime only.
     pub(crate) fn end_overflowed(&self, bytes: Vec<u8>) -> Result<(), ChannelError> {
         let Some(listen) = &self.inner.listen else {
             return Err(ChannelError::NotAListenStream(methods::ACKNOWLEDGED.into()));
@@ -119,6 +120,11 @@ impl Channel {
         self.inner.state.store(CLOSED, Ordering::Release);
         listen.tag.revoked.store(true, Ordering::Release);
         pending.clear();
+        if listen.tag.legacy {
+            // A 2025 session's stream has no id the client knows: it just
+            // ends (the transport opens it again).
+            return Err(ChannelError::Closed);
+        }
         // Not tagged with the revocation flag: this one must go out.
         match self.inner.outbox.try_send(Frame::last(bytes)) {
             Ok(()) => {
