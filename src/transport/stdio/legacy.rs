@@ -121,7 +121,7 @@ pub(super) async fn handle_line<H: SubscriptionHandler>(
     session: &mut Session,
     text: &[u8],
 ) {
-    let value: Value = match serde_json::from_slice(text) {
+    let mut value: Value = match serde_json::from_slice(text) {
         Ok(v) => v,
         Err(e) => {
             let error = McpError::Parse(format!("Invalid JSON: {e}"));
@@ -140,6 +140,12 @@ pub(super) async fn handle_line<H: SubscriptionHandler>(
             }
         }
         return;
+    }
+    if let Value::Object(msg) = &mut value
+        && msg.get("params").is_some_and(Value::is_null)
+    {
+        // `"params": null` is how some 2025 clients say "no params".
+        msg.remove("params");
     }
     let request = match Incoming::from_value(value) {
         Ok(Incoming::Request(r)) => r,

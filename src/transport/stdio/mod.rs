@@ -319,7 +319,9 @@ where
         }
     }
     // Teardown: on shutdown the connection completes its streams by itself; on
-    // EOF every stream is disconnected (handle_close runs).
+    // EOF every stream is disconnected (handle_close runs). A 2025 session's
+    // handles (outbox, connection) go first, so the writer can end.
+    drop(era);
     in_flight.cancel_all();
     if !server.is_shutting_down() {
         connection.do_send(CloseTransport);
