@@ -4,7 +4,6 @@
 //! final frame at shutdown).
 
 mod common;
-#[allow(dead_code)]
 #[path = "common/scripted.rs"]
 mod scripted;
 #[allow(dead_code)]
