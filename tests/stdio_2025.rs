@@ -346,3 +346,53 @@ async fn the_legacy_stream_of_a_pipe_closes_like_every_stream() {
     assert_eq!(shut.closed(CloseReason::Shutdown), 1);
     assert_eq!(shut.transcript.len(), 1, "{:?}", shut.transcript);
 }
+
+/// In process: a legacy stream that overflows writes nothing for its internal
+/// id (a 2025 client could not place it) and the client's next request opens
+/// it again.
+#[actix_rt::test]
+async fn an_overflowing_legacy_stream_leaves_no_stray_reply_and_reopens() {
+    use stdio_pipe::{Pipe, burst, limits};
+    let mut p = Pipe::start(limits(4, 4, Duration::from_secs(30)));
+    p.send(&rpc(
+        json!(0),
+        "initialize",
+        json!({"protocolVersion": "2025-11-25", "capabilities": {}}),
+    ))
+    .await;
+    p.next().await;
+    p.wait("the legacy stream open", |p| {
+        p.server.metrics().open_streams == 1
+    })
+    .await;
+    // One callback: 4 frames fill the outbox, 4 the spill, the rest overflow.
+    p.bus.publish(
+        "all",
+        burst("genmcp-legacy-1", 50, scripted::Then::Continue),
+    );
+    p.wait("the burst", |p| p.handled() == 1).await;
+    p.wait("the stream's end", |p| p.server.metrics().open_streams == 0)
+        .await;
+    assert_eq!(p.closed(CloseReason::Overflow), 1);
+    p.send(&json!({"method": "ping", "jsonrpc": "2.0", "id": 1}))
+        .await;
+    p.until(|v| v["id"] == 1).await;
+    p.wait("the legacy stream open again", |p| {
+        p.server.metrics().open_streams == 1
+    })
+    .await;
+    p.finish().await;
+    let replies: Vec<&Value> = p
+        .transcript
+        .iter()
+        .filter(|v| v.get("id").is_some())
+        .collect();
+    assert_eq!(replies.len(), 2, "{replies:?}");
+    assert!(
+        p.transcript.iter().all(|v| v
+            .get("method")
+            .is_none_or(|m| m == "notifications/tools/list_changed")),
+        "{:?}",
+        p.transcript
+    );
+}

@@ -32,6 +32,7 @@ async function waitUntil(cond, what) {
     }
     await new Promise((r) => setTimeout(r, 20));
   }
+  check(true, what);
   return true;
 }
 
