@@ -2,7 +2,7 @@
 //!
 //! The client's first request decides the era of the pipe: an `initialize`
 //! (without a 2026-07-28 `_meta` version) makes it a 2025-era session, served
-//! by [`legacy`] through the transport-independent compatibility layer
+//! by its `legacy` module through the transport-independent compatibility layer
 //! (`crate::compat`); any other request makes it a 2026-07-28 pipe, as below.
 //!
 //! 2026-07-28: one [`Connection`] supervisor carries every listen stream of the pipe,
