@@ -396,3 +396,25 @@ async fn an_overflowing_legacy_stream_leaves_no_stray_reply_and_reopens() {
         p.transcript
     );
 }
+
+#[test]
+fn an_overlong_line_is_refused_with_its_bound_and_the_session_goes_on() {
+    let mut p = Peer::start();
+    handshake(&mut p, "2025-11-25", json!({}));
+    // One byte over the default 4 MiB bound, inside a JSON string.
+    let mut line = br#"{"jsonrpc":"2.0","id":9,"method":"ping","params":{"x":""#.to_vec();
+    line.resize(4 * 1024 * 1024 + 1, b'a');
+    line.extend_from_slice(b"\"}}\n");
+    p.send_raw(&line);
+    let refused = p.next();
+    assert_eq!(refused["id"], Value::Null, "{refused}");
+    assert_eq!(refused["error"]["code"], -32600);
+    assert!(
+        refused["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("line longer than 4194304 bytes")),
+        "{refused}"
+    );
+    p.send(&json!({"method": "ping", "jsonrpc": "2.0", "id": 10}));
+    assert_eq!(p.next(), json!({"jsonrpc": "2.0", "id": 10, "result": {}}));
+}
