@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # 2025-era peer test: drive `genmcp serve` with the official Python MCP SDK 1.x
-# (PyPI mcp==1.26.0), which speaks 2025-11-25 (initialize, sessions, GET stream).
+# (PyPI mcp==1.26.0), which speaks 2025-11-25: over HTTP (initialize, sessions,
+# GET stream; test_legacy_peer.py) and over stdio, its `stdio_client` launching
+# `genmcp serve --stdio` as a desktop host does (test_stdio_peer.py).
 # The same harness as scripts/python-peer.sh (see there for GENMCP_BIN, PYTHON),
 # with tests/python_legacy and its own venv in .cache/python-legacy-peer.
 #

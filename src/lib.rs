@@ -5,7 +5,8 @@
 //! actor driven by an application [`subscription::SubscriptionHandler`]; the streams
 //! of one client connection live under a supervisor actor.
 //!
-//! Layers (each only looks down): [`transport`] → [`runtime`] → [`suite`] →
+//! Layers (each only looks down): [`transport`] → `compat` (the 2025-era
+//! layer every transport shares) → [`runtime`] → [`suite`] →
 //! [`mux`] → [`protocol`] and [`pubsub`]. See `docs/architecture.md`.
 #![forbid(unsafe_code)]
 // Protocol errors carry structured JSON data and travel on cold paths (a refused
@@ -13,6 +14,7 @@
 #![allow(clippy::result_large_err)]
 
 pub mod apps;
+pub(crate) mod compat;
 pub mod mux;
 pub mod protocol;
 pub mod pubsub;

@@ -3,92 +3,15 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader, Write};
-use std::process::{Child, ChildStdin, Command, Stdio};
-use std::sync::mpsc;
 use std::time::Duration;
 
 use common::probe::{Mode, Msg, Probe, Record, send};
+use common::stdio_child::Peer;
 use genmcp::prelude::*;
 use genmcp::runtime::Server;
 use genmcp::transport::stdio::{StdioConfig, serve_io};
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
-
-struct Peer {
-    child: Child,
-    stdin: Option<ChildStdin>,
-    lines: mpsc::Receiver<Value>,
-}
-
-impl Peer {
-    fn start() -> Peer {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_genmcp"))
-            .args(["serve", "--stdio"])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("genmcp starts");
-        let stdout = child.stdout.take().unwrap();
-        let (tx, lines) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                let value = serde_json::from_str(&line)
-                    .unwrap_or_else(|e| panic!("stdout line is not JSON ({e}): {line}"));
-                if tx.send(value).is_err() {
-                    break;
-                }
-            }
-        });
-        let stdin = child.stdin.take();
-        Peer {
-            child,
-            stdin,
-            lines,
-        }
-    }
-
-    fn send(&mut self, v: &Value) {
-        let stdin = self.stdin.as_mut().expect("stdin open");
-        writeln!(stdin, "{v}").unwrap();
-        stdin.flush().unwrap();
-    }
-
-    fn request(&mut self, id: Value, method: &str, params: Value) {
-        self.send(&common::request(id, method, params));
-    }
-
-    fn next(&self) -> Value {
-        self.lines
-            .recv_timeout(Duration::from_secs(10))
-            .expect("a line on stdout")
-    }
-
-    fn silent_for(&self, d: Duration) -> bool {
-        self.lines.recv_timeout(d).is_err()
-    }
-
-    /// Reads lines until one satisfies `f`, returning it and the ones skipped.
-    fn until(&self, f: impl Fn(&Value) -> bool) -> (Value, Vec<Value>) {
-        let mut skipped = Vec::new();
-        loop {
-            let v = self.next();
-            if f(&v) {
-                return (v, skipped);
-            }
-            skipped.push(v);
-        }
-    }
-}
-
-impl Drop for Peer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
 
 fn sub_id(v: &Value) -> &Value {
     &v["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"]
@@ -172,11 +95,7 @@ fn requests_and_listen_streams_are_multiplexed_on_one_pipe() {
 #[test]
 fn errors_echo_ids_and_bad_lines_do_not_stop_the_server() {
     let mut p = Peer::start();
-    p.stdin
-        .as_mut()
-        .unwrap()
-        .write_all(b"{not json\n\n")
-        .unwrap();
+    p.send_raw(b"{not json\n\n");
     let e = p.next();
     assert_eq!(
         (e["id"].clone(), e["error"]["code"].clone()),
@@ -233,16 +152,7 @@ fn sigterm_sends_completion_results_before_exiting() {
         json!({"notifications": {"toolsListChanged": true}}),
     );
     p.next();
-    let pid = p.child.id().to_string();
-    // The shell's builtin `kill`: no extra package needed.
-    let term = format!("kill -TERM {pid}");
-    assert!(
-        Command::new("sh")
-            .args(["-c", &term])
-            .status()
-            .unwrap()
-            .success()
-    );
+    p.terminate();
     let (done, _) = p.until(|v| v.get("result").is_some());
     assert_eq!(done["id"], "a");
     assert_eq!(

@@ -26,7 +26,9 @@ pub use connection::{
 };
 pub(crate) use listen::spawn_legacy_stream;
 pub use listen::{listen_filter, spawn_listen};
-pub use requests::{METHOD_LABELS, OTHER_METHOD, RequestOutcome, duration_buckets, method_label};
+pub use requests::{
+    METHOD_LABELS, OTHER_METHOD, RequestOutcome, TIMED_OUT, duration_buckets, method_label,
+};
 pub use server::{Metrics, PrincipalOf, Server, StreamPermit};
 pub use stream::{Deliver, StopStream, Stream};
 pub use subscribers::{Subscriber, SubscriberKey, Subscribers};

@@ -10,6 +10,9 @@ use prometheus_client::metrics::histogram::Histogram;
 
 use crate::protocol::methods;
 
+/// The message of the `-32603` a unary request gets at its deadline.
+pub const TIMED_OUT: &str = "Request timed out";
+
 /// The label of every method not in [`METHOD_LABELS`].
 pub const OTHER_METHOD: &str = "other";
 

@@ -98,8 +98,7 @@ pub(crate) struct Deadlines {
     pub(crate) stall: Duration,
 }
 
-/// The message of the `-32603` a unary request gets at its deadline.
-pub(crate) const TIMED_OUT: &str = "Request timed out";
+pub(crate) use crate::runtime::TIMED_OUT;
 
 /// The span of one request: its method (bounded, as in the metrics), its id
 /// and, when the server names one, its principal. The outcome is recorded

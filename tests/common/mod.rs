@@ -8,6 +8,7 @@ pub mod probe;
 pub mod quiet;
 pub mod redis_server;
 pub mod request_state;
+pub mod stdio_child;
 pub mod user_server;
 
 use std::io::{BufRead, BufReader, Read, Write};

@@ -108,7 +108,9 @@ impl Channel {
     /// queued are dropped (revoked) and `bytes` (an error for the listen id)
     /// becomes its one final frame, in the outbox or, when that is full, alone
     /// in the spill queue for [`Channel::flush`]. The error is tagged like
-    /// every frame of the stream: a cancel still suppresses it. Runtime only.
+    /// every frame of the stream: a cancel still suppresses it. A 2025
+    /// session's stream (no id the client knows) gets no final frame:
+    /// `Closed`. Runtime only.
     pub(crate) fn end_overflowed(&self, bytes: Vec<u8>) -> Result<(), ChannelError> {
         let Some(listen) = &self.inner.listen else {
             return Err(ChannelError::NotAListenStream(methods::ACKNOWLEDGED.into()));
@@ -122,6 +124,11 @@ impl Channel {
         // once the stream is cancelled (see `Frame::is_revoked`).
         listen.tag.revoked.store(true, Ordering::Release);
         pending.clear();
+        if listen.tag.legacy {
+            // A 2025 session's stream has no id the client knows: it just
+            // ends (the transport opens it again).
+            return Err(ChannelError::Closed);
+        }
         match self.inner.outbox.try_send(self.frame(bytes, true)) {
             Ok(()) => {
                 listen.spilled.store(false, Ordering::Release);

@@ -120,16 +120,7 @@ async fn admit<H: SubscriptionHandler>(
 /// The GET stream's filter: every kind the server advertises, plus the
 /// session's subscribed URIs when resource updates are advertised.
 fn filter(caps: &SubscriptionCapabilities, uris: Vec<String>) -> SubscriptionFilter {
-    SubscriptionFilter {
-        tools_list_changed: caps.tools_list_changed,
-        prompts_list_changed: caps.prompts_list_changed,
-        resources_list_changed: caps.resources_list_changed,
-        resource_subscriptions: if caps.resources_updated {
-            uris
-        } else {
-            Vec::new()
-        },
-    }
+    crate::compat::legacy_filter(caps, uris)
 }
 
 /// `GET /mcp` with a session: the session's notification stream.

@@ -33,7 +33,7 @@ use crate::mux::{Assigns, Channel, Principal, limit_key, outbox};
 use crate::protocol::error::ErrorObject;
 use crate::protocol::jsonrpc::{MAX_ID_LEN, encode_result, parse_value};
 use crate::protocol::types::MAX_RESOURCE_URI_LEN;
-use crate::protocol::{LogLevel, McpError, RequestId, RequestMeta, keys, methods};
+use crate::protocol::{LogLevel, McpError, RequestId, RequestMeta, methods};
 use crate::runtime::{CloseReason, StopStream};
 use crate::subscription::SubscriptionHandler;
 
@@ -41,8 +41,7 @@ pub(super) use get_stream::{delete, get};
 use session::{SESSION_HEADER, Session};
 use store::{SessionStore, StoreBounds};
 
-/// The 2025-era versions served, newest first.
-pub const LEGACY_VERSIONS: &[&str] = &["2025-11-25", "2025-06-18"];
+pub use crate::compat::LEGACY_VERSIONS;
 
 /// Settings of the 2025-era compatibility path (`HttpConfig::compat`; `None`
 /// there serves 2026-07-28 only).
@@ -196,112 +195,32 @@ fn session_of<H: SubscriptionHandler>(
     })
 }
 
-/// The 2026-07-28 `_meta` of a request of `session`: its capabilities and
-/// client info from `initialize`, its log level from `logging/setLevel`, and
-/// the request's own `_meta` (progress token, trace keys; its unknown keys
-/// already bounded when the body was parsed), validated and bounded exactly
-/// like a modern one. Returns it parsed and as the map the suite gets; the
-/// client's `_meta` is moved, never copied.
+/// The 2026-07-28 `_meta` of a request of `session`, parsed and as the map
+/// the suite gets (see [`crate::compat::request_meta`]; the client's `_meta`
+/// is moved, never copied).
 fn request_meta(
     session: &Session,
     log_level: Option<LogLevel>,
     client_meta: Option<Value>,
 ) -> Result<(RequestMeta, Map<String, Value>), McpError> {
-    let mut meta = match client_meta {
-        Some(Value::Object(m)) => m,
-        _ => Map::new(),
-    };
-    meta.insert(
-        keys::PROTOCOL_VERSION.into(),
-        Value::from(crate::protocol::PROTOCOL_VERSION),
-    );
-    meta.insert(
-        keys::CLIENT_CAPABILITIES.into(),
-        Value::Object(session.capabilities.clone()),
-    );
-    meta.remove(keys::LOG_LEVEL);
-    if let Some(level) = log_level {
-        meta.insert(
-            keys::LOG_LEVEL.into(),
-            serde_json::to_value(level).unwrap_or(Value::Null),
-        );
-    }
-    match &session.client_info {
-        Some(info) => {
-            meta.insert(keys::CLIENT_INFO.into(), info.clone());
-        }
-        None => {
-            meta.remove(keys::CLIENT_INFO);
-        }
-    }
-    match parse_meta(meta) {
-        Ok(parsed) => Ok(parsed),
-        // A client info the 2026 rules refuse is left out rather than failing
-        // every request of the session.
-        Err((mut meta, _)) if session.client_info.is_some() => {
-            meta.remove(keys::CLIENT_INFO);
-            parse_meta(meta).map_err(|(_, e)| e)
-        }
-        Err((_, e)) => Err(e),
-    }
+    crate::compat::request_meta(
+        &session.capabilities,
+        session.client_info.as_ref(),
+        log_level,
+        client_meta,
+    )
 }
 
-/// Validates `meta` as a request's `_meta` (moved in and handed back).
-#[allow(clippy::type_complexity)]
-fn parse_meta(
-    meta: Map<String, Value>,
-) -> Result<(RequestMeta, Map<String, Value>), (Map<String, Value>, McpError)> {
-    let mut params = Map::new();
-    params.insert("_meta".into(), Value::Object(meta));
-    let parsed = RequestMeta::from_params(Some(&params));
-    let meta = match params.remove("_meta") {
-        Some(Value::Object(m)) => m,
-        _ => Map::new(),
-    };
-    match parsed {
-        Ok(parsed) => Ok((parsed, meta)),
-        Err(e) => Err((meta, e)),
-    }
+fn legacy_result(result: Map<String, Value>) -> Map<String, Value> {
+    crate::compat::legacy_result(result)
 }
 
-/// A 2026-07-28 result as a 2025 client expects it: no `resultType`, cache
-/// hints or server info.
-fn legacy_result(mut result: Map<String, Value>) -> Map<String, Value> {
-    result.remove("resultType");
-    result.remove("ttlMs");
-    result.remove("cacheScope");
-    if let Some(Value::Object(meta)) = result.get_mut("_meta") {
-        meta.remove(keys::SERVER_INFO);
-        if meta.is_empty() {
-            result.remove("_meta");
-        }
-    }
-    result
-}
-
-/// A 2026-07-28 error as a 2025 client expects it: resource not found is
-/// `-32002`; a missing client capability (`-32021`, new in 2026) is `-32602`.
 fn legacy_error(method: &str, error: &McpError) -> ErrorObject {
-    let mut obj = error.to_error_object();
-    if method == methods::RESOURCES_READ
-        && obj.code == -32602
-        && obj.message == "Resource not found"
-    {
-        obj.code = -32002;
-    }
-    if obj.code == -32021 {
-        obj.code = -32602;
-    }
-    obj
+    crate::compat::legacy_error(method, error)
 }
 
 fn encode_legacy_error(id: Option<&RequestId>, error: &ErrorObject) -> Vec<u8> {
-    serde_json::to_vec(&json!({
-        "jsonrpc": "2.0",
-        "id": id.map_or(Value::Null, RequestId::to_value),
-        "error": error,
-    }))
-    .unwrap_or_default()
+    crate::compat::encode_legacy_error(id, error)
 }
 
 fn json_ok(body: Vec<u8>) -> HttpResponse {
@@ -604,12 +523,7 @@ async fn initialize<H: SubscriptionHandler>(
         .get("protocolVersion")
         .and_then(Value::as_str)
         .unwrap_or_default();
-    // Echo a supported version; otherwise offer the newest (2025-11-25 rules).
-    let version = LEGACY_VERSIONS
-        .iter()
-        .find(|v| **v == requested)
-        .copied()
-        .unwrap_or(LEGACY_VERSIONS[0]);
+    let version = crate::compat::negotiate(requested);
     let capabilities = match params.get("capabilities") {
         Some(Value::Object(c)) => c.clone(),
         _ => Map::new(),
@@ -632,49 +546,9 @@ async fn initialize<H: SubscriptionHandler>(
     };
     let (tx, _rx) = outbox(1);
     let channel = Channel::for_request(id.clone(), meta, assigns, tx);
-    let discover = state
-        .suite
-        .call(methods::DISCOVER, Map::new(), channel)
-        .await
-        .unwrap_or_default();
-    let mut result = Map::new();
-    result.insert("protocolVersion".into(), Value::from(version));
-    let mut capabilities = match discover.get("capabilities") {
-        Some(Value::Object(c)) => c.clone(),
-        _ => Map::new(),
-    };
-    capabilities.remove("extensions");
-    result.insert("capabilities".into(), Value::Object(capabilities));
-    result.insert(
-        "serverInfo".into(),
-        serde_json::to_value(state.suite.info()).unwrap_or(Value::Null),
-    );
-    if let Some(instructions) = discover.get("instructions") {
-        result.insert("instructions".into(), instructions.clone());
-    }
+    let result = crate::compat::initialize_result(&state.suite, version, channel).await;
     HttpResponse::Ok()
         .content_type("application/json")
         .insert_header((header::HeaderName::from_static(SESSION_HEADER), token))
         .body(encode_result(&id, &result))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn results_and_errors_take_their_2025_shape() {
-        let result = json!({"resultType": "complete", "ttlMs": 0, "cacheScope": "private",
-            "_meta": {keys::SERVER_INFO: {"name": "x"}}, "tools": []});
-        let Value::Object(result) = result else {
-            unreachable!()
-        };
-        assert_eq!(Value::Object(legacy_result(result)), json!({"tools": []}));
-        let not_found = McpError::invalid_params_with("Resource not found", json!({"uri": "x"}));
-        assert_eq!(
-            legacy_error(methods::RESOURCES_READ, &not_found).code,
-            -32002
-        );
-        assert_eq!(legacy_error(methods::TOOLS_CALL, &not_found).code, -32602);
-    }
 }

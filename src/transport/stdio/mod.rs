@@ -1,5 +1,11 @@
-//! The stdio transport (2026-07-28): newline-delimited JSON-RPC on stdin and
-//! stdout. One [`Connection`] supervisor carries every listen stream of the pipe,
+//! The stdio transport: newline-delimited JSON-RPC on stdin and stdout.
+//!
+//! The client's first request decides the era of the pipe: an `initialize`
+//! (without a 2026-07-28 `_meta` version) makes it a 2025-era session, served
+//! by its `legacy` module through the transport-independent compatibility layer
+//! (`crate::compat`); any other request makes it a 2026-07-28 pipe, as below.
+//!
+//! 2026-07-28: one [`Connection`] supervisor carries every listen stream of the pipe,
 //! multiplexed by subscription id; `notifications/cancelled` ends a listen (no
 //! completion result) or aborts an in-flight request (no response); stdin EOF
 //! tears everything down (`handle_close` runs); a graceful shutdown sends every
@@ -17,6 +23,8 @@ use std::time::Duration;
 use actix::prelude::*;
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::task::AbortHandle;
+
+mod legacy;
 
 use super::dispatch::{Deadlines, ListenRequest, Routed, route, spawn_unary, validate_meta};
 use crate::mux::{Assigns, Frame, Outbox, OutboxReceiver, outbox};
@@ -46,6 +54,13 @@ pub struct StdioConfig {
     pub request_timeout: Duration,
     /// How long teardown waits for streams and output to finish (default 5 s).
     pub drain_timeout: Duration,
+    /// Serve 2025-era clients (an `initialize` as the first request; default
+    /// true). `false` answers it `-32022` naming the served version.
+    pub compat: bool,
+    /// Server-to-client requests (elicitation, sampling, roots) of a 2025
+    /// session waiting for the client's answer at once (default 64); past it
+    /// the request that asks gets `-32603`.
+    pub max_pending_inputs: usize,
 }
 
 impl Default for StdioConfig {
@@ -56,6 +71,8 @@ impl Default for StdioConfig {
             max_in_flight: 1_024,
             request_timeout: Duration::from_secs(60),
             drain_timeout: Duration::from_secs(5),
+            compat: true,
+            max_pending_inputs: 64,
         }
     }
 }
@@ -174,12 +191,17 @@ async fn write_frames<W: AsyncWrite + Unpin>(
 /// `stall` (`Limits::stall_timeout`); a peer that stopped reading loses the reply
 /// instead of stalling the read loop (and with it, shutdown).
 async fn send_error(outbox: &Outbox, stall: Duration, id: Option<&RequestId>, error: &McpError) {
-    let frame = Frame::last(encode_error(id, error));
-    if tokio::time::timeout(stall, outbox.send(frame))
+    send_reply(outbox, stall, encode_error(id, error)).await;
+}
+
+/// Writes a response (waiting for outbox room at most `stall`, as
+/// [`send_error`]).
+async fn send_reply(outbox: &Outbox, stall: Duration, bytes: Vec<u8>) {
+    if tokio::time::timeout(stall, outbox.send(Frame::last(bytes)))
         .await
         .is_err()
     {
-        tracing::debug!("error reply dropped: stdout stayed full past the stall timeout");
+        tracing::debug!("reply dropped: stdout stayed full past the stall timeout");
     }
 }
 
@@ -262,6 +284,7 @@ where
         outbox: &tx,
         in_flight: &in_flight,
     };
+    let mut era = Era::Undecided;
     let shutdown = server.shutdown_signal();
     tokio::pin!(shutdown);
     let mut writer_result = None;
@@ -281,7 +304,7 @@ where
                 if text.iter().all(u8::is_ascii_whitespace) {
                     continue;
                 }
-                handle_line(&pipe, text).await;
+                handle_line(&pipe, &mut era, text).await;
             }
             Ok(Some(Line::TooLong)) => {
                 let error =
@@ -296,7 +319,9 @@ where
         }
     }
     // Teardown: on shutdown the connection completes its streams by itself; on
-    // EOF every stream is disconnected (handle_close runs).
+    // EOF every stream is disconnected (handle_close runs). A 2025 session's
+    // handles (outbox, connection) go first, so the writer can end.
+    drop(era);
     in_flight.cancel_all();
     if !server.is_shutting_down() {
         connection.do_send(CloseTransport);
@@ -317,6 +342,16 @@ where
     result.unwrap_or_else(|_| Err(io::Error::other("stdout writer failed")))
 }
 
+/// Which protocol era the pipe speaks, decided by its first request.
+enum Era {
+    /// No request yet.
+    Undecided,
+    /// 2026-07-28.
+    Modern,
+    /// A 2025-era session, after its `initialize`.
+    Legacy(Box<legacy::Session>),
+}
+
 /// What one pipe's request handling needs.
 struct Pipe<'a, H: SubscriptionHandler> {
     suite: &'a Suite<H>,
@@ -327,7 +362,10 @@ struct Pipe<'a, H: SubscriptionHandler> {
     in_flight: &'a InFlight,
 }
 
-async fn handle_line<H: SubscriptionHandler>(pipe: &Pipe<'_, H>, text: &[u8]) {
+async fn handle_line<H: SubscriptionHandler>(pipe: &Pipe<'_, H>, era: &mut Era, text: &[u8]) {
+    if let Era::Legacy(session) = era {
+        return legacy::handle_line(pipe, session, text).await;
+    }
     let Pipe {
         server,
         connection,
@@ -354,6 +392,17 @@ async fn handle_line<H: SubscriptionHandler>(pipe: &Pipe<'_, H>, text: &[u8]) {
             return;
         }
     };
+    if matches!(era, Era::Undecided) {
+        if pipe.config.compat
+            && crate::compat::is_legacy_initialize(&request.method, request.params.as_ref())
+        {
+            if let Some(session) = legacy::initialize(pipe, request).await {
+                *era = Era::Legacy(Box::new(session));
+            }
+            return;
+        }
+        *era = Era::Modern;
+    }
     let id = request.id.clone();
     let method = method_label(&request.method);
     let routed = match admit(pipe, request) {

@@ -1,0 +1,123 @@
+//! The legacy channel: a 2025 session's notification stream, served by the
+//! same [`Stream`] actor as a `subscriptions/listen`, under a connection
+//! supervisor the transport owns (an HTTP GET's exchange, or the stdio pipe's).
+//!
+//! Its filter is everything the handler advertises plus the session's
+//! `resources/subscribe` URIs; its channel (`Channel::for_legacy_listen`) sends
+//! no acknowledgement, no subscription id and no completion result. A new URI
+//! set restarts the actor in place: the new actor first (so the handler's
+//! `subscribe` sees the exact set), then the old one is stopped (its
+//! `handle_close` runs).
+//!
+//! [`Stream`]: crate::runtime::Stream
+
+use actix::{Addr, Recipient};
+
+use crate::mux::{Assigns, Channel, Outbox};
+use crate::protocol::{
+    McpError, RequestId, RequestMeta, SubscriptionCapabilities, SubscriptionFilter,
+};
+use crate::runtime::{CloseReason, Connection, Server, StopStream, spawn_legacy_stream};
+use crate::subscription::SubscriptionHandler;
+use crate::suite::Suite;
+
+/// The legacy stream's filter: every kind the server advertises, plus the
+/// session's subscribed URIs when resource updates are advertised.
+pub(crate) fn legacy_filter(
+    caps: &SubscriptionCapabilities,
+    uris: Vec<String>,
+) -> SubscriptionFilter {
+    SubscriptionFilter {
+        tools_list_changed: caps.tools_list_changed,
+        prompts_list_changed: caps.prompts_list_changed,
+        resources_list_changed: caps.resources_list_changed,
+        resource_subscriptions: if caps.resources_updated {
+            uris
+        } else {
+            Vec::new()
+        },
+    }
+}
+
+/// One session's legacy stream under `connection`, writing into `outbox`.
+pub(crate) struct LegacyStream {
+    connection: Addr<Connection>,
+    outbox: Outbox,
+    meta: RequestMeta,
+    assigns: Assigns,
+    running: Option<Recipient<StopStream>>,
+    generation: u64,
+}
+
+impl LegacyStream {
+    /// A stream not yet opened; `meta` is the session's ([`super::ClientInit::meta`]).
+    pub(crate) fn new(
+        connection: Addr<Connection>,
+        outbox: Outbox,
+        meta: RequestMeta,
+        assigns: Assigns,
+    ) -> Self {
+        LegacyStream {
+            connection,
+            outbox,
+            meta,
+            assigns,
+            running: None,
+            generation: 0,
+        }
+    }
+
+    /// Whether a stream actor runs (it ends on `Flow::Stop`, a panic, an
+    /// overflow, or the connection's end).
+    pub(crate) fn is_running(&self) -> bool {
+        self.running.as_ref().is_some_and(Recipient::connected)
+    }
+
+    /// What the handler advertises to this session.
+    pub(crate) fn capabilities<H: SubscriptionHandler>(
+        &self,
+        suite: &Suite<H>,
+    ) -> SubscriptionCapabilities {
+        let probe = Channel::for_request(
+            RequestId::Number(0),
+            self.meta.clone(),
+            self.assigns.clone(),
+            self.outbox.clone(),
+        );
+        suite.subscription_capabilities(&probe)
+    }
+
+    /// Opens the stream with `uris`, replacing the running one (stopped once
+    /// the new one runs, `CloseReason::Cancelled`). Nothing opens when the
+    /// handler advertises nothing. On error the running stream, if any, keeps
+    /// its earlier filter.
+    pub(crate) async fn open<H: SubscriptionHandler>(
+        &mut self,
+        suite: &Suite<H>,
+        server: &Server,
+        uris: Vec<String>,
+    ) -> Result<(), McpError> {
+        let caps = self.capabilities(suite);
+        if !caps.any() {
+            return Ok(());
+        }
+        self.generation += 1;
+        let replaces = self.is_running();
+        let stop = spawn_legacy_stream(
+            suite,
+            server,
+            &self.connection,
+            self.outbox.clone(),
+            RequestId::String(format!("genmcp-legacy-{}", self.generation)),
+            self.meta.clone(),
+            self.assigns.clone(),
+            legacy_filter(&caps, uris),
+            replaces,
+        )
+        .await?;
+        if let Some(old) = self.running.replace(stop) {
+            let _ = old.send(StopStream(CloseReason::Cancelled)).await;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,43 @@
+//! The 2025-era compatibility layer (MCP 2025-11-25 and 2025-06-18), for every
+//! transport: version negotiation and the `initialize` result, the 2025 shapes
+//! of results and errors, the 2026-07-28 `_meta` built from a session's
+//! `initialize`, the routing of 2025 requests onto the suite, a session's
+//! run-time state (log level, subscribed URIs), server-to-client requests as
+//! MRTR rounds, and the legacy channel (a session's notifications served by a
+//! [`Stream`] actor).
+//!
+//! It sits between the transports and the runtime: it may use `runtime`,
+//! `suite`, `mux` and `protocol`, never `transport`. What only HTTP has
+//! (sessions as sealed headers, GET, DELETE) stays in
+//! `transport::http::compat`; the stdio transport keeps one session per pipe.
+//! See `docs/compat-2025.md`.
+//!
+//! [`Stream`]: crate::runtime::Stream
+
+mod channel;
+mod initialize;
+mod meta;
+mod rounds;
+mod route;
+mod shape;
+mod state;
+
+pub(crate) use channel::{LegacyStream, legacy_filter};
+pub(crate) use initialize::{initialize_result, negotiate};
+pub(crate) use meta::{ClientInit, request_meta};
+pub(crate) use rounds::{Asker, Pending, rounds};
+pub(crate) use route::{LegacyRoute, legacy_route, set_level, subscription_uri};
+pub(crate) use shape::{encode_legacy_error, legacy_error, legacy_result};
+pub(crate) use state::SessionState;
+
+/// The 2025-era versions served, newest first.
+pub const LEGACY_VERSIONS: &[&str] = &["2025-11-25", "2025-06-18"];
+
+/// Whether a message opens a 2025 session: an `initialize` request without a
+/// 2026-07-28 `_meta` version.
+pub(crate) fn is_legacy_initialize(
+    method: &str,
+    params: Option<&serde_json::Map<String, serde_json::Value>>,
+) -> bool {
+    method == "initialize" && crate::protocol::RequestMeta::raw_version(params).is_none()
+}

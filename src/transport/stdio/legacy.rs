@@ -1,0 +1,297 @@
+//! A 2025-era session on a pipe (MCP 2025-11-25 and 2025-06-18): the pipe is
+//! the session. Its `initialize` negotiates the version; then `ping`,
+//! `logging/setLevel`, `resources/subscribe` / `unsubscribe` and the suite's
+//! unary requests are served through `crate::compat`, server-to-client
+//! requests (elicitation, sampling, roots) go out on stdout and their answers
+//! come back on stdin, and `notifications/cancelled` aborts a request in
+//! flight.
+//!
+//! The session's notifications (list changes as advertised, `resources/updated`
+//! for its subscribed URIs) are pushed without a listen: they come from one
+//! legacy stream, a `Stream` actor under the pipe's own `Connection`, opened
+//! right after the `initialize` response. Its handler, bounds, back-pressure
+//! and `handle_close` at EOF are those of every other stream. If it ends
+//! (`Flow::Stop`, a panic, an overflow), the client's next request opens it
+//! again.
+
+use std::time::Instant;
+
+use serde_json::{Map, Value};
+use tracing::Instrument as _;
+
+use super::{InFlight, Pipe, send_reply};
+use crate::compat::{
+    self, Asker, ClientInit, LegacyRoute, LegacyStream, Pending, SessionState, encode_legacy_error,
+    legacy_error, legacy_result,
+};
+use crate::mux::{Assigns, Channel, outbox};
+use crate::protocol::jsonrpc::encode_result;
+use crate::protocol::{Incoming, McpError, Request, RequestId, methods};
+use crate::runtime::{RequestOutcome, method_label};
+use crate::subscription::SubscriptionHandler;
+use crate::transport::dispatch::request_span;
+
+/// The one session of a 2025-era pipe: the owner of its answers.
+const OWNER: &str = "stdio";
+
+/// A 2025-era pipe's session.
+pub(super) struct Session {
+    init: ClientInit,
+    state: SessionState,
+    stream: LegacyStream,
+    asker: Asker,
+}
+
+async fn reply_error<H: SubscriptionHandler>(
+    pipe: &Pipe<'_, H>,
+    id: Option<&RequestId>,
+    method: &str,
+    error: &McpError,
+) {
+    let bytes = encode_legacy_error(id, &legacy_error(method, error));
+    send_reply(pipe.outbox, pipe.server.limits().stall_timeout, bytes).await;
+}
+
+async fn reply<H: SubscriptionHandler>(
+    pipe: &Pipe<'_, H>,
+    id: &RequestId,
+    result: Map<String, Value>,
+) {
+    send_reply(
+        pipe.outbox,
+        pipe.server.limits().stall_timeout,
+        encode_result(id, &result),
+    )
+    .await;
+}
+
+/// Answers the pipe's first request, a 2025 `initialize`, and opens the
+/// session's legacy stream. `None` (after an error reply) if the client's
+/// declarations are not usable; the pipe stays undecided.
+pub(super) async fn initialize<H: SubscriptionHandler>(
+    pipe: &Pipe<'_, H>,
+    request: Request,
+) -> Option<Session> {
+    let Request { id, params, .. } = request;
+    let init = ClientInit::from_params(&params.unwrap_or_default());
+    let meta = match init.meta(None, None) {
+        Ok((_, meta)) => meta,
+        Err(e) => {
+            pipe.server
+                .record_request("initialize", RequestOutcome::Refused, None);
+            reply_error(pipe, Some(&id), "initialize", &e).await;
+            return None;
+        }
+    };
+    let (probe_tx, _probe_rx) = outbox(1);
+    let probe = Channel::for_request(id.clone(), meta.clone(), Assigns::new(), probe_tx);
+    let result = compat::initialize_result(pipe.suite, &init.version, probe).await;
+    pipe.server
+        .record_request("initialize", RequestOutcome::Ok, None);
+    reply(pipe, &id, result).await;
+    let mut session = Session {
+        stream: LegacyStream::new(
+            pipe.connection.clone(),
+            pipe.outbox.clone(),
+            meta,
+            Assigns::new(),
+        ),
+        asker: Asker {
+            pending: std::sync::Arc::new(Pending::new(pipe.config.max_pending_inputs)),
+            owner: OWNER.into(),
+            version: init.version.clone(),
+        },
+        init,
+        state: SessionState::default(),
+    };
+    open_stream(pipe, &mut session).await;
+    Some(session)
+}
+
+async fn open_stream<H: SubscriptionHandler>(pipe: &Pipe<'_, H>, session: &mut Session) {
+    let uris = session.state.uris();
+    if let Err(error) = session.stream.open(pipe.suite, pipe.server, uris).await {
+        tracing::debug!(%error, "2025 session stream not opened");
+    }
+}
+
+/// Serves one line of a 2025-era pipe.
+pub(super) async fn handle_line<H: SubscriptionHandler>(
+    pipe: &Pipe<'_, H>,
+    session: &mut Session,
+    text: &[u8],
+) {
+    let mut value: Value = match serde_json::from_slice(text) {
+        Ok(v) => v,
+        Err(e) => {
+            let error = McpError::Parse(format!("Invalid JSON: {e}"));
+            return reply_error(pipe, None, "", &error).await;
+        }
+    };
+    if let Value::Object(msg) = &value
+        && !msg.contains_key("method")
+        && (msg.contains_key("result") || msg.contains_key("error"))
+    {
+        // The client's answer to a server-to-client request.
+        if let Some(id) = msg.get("id") {
+            let id = id.clone();
+            if let Value::Object(msg) = value {
+                session.asker.pending.answer(OWNER, &id, msg);
+            }
+        }
+        return;
+    }
+    if let Value::Object(msg) = &mut value
+        && msg.get("params").is_some_and(Value::is_null)
+    {
+        // `"params": null` is how some 2025 clients say "no params".
+        msg.remove("params");
+    }
+    let request = match Incoming::from_value(value) {
+        Ok(Incoming::Request(r)) => r,
+        Ok(Incoming::Notification(n)) => {
+            // `initialized` and `roots/list_changed` need nothing; a cancel
+            // aborts the request in flight (no response).
+            if n.method == methods::CANCELLED
+                && let Some(id) = n.params.get("requestId").and_then(RequestId::from_value)
+            {
+                pipe.in_flight.cancel(&id);
+            }
+            return;
+        }
+        Err(e) => return reply_error(pipe, e.id.as_ref(), "", &e.error).await,
+    };
+    if !session.stream.is_running() {
+        open_stream(pipe, session).await;
+    }
+    let Request { id, method, params } = request;
+    let label = method_label(&method);
+    if let Err(error) = serve(
+        pipe,
+        session,
+        id.clone(),
+        &method,
+        params.unwrap_or_default(),
+    )
+    .await
+    {
+        pipe.server
+            .record_request(label, RequestOutcome::Refused, None);
+        reply_error(pipe, Some(&id), &method, &error).await;
+    }
+}
+
+/// Serves one request; an error is the reply.
+async fn serve<H: SubscriptionHandler>(
+    pipe: &Pipe<'_, H>,
+    session: &mut Session,
+    id: RequestId,
+    method: &str,
+    mut params: Map<String, Value>,
+) -> Result<(), McpError> {
+    if method == "initialize" {
+        return Err(McpError::InvalidRequest(
+            "Invalid Request: the session is already initialized".into(),
+        ));
+    }
+    if pipe.in_flight.contains(&id) {
+        return Err(McpError::InvalidRequest(format!(
+            "a request with id {id} is already in flight"
+        )));
+    }
+    // MRTR fields belong to the server's side of the translation.
+    params.remove("inputResponses");
+    params.remove("requestState");
+    let (meta, parsed) = session
+        .init
+        .meta(session.state.log_level, params.remove("_meta"))?;
+    params.insert("_meta".into(), Value::Object(meta));
+    let channel = Channel::for_request(id.clone(), parsed, Assigns::new(), pipe.outbox.clone());
+    let ok = |label| pipe.server.record_request(label, RequestOutcome::Ok, None);
+    match compat::legacy_route(method) {
+        LegacyRoute::Ping => {
+            ok("ping");
+            reply(pipe, &id, Map::new()).await;
+        }
+        LegacyRoute::SetLevel => {
+            session.state.log_level = Some(compat::set_level(pipe.suite, &params, &channel)?);
+            ok("logging/setLevel");
+            reply(pipe, &id, Map::new()).await;
+        }
+        LegacyRoute::Subscription(subscribe) => {
+            let uri = compat::subscription_uri(pipe.suite, &params, &channel, subscribe)?;
+            let max = pipe.server.limits().max_resource_uris;
+            if session.state.change_uri(uri, subscribe, max)? {
+                // The new filter is in place before the reply: no update for an
+                // unsubscribed URI follows the `unsubscribe` response.
+                open_stream(pipe, session).await;
+            }
+            ok(method_label(method));
+            reply(pipe, &id, Map::new()).await;
+        }
+        LegacyRoute::Unary => {
+            pipe.suite.route(method, &channel)?;
+            if pipe.in_flight.len() >= pipe.config.max_in_flight {
+                return Err(McpError::internal("Too many requests in flight"));
+            }
+            spawn(
+                pipe,
+                session,
+                method.to_owned(),
+                params,
+                channel,
+                pipe.in_flight,
+            );
+        }
+        LegacyRoute::NotRouted => return Err(McpError::MethodNotFound(method.to_owned())),
+    }
+    Ok(())
+}
+
+/// Runs a unary request as a task (its MRTR rounds asked of the client on the
+/// pipe), registered in flight so a cancel aborts it.
+fn spawn<H: SubscriptionHandler>(
+    pipe: &Pipe<'_, H>,
+    session: &Session,
+    method: String,
+    params: Map<String, Value>,
+    channel: Channel,
+    in_flight: &InFlight,
+) {
+    let suite = pipe.suite.clone();
+    let server = pipe.server.clone();
+    let asker = session.asker.clone();
+    let outbox = pipe.outbox.clone();
+    let timeout = pipe.config.request_timeout;
+    let stall = server.limits().stall_timeout;
+    let id = channel.id().clone();
+    let span = request_span(&server, &channel, &method);
+    let task = actix_rt::spawn(
+        async move {
+            let started = Instant::now();
+            let outcome =
+                compat::rounds(&suite, &asker, &method, params, &channel, &outbox, timeout).await;
+            drop(outbox);
+            let counted = match &outcome {
+                Ok(_) => RequestOutcome::Ok,
+                Err(e) if e.retry_after().is_some() => RequestOutcome::Limited,
+                Err(_) => RequestOutcome::Error,
+            };
+            server.record_request(&method, counted, Some(started.elapsed()));
+            tracing::Span::current().record("outcome", counted.as_str());
+            let id = channel.id().clone();
+            let bytes = match outcome {
+                Ok(result) => encode_result(&id, &legacy_result(result)),
+                Err(error) => encode_legacy_error(Some(&id), &legacy_error(&method, &error)),
+            };
+            if tokio::time::timeout(stall, channel.respond(bytes))
+                .await
+                .is_err()
+            {
+                tracing::debug!("response dropped: the outbox stayed full past the stall timeout");
+            }
+        }
+        .instrument(span),
+    );
+    in_flight.insert(id, task);
+}
