@@ -231,3 +231,50 @@ fn without_a_peer_address_failed_authentications_are_still_limited() {
     assert_eq!(statuses[20..], [429; 5]);
     assert_eq!(calls.load(Ordering::SeqCst), 20);
 }
+
+/// Opens a listen over the Unix socket at `path` and returns the connection,
+/// held open, and its status code (read from the response head).
+fn listen_over_uds(path: &Path, id: u64) -> (UnixStream, u16) {
+    let mut stream = UnixStream::connect(path).expect("connect");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    let body = common::request(
+        json!(id),
+        "subscriptions/listen",
+        json!({"notifications": {"toolsListChanged": true}}),
+    )
+    .to_string();
+    let mut head = "POST /mcp HTTP/1.1\r\nHost: localhost\r\n".to_owned();
+    for (k, v) in common::headers("subscriptions/listen", None) {
+        head.push_str(&format!("{k}: {v}\r\n"));
+    }
+    head.push_str(&format!("Content-Length: {}\r\n\r\n{body}", body.len()));
+    stream.write_all(head.as_bytes()).unwrap();
+    let mut seen = Vec::new();
+    let mut byte = [0u8; 1];
+    while !seen.ends_with(b"\r\n") {
+        match stream.read(&mut byte) {
+            Ok(1) => seen.push(byte[0]),
+            _ => break,
+        }
+    }
+    let text = String::from_utf8_lossy(&seen).into_owned();
+    let status = text
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("no status line in {text:?}"));
+    (stream, status)
+}
+
+#[test]
+fn without_a_peer_address_open_streams_are_still_limited() {
+    let mut config = common::config();
+    config.limits.max_streams_per_principal = Some(2);
+    let uds = on_unix_socket("streams", config);
+    let (_a, first) = listen_over_uds(&uds.path, 1);
+    let (_b, second) = listen_over_uds(&uds.path, 2);
+    let (_c, third) = listen_over_uds(&uds.path, 3);
+    assert_eq!([first, second, third], [200, 200, 429]);
+}

@@ -16,8 +16,8 @@ mod shared;
 pub use assigns::Assigns;
 pub use channel::{Channel, ChannelError};
 pub use frame::Frame;
-pub(crate) use principal::limit_key;
 pub use principal::{ClientAddr, Principal};
+pub(crate) use principal::{LimitKey, limit_key};
 
 /// The sending side of a connection's bounded outbox of frames.
 pub type Outbox = crate::queue::Sender<Frame>;

@@ -72,9 +72,20 @@ impl Principal {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ClientAddr(pub IpAddr);
 
-/// The key limits per principal count by: `p:<subject>` for a principal,
-/// `a:<ip>` for an anonymous peer, `None` when neither is known (stdio).
+/// The key the HTTP transport counts this request's limits by, set once on
+/// its head (principal, else client address with IPv6 grouped by prefix, else
+/// one shared key when there is no peer address), so every limit per
+/// principal (request rate, open streams, 2025 sessions, tasks) counts alike.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct LimitKey(pub(crate) String);
+
+/// The key limits per principal count by: the transport's [`LimitKey`] when
+/// it set one, else `p:<subject>` for a principal, `a:<ip>` for an anonymous
+/// peer, `None` when neither is known (stdio: one client per pipe).
 pub(crate) fn limit_key(assigns: &super::Assigns) -> Option<String> {
+    if let Some(key) = assigns.get::<LimitKey>() {
+        return Some(key.0.clone());
+    }
     if let Some(p) = assigns.get::<Principal>() {
         return Some(format!("p:{}", p.subject()));
     }

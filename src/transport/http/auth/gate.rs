@@ -10,7 +10,7 @@ use actix_web::{HttpMessage as _, HttpRequest, HttpResponse};
 
 use super::client::{address_key, client_ip};
 use super::{AuthConfig, AuthError, MAX_BEARER_TOKEN_LEN, Principal};
-use crate::mux::{Assigns, ClientAddr};
+use crate::mux::{Assigns, ClientAddr, LimitKey};
 use crate::protocol::McpError;
 use crate::protocol::jsonrpc::encode_error;
 use crate::runtime::RequestOutcome;
@@ -255,6 +255,7 @@ pub(in crate::transport::http) async fn admit<H: SubscriptionHandler>(
     if let Some(ip) = client {
         assigns = assigns.with(ClientAddr(ip));
     }
+    assigns = assigns.with(LimitKey(key.clone()));
     if let Some(rate) = &state.rate
         && let Err(secs) = rate.check(&key, Instant::now())
     {
