@@ -49,8 +49,11 @@ impl<H: SubscriptionHandler> AppState<H> {
 /// the sessions' bounded state, and the server-to-client requests waiting for
 /// an answer.
 pub(crate) struct Compat {
+    /// The settings (`HttpConfig::compat`).
     pub(crate) config: CompatConfig,
+    /// What sessions remember beyond their token, bounded per principal.
     pub(crate) sessions: SessionStore,
+    /// Server-to-client requests waiting for an answer (owner: the session id).
     pub(crate) pending: Arc<Pending>,
     generation: AtomicU64,
 }
