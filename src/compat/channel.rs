@@ -40,6 +40,7 @@ pub(crate) fn legacy_filter(
 }
 
 /// One session's legacy stream under `connection`, writing into `outbox`.
+#[derive(Clone)]
 pub(crate) struct LegacyStream {
     connection: Addr<Connection>,
     outbox: Outbox,
@@ -87,6 +88,56 @@ impl LegacyStream {
         suite.subscription_capabilities(&probe)
     }
 
+    /// The connection supervising the stream (alive while its transport is).
+    pub(crate) fn connection(&self) -> &Addr<Connection> {
+        &self.connection
+    }
+
+    /// Whether the stream's connection is still alive.
+    pub(crate) fn alive(&self) -> bool {
+        self.connection.connected()
+    }
+
+    /// Starts a stream actor with `uris` under request id `id`, without
+    /// installing it (see [`Self::install`]): the running one, if any, keeps
+    /// running meanwhile. `Ok(None)` when the handler advertises nothing.
+    pub(crate) async fn start<H: SubscriptionHandler>(
+        &self,
+        suite: &Suite<H>,
+        server: &Server,
+        uris: Vec<String>,
+        id: RequestId,
+    ) -> Result<Option<Recipient<StopStream>>, McpError> {
+        let caps = self.capabilities(suite);
+        if !caps.any() {
+            return Ok(None);
+        }
+        spawn_legacy_stream(
+            suite,
+            server,
+            &self.connection,
+            self.outbox.clone(),
+            id,
+            self.meta.clone(),
+            self.assigns.clone(),
+            legacy_filter(&caps, uris),
+            self.is_running(),
+        )
+        .await
+        .map(Some)
+    }
+
+    /// Installs a started stream actor; returns the one it replaces (for the
+    /// caller to stop).
+    pub(crate) fn install(&mut self, stop: Recipient<StopStream>) -> Option<Recipient<StopStream>> {
+        self.running.replace(stop)
+    }
+
+    /// The running stream actor, if any.
+    pub(crate) fn running(&self) -> Option<&Recipient<StopStream>> {
+        self.running.as_ref()
+    }
+
     /// Opens the stream with `uris`, replacing the running one (stopped once
     /// the new one runs, `CloseReason::Cancelled`). Nothing opens when the
     /// handler advertises nothing. On error the running stream, if any, keeps
@@ -97,25 +148,12 @@ impl LegacyStream {
         server: &Server,
         uris: Vec<String>,
     ) -> Result<(), McpError> {
-        let caps = self.capabilities(suite);
-        if !caps.any() {
-            return Ok(());
-        }
         self.generation += 1;
-        let replaces = self.is_running();
-        let stop = spawn_legacy_stream(
-            suite,
-            server,
-            &self.connection,
-            self.outbox.clone(),
-            RequestId::String(format!("genmcp-legacy-{}", self.generation)),
-            self.meta.clone(),
-            self.assigns.clone(),
-            legacy_filter(&caps, uris),
-            replaces,
-        )
-        .await?;
-        if let Some(old) = self.running.replace(stop) {
+        let id = RequestId::String(format!("genmcp-legacy-{}", self.generation));
+        let Some(stop) = self.start(suite, server, uris, id).await? else {
+            return Ok(());
+        };
+        if let Some(old) = self.install(stop) {
             let _ = old.send(StopStream(CloseReason::Cancelled)).await;
         }
         Ok(())

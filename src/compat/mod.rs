@@ -2,13 +2,13 @@
 //! transport: version negotiation and the `initialize` result, the 2025 shapes
 //! of results and errors, the 2026-07-28 `_meta` built from a session's
 //! `initialize`, the routing of 2025 requests onto the suite, a session's
-//! run-time state (log level, subscribed URIs), server-to-client requests as
-//! MRTR rounds, and the legacy channel (a session's notifications served by a
-//! [`Stream`] actor).
+//! run-time state (log level, subscribed URIs) and the bounded store of many
+//! sessions' states, server-to-client requests as MRTR rounds, and the legacy
+//! channel (a session's notifications served by a [`Stream`] actor).
 //!
 //! It sits between the transports and the runtime: it may use `runtime`,
 //! `suite`, `mux` and `protocol`, never `transport`. What only HTTP has
-//! (sessions as sealed headers, GET, DELETE) stays in
+//! (sessions as sealed headers, GET, DELETE, the POST parsing) stays in
 //! `transport::http::compat`; the stdio transport keeps one session per pipe.
 //! See `docs/compat-2025.md`.
 //!
@@ -21,14 +21,16 @@ mod rounds;
 mod route;
 mod shape;
 mod state;
+mod store;
 
-pub(crate) use channel::{LegacyStream, legacy_filter};
+pub(crate) use channel::LegacyStream;
 pub(crate) use initialize::{initialize_result, negotiate};
-pub(crate) use meta::{ClientInit, request_meta};
+pub(crate) use meta::ClientInit;
 pub(crate) use rounds::{Asker, Pending, rounds};
 pub(crate) use route::{LegacyRoute, legacy_route, set_level, subscription_uri};
 pub(crate) use shape::{encode_legacy_error, legacy_error, legacy_result};
 pub(crate) use state::SessionState;
+pub(crate) use store::{Reservation, Reserve, SessionStore, StateKey, StoreBounds};
 
 /// The 2025-era versions served, newest first.
 pub const LEGACY_VERSIONS: &[&str] = &["2025-11-25", "2025-06-18"];

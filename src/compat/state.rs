@@ -20,6 +20,30 @@ impl SessionState {
         self.uris.iter().cloned().collect()
     }
 
+    /// How many URIs are subscribed.
+    pub(crate) fn uri_count(&self) -> usize {
+        self.uris.len()
+    }
+
+    /// Whether `uri` may be added: `Ok(false)` when it is there already,
+    /// `-32602` when the set holds `max_uris` already.
+    pub(crate) fn can_add(&self, uri: &str, max_uris: usize) -> Result<bool, McpError> {
+        if self.uris.contains(uri) {
+            return Ok(false);
+        }
+        if self.uris.len() >= max_uris {
+            return Err(McpError::invalid_params(format!(
+                "Invalid params: a session subscribes to at most {max_uris} resources"
+            )));
+        }
+        Ok(true)
+    }
+
+    /// Drops every URI; returns how many there were.
+    pub(crate) fn clear_uris(&mut self) -> usize {
+        std::mem::take(&mut self.uris).len()
+    }
+
     /// Adds (`subscribe`) or removes a URI; at most `max_uris` (`-32602` past
     /// it). Returns whether the set changed.
     pub(crate) fn change_uri(
@@ -31,10 +55,8 @@ impl SessionState {
         if !subscribe {
             return Ok(self.uris.remove(uri));
         }
-        if !self.uris.contains(uri) && self.uris.len() >= max_uris {
-            return Err(McpError::invalid_params(format!(
-                "Invalid params: a session subscribes to at most {max_uris} resources"
-            )));
+        if !self.can_add(uri, max_uris)? {
+            return Ok(false);
         }
         Ok(self.uris.insert(uri.to_owned()))
     }

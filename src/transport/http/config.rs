@@ -7,7 +7,6 @@ use std::time::Duration;
 use actix_web::HttpRequest;
 
 use super::auth::AuthConfig;
-use super::compat::CompatConfig;
 use super::rate::RateLimit;
 use crate::admin::AdminConfig;
 use crate::mux::Assigns;
@@ -168,5 +167,51 @@ impl std::fmt::Debug for HttpConfig {
             .field("trusted_proxies", &self.trusted_proxies)
             .field("ipv6_prefix", &self.ipv6_prefix)
             .finish()
+    }
+}
+
+/// Settings of the 2025-era compatibility path (`HttpConfig::compat`; `None`
+/// there serves 2026-07-28 only).
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub struct CompatConfig {
+    /// How long a session lives from its `initialize` (default 24 h); then its
+    /// id answers 404 and the client initializes again.
+    pub session_ttl: Duration,
+    /// Sessions that hold state at once in the whole server (a log level,
+    /// resource subscriptions, a GET stream, or the mark of a DELETE), default
+    /// 100,000: the memory bound, reached only by many principals (see
+    /// `max_session_states_per_principal`). Past it a `logging/setLevel` or
+    /// `resources/subscribe` gets `-32603` "Server busy", a GET or DELETE 503;
+    /// expired and empty entries are swept first, nothing else is evicted.
+    pub max_session_states: usize,
+    /// Sessions with state per principal (or per client address without one),
+    /// default 1,000. Past it that principal's `logging/setLevel`,
+    /// `resources/subscribe`, GET and DELETE of a session without state get
+    /// HTTP 429 with `Retry-After` and `-32603`, `data.limit =
+    /// "max_sessions_per_principal"`; other principals are not affected.
+    pub max_session_states_per_principal: usize,
+    /// `resources/subscribe` URIs per principal (or per client address without
+    /// one) across its sessions, default 4,096. Past it: 429 with
+    /// `Retry-After`, `data.limit = "max_subscribed_uris_per_principal"`.
+    pub max_subscribed_uris_per_principal: usize,
+    /// `resources/subscribe` URIs in the whole server, default 131,072 (each at
+    /// most 2 KiB). Past it: `-32603` "Server busy".
+    pub max_subscribed_uris: usize,
+    /// Server-to-client requests waiting for the client's answer, in the whole
+    /// server (default 1,024). Past it the tool call gets `-32603`.
+    pub max_pending_requests: usize,
+}
+
+impl Default for CompatConfig {
+    fn default() -> Self {
+        CompatConfig {
+            session_ttl: Duration::from_secs(24 * 60 * 60),
+            max_session_states: 100_000,
+            max_session_states_per_principal: 1_000,
+            max_subscribed_uris_per_principal: 4_096,
+            max_subscribed_uris: 131_072,
+            max_pending_requests: 1_024,
+        }
     }
 }

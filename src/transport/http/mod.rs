@@ -15,8 +15,12 @@
 //!   cross-checks (-32020), `_meta` (-32602), version (-32022), required headers
 //!   (-32020), method (-32601, 404), params (-32602), dispatch. Every bound is
 //!   listed in `docs/security.md`.
-//! - compat: the 2025-11-25 / 2025-06-18 path (`initialize`, sessions, the GET
-//!   stream, DELETE), routed from the POST handler; see `docs/compat-2025.md`.
+//! - compat: the HTTP side of the 2025-11-25 / 2025-06-18 path (sessions as
+//!   headers, the GET stream, DELETE, the POST parsing), routed from the POST
+//!   handler; the rest is the transport-independent `crate::compat` (see
+//!   `docs/compat-2025.md`).
+//! - state, reply, sse: what the POST handler and the 2025 path share
+//!   (`AppState`, refusals, the SSE response), below both.
 //! - server: [`start`], [`serve`], [`ServerThread`], conveniences that run an
 //!   `HttpServer` of their own around one [`Endpoint`].
 
@@ -27,11 +31,13 @@ mod headers;
 mod mount;
 mod post;
 mod rate;
+mod reply;
 mod server;
 mod sse;
+mod state;
 
-pub use compat::{CompatConfig, LEGACY_VERSIONS};
-pub use config::{AssignsHook, DEFAULT_IPV6_PREFIX, HttpConfig};
+pub use crate::compat::LEGACY_VERSIONS;
+pub use config::{AssignsHook, CompatConfig, DEFAULT_IPV6_PREFIX, HttpConfig};
 pub use headers::decode_value as decode_header_value;
 pub use mount::{DrainHandle, Endpoint, EndpointService, mount};
 pub use rate::{DEFAULT_MAX_RATE_PRINCIPALS, RateLimit};

@@ -14,7 +14,9 @@ use actix_web::dev::{AppService, HttpServiceFactory, ServerHandle};
 use actix_web::web;
 
 use super::config::HttpConfig;
-use super::post::{AppState, method_not_allowed, post};
+use super::post::post;
+use super::reply::method_not_allowed;
+use super::state::AppState;
 use crate::runtime::{Metrics, Server};
 use crate::subscription::SubscriptionHandler;
 use crate::suite::Suite;

@@ -1,21 +1,20 @@
 //! The POST handler: validation in the reference's order, then a unary reply
 //! (JSON, or SSE once the handler streams) or a listen stream (SSE).
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use actix_web::http::{StatusCode, header};
 use actix_web::{HttpRequest, HttpResponse, web};
 use futures_util::StreamExt as _;
 use serde_json::{Map, Value};
-use tokio::sync::{OwnedSemaphorePermit, Semaphore, oneshot};
+use tokio::sync::{OwnedSemaphorePermit, oneshot};
 
-use super::config::HttpConfig;
 use super::headers;
+use super::reply::{error_response, json_response, overloaded, refusal, too_large};
 use super::sse::{AbortOnDrop, SseBody};
+use super::state::AppState;
 use crate::mux::{Assigns, Channel, Outbox, OutboxReceiver, outbox};
 use crate::protocol::error::status_for_code;
-use crate::protocol::jsonrpc::encode_error;
 use crate::protocol::{
     Incoming, McpError, Phase, Request, RequestId, RequestMeta, SubscriptionFilter, methods,
 };
@@ -25,95 +24,6 @@ use crate::suite::Suite;
 use crate::transport::dispatch::{
     Deadlines, ListenRequest, ReplyStatus, Routed, route, spawn_unary, validate_meta,
 };
-
-/// What every request of one endpoint shares: built once (outside the
-/// `HttpServer::new` factory, which runs per worker) and registered as the
-/// endpoint resource's app data.
-pub(crate) struct AppState<H: SubscriptionHandler> {
-    pub(crate) suite: Suite<H>,
-    pub(crate) server: Server,
-    pub(crate) config: HttpConfig,
-    pub(crate) in_flight: Arc<Semaphore>,
-    pub(crate) compat: Option<Arc<super::compat::Compat>>,
-    pub(crate) rate: Option<super::rate::RateLimiter>,
-    /// Failed authentications per client address ([`super::auth::AuthConfig::failure_limit`]).
-    pub(crate) auth_failures: Option<super::rate::RateLimiter>,
-}
-
-impl<H: SubscriptionHandler> AppState<H> {
-    pub(crate) fn new(suite: Suite<H>, config: HttpConfig) -> Self {
-        AppState {
-            suite,
-            server: Server::with_principal_of(config.limits.clone(), config.principal_of.clone()),
-            in_flight: Arc::new(Semaphore::new(config.max_in_flight.max(1))),
-            rate: config.rate_limit.map(super::rate::RateLimiter::new),
-            auth_failures: config
-                .auth
-                .as_ref()
-                .and_then(|a| a.failure_limit)
-                .map(super::rate::RateLimiter::new),
-            compat: config
-                .compat
-                .clone()
-                .map(|c| Arc::new(super::compat::Compat::new(c))),
-            config,
-        }
-    }
-}
-
-pub(crate) async fn method_not_allowed() -> HttpResponse {
-    HttpResponse::MethodNotAllowed()
-        .insert_header((header::ALLOW, "POST"))
-        .finish()
-}
-
-pub(super) fn json_response(status: u16, body: Vec<u8>) -> HttpResponse {
-    HttpResponse::build(StatusCode::from_u16(status).unwrap_or(StatusCode::OK))
-        .content_type("application/json")
-        .body(body)
-}
-
-pub(super) fn error_response(
-    id: Option<&RequestId>,
-    error: &McpError,
-    phase: Phase,
-) -> HttpResponse {
-    super::auth::with_retry_after(
-        json_response(error.http_status(phase), encode_error(id, error)),
-        error,
-    )
-}
-
-/// A 4xx with an id-less JSON-RPC error body (transport-level refusals).
-pub(super) fn refusal(status: StatusCode, message: String) -> HttpResponse {
-    let body = serde_json::json!({
-        "jsonrpc": "2.0",
-        "error": {"code": -32600, "message": message},
-    });
-    HttpResponse::build(status)
-        .content_type("application/json")
-        .body(body.to_string())
-}
-
-/// The message of a 503: stable, so clients can match it.
-const OVERLOADED: &str = "Server overloaded: too many requests in flight; retry later";
-
-pub(super) fn overloaded() -> HttpResponse {
-    HttpResponse::ServiceUnavailable()
-        .insert_header((header::RETRY_AFTER, "1"))
-        .content_type("application/json")
-        .body(encode_error(None, &McpError::internal(OVERLOADED)))
-}
-
-pub(super) fn too_large(limit: usize) -> HttpResponse {
-    json_response(
-        413,
-        encode_error(
-            None,
-            &McpError::InvalidRequest(format!("request body larger than {limit} bytes")),
-        ),
-    )
-}
 
 /// Reads the body, at most `limit` bytes. A transport error is logged and
 /// answered with a short stable message: its detail is the server's business.
@@ -351,7 +261,7 @@ pub(super) async fn unary<H: SubscriptionHandler>(
         }
         return resp;
     }
-    sse_response(SseBody::new(
+    super::sse::sse_response(SseBody::new(
         first,
         rx,
         None,
@@ -410,7 +320,7 @@ pub(super) async fn listen<H: SubscriptionHandler>(
         server.count_frames(1);
         return json_response(status, first.to_bytes().to_vec());
     }
-    sse_response(SseBody::new(
+    super::sse::sse_response(SseBody::new(
         first,
         rx,
         Some(done_rx),
@@ -418,13 +328,4 @@ pub(super) async fn listen<H: SubscriptionHandler>(
         server.clone(),
         AbortOnDrop(None),
     ))
-}
-
-pub(super) fn sse_response(body: SseBody) -> HttpResponse {
-    HttpResponse::Ok()
-        .content_type("text/event-stream")
-        .insert_header((header::CACHE_CONTROL, "no-cache, no-transform"))
-        .insert_header(("X-Accel-Buffering", "no"))
-        .insert_header((header::CONTENT_ENCODING, "identity"))
-        .streaming(body)
 }

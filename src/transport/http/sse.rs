@@ -7,6 +7,8 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
+use actix_web::HttpResponse;
+use actix_web::http::header;
 use bytes::{Bytes, BytesMut};
 use futures_util::Stream;
 use tokio::sync::oneshot;
@@ -206,6 +208,16 @@ impl Stream for SseBody {
         }
         Poll::Pending
     }
+}
+
+/// The HTTP response streaming `body` as Server-Sent Events.
+pub(crate) fn sse_response(body: SseBody) -> HttpResponse {
+    HttpResponse::Ok()
+        .content_type("text/event-stream")
+        .insert_header((header::CACHE_CONTROL, "no-cache, no-transform"))
+        .insert_header(("X-Accel-Buffering", "no"))
+        .insert_header((header::CONTENT_ENCODING, "identity"))
+        .streaming(body)
 }
 
 #[cfg(test)]

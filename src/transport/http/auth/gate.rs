@@ -16,7 +16,8 @@ use crate::protocol::jsonrpc::encode_error;
 use crate::runtime::RequestOutcome;
 use crate::subscription::SubscriptionHandler;
 use crate::transport::http::HttpConfig;
-use crate::transport::http::post::AppState;
+use crate::transport::http::reply::{refusal, with_retry_after};
+use crate::transport::http::state::AppState;
 
 /// The bearer token of `Authorization`: `Ok(None)` without one (or with
 /// another scheme), an error when it is malformed or repeated.
@@ -106,7 +107,7 @@ fn challenge(
             // not the client's fault, so no challenge that would send it to
             // re-authorise in a loop.
             tracing::error!(error = %why, "authenticator failed");
-            let mut resp = crate::transport::http::post::refusal(
+            let mut resp = refusal(
                 StatusCode::SERVICE_UNAVAILABLE,
                 "Service unavailable: the server cannot check tokens right now".to_owned(),
             );
@@ -115,7 +116,7 @@ fn challenge(
             return resp;
         }
     };
-    let mut resp = crate::transport::http::post::refusal(status, message);
+    let mut resp = refusal(status, message);
     if let Ok(v) = header::HeaderValue::from_str(&value) {
         resp.headers_mut().insert(header::WWW_AUTHENTICATE, v);
     }
@@ -135,19 +136,6 @@ async fn authenticate(req: &HttpRequest, auth: &AuthConfig) -> Result<Principal,
             required: auth.required_scopes.clone(),
         })
     }
-}
-
-/// Adds `Retry-After` to `resp` when `error` is a [`McpError::LimitExceeded`].
-pub(in crate::transport::http) fn with_retry_after(
-    mut resp: HttpResponse,
-    error: &McpError,
-) -> HttpResponse {
-    if let Some(secs) = error.retry_after()
-        && let Ok(v) = header::HeaderValue::from_str(&secs.to_string())
-    {
-        resp.headers_mut().insert(header::RETRY_AFTER, v);
-    }
-    resp
 }
 
 /// A 429 before the body is read, naming `limit`, with `Retry-After`.
@@ -222,10 +210,7 @@ pub(in crate::transport::http) async fn admit<H: SubscriptionHandler>(
     let mut assigns = match &config.assigns {
         Some(hook) => hook(req).map_err(|why| {
             count(RequestOutcome::Unauthorized);
-            let mut resp = crate::transport::http::post::refusal(
-                StatusCode::UNAUTHORIZED,
-                format!("Unauthorized: {why}"),
-            );
+            let mut resp = refusal(StatusCode::UNAUTHORIZED, format!("Unauthorized: {why}"));
             let value = match &config.auth {
                 Some(auth) => format!(
                     "Bearer resource_metadata=\"{}\"",

@@ -14,7 +14,8 @@ use super::client::trusted_peer;
 use crate::subscription::SubscriptionHandler;
 use crate::transport::http::HttpConfig;
 use crate::transport::http::headers;
-use crate::transport::http::post::{AppState, refusal};
+use crate::transport::http::reply::refusal;
+use crate::transport::http::state::AppState;
 
 /// The well-known path prefix (RFC 9728 §3).
 pub(in crate::transport::http) const WELL_KNOWN: &str = "/.well-known/oauth-protected-resource";

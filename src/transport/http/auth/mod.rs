@@ -30,7 +30,7 @@ use std::sync::Arc;
 
 use super::RateLimit;
 
-pub(super) use gate::{admit, with_retry_after};
+pub(super) use gate::admit;
 pub use jwt::{DEFAULT_JWT_LEEWAY_SECS, JwtAuthenticator};
 pub(super) use metadata::{MountPath, WELL_KNOWN, metadata};
 pub use tokens::TokenTable;

@@ -8,9 +8,10 @@
 //! second one, while the first is open, gets 409 (as the TypeScript SDK does),
 //! so every notification goes out on exactly one stream.
 //!
-//! `resources/subscribe` / `unsubscribe` restart the stream actor in place (the
-//! HTTP response stays open): the new actor is started with the new filter,
-//! so the handler's `subscribe` sees the exact URI set, and then the old one is
+//! The stream is a [`LegacyStream`] kept in the session's store entry.
+//! `resources/subscribe` / `unsubscribe` restart its actor in place (the HTTP
+//! response stays open): the new actor is started with the new filter, so the
+//! handler's `subscribe` sees the exact URI set, and then the old one is
 //! stopped (its `handle_close` runs). `DELETE` stops the stream (its
 //! `handle_close` runs) and ends the session.
 //!
@@ -22,14 +23,15 @@ use actix_web::{HttpRequest, HttpResponse, web};
 use tokio::sync::{OwnedSemaphorePermit, oneshot};
 
 use super::session::{SESSION_HEADER, Session};
-use super::store::{LiveGet, Reservation, Reserve};
-use super::{AppState, Compat, LEGACY_VERSIONS, refusal, request_meta, session_of};
+use super::{AppState, Compat, LEGACY_VERSIONS, refusal, session_of};
+use crate::compat::{LegacyStream, Reservation, Reserve, encode_legacy_error};
 use crate::mux::{Assigns, Channel, outbox};
-use crate::protocol::{McpError, RequestId, SubscriptionCapabilities, SubscriptionFilter};
-use crate::runtime::{CloseReason, Connection, StopStream, spawn_legacy_stream};
+use crate::protocol::{McpError, RequestId};
+use crate::runtime::{CloseReason, Connection, StopStream};
 use crate::subscription::SubscriptionHandler;
 use crate::transport::http::headers::{self, PROTOCOL_VERSION};
-use crate::transport::http::sse::SseBody;
+use crate::transport::http::reply::{overloaded, with_retry_after};
+use crate::transport::http::sse::{SseBody, sse_response};
 
 fn not_allowed() -> HttpResponse {
     HttpResponse::MethodNotAllowed()
@@ -57,8 +59,8 @@ fn state_refusal(error: &McpError) -> HttpResponse {
     };
     let resp = HttpResponse::build(status)
         .content_type("application/json")
-        .body(super::encode_legacy_error(None, &error.to_error_object()));
-    crate::transport::http::auth::with_retry_after(resp, error)
+        .body(encode_legacy_error(None, &error.to_error_object()));
+    with_retry_after(resp, error)
 }
 
 fn session_gone() -> HttpResponse {
@@ -105,7 +107,7 @@ async fn admit<H: SubscriptionHandler>(
         });
     }
     let Ok(permit) = state.in_flight.clone().try_acquire_owned() else {
-        return Err(crate::transport::http::post::overloaded());
+        return Err(overloaded());
     };
     let assigns = crate::transport::http::auth::admit(req, state).await?;
     let session = session_of(req, state, &compat, &assigns)?;
@@ -115,12 +117,6 @@ async fn admit<H: SubscriptionHandler>(
         assigns,
         permit,
     })
-}
-
-/// The GET stream's filter: every kind the server advertises, plus the
-/// session's subscribed URIs when resource updates are advertised.
-fn filter(caps: &SubscriptionCapabilities, uris: Vec<String>) -> SubscriptionFilter {
-    crate::compat::legacy_filter(caps, uris)
 }
 
 /// `GET /mcp` with a session: the session's notification stream.
@@ -144,8 +140,8 @@ pub(in crate::transport::http) async fn get<H: SubscriptionHandler>(
             "Not Acceptable: the GET stream answers with text/event-stream",
         );
     }
-    let meta = match request_meta(&session, None, None) {
-        Ok((m, _)) => m,
+    let meta = match session.init.meta(None, None) {
+        Ok((_, m)) => m,
         Err(e) => return refusal(StatusCode::BAD_REQUEST, e.code(), &e.to_string()),
     };
     let server = &state.server;
@@ -156,14 +152,15 @@ pub(in crate::transport::http) async fn get<H: SubscriptionHandler>(
         assigns.clone(),
         tx.clone(),
     );
-    let caps = state.suite.subscription_capabilities(&probe);
+    let advertised = state.suite.subscription_capabilities(&probe).any();
     drop(probe);
-    if !caps.any() {
+    if !advertised {
         // Nothing to stream: 2025-11-25 allows 405 for GET.
         return not_allowed();
     }
+    let key = session.key();
     let generation = compat.next_generation();
-    match compat.sessions.reserve_get(&session, generation) {
+    match compat.sessions.reserve_get(&key, generation) {
         Ok(Reserve::Reserved) => {}
         Ok(Reserve::Busy) => {
             return refusal(
@@ -177,26 +174,17 @@ pub(in crate::transport::http) async fn get<H: SubscriptionHandler>(
     }
     let reservation = Reservation {
         store: &compat.sessions,
-        session: &session,
+        session: key,
         generation,
     };
     let (done_tx, done_rx) = oneshot::channel();
     let connection = Connection::exchange(server.clone(), tx.clone(), done_tx).start();
-    let uris = compat.sessions.uris(&session);
-    let opened = spawn_legacy_stream(
-        &state.suite,
-        server,
-        &connection,
-        tx.clone(),
-        RequestId::String(format!("get-{generation}")),
-        meta.clone(),
-        assigns.clone(),
-        filter(&caps, uris),
-        false,
-    )
-    .await;
-    let stop = match opened {
-        Ok(stop) => stop,
+    let mut stream = LegacyStream::new(connection, tx, meta, assigns);
+    let uris = compat.sessions.uris(&key);
+    let id = RequestId::String(format!("get-{generation}"));
+    let stop = match stream.start(&state.suite, server, uris, id).await {
+        Ok(Some(stop)) => stop,
+        Ok(None) => return not_allowed(),
         Err(e) => {
             let status = if e.retry_after().is_some() {
                 StatusCode::TOO_MANY_REQUESTS
@@ -204,20 +192,11 @@ pub(in crate::transport::http) async fn get<H: SubscriptionHandler>(
                 StatusCode::SERVICE_UNAVAILABLE
             };
             let resp = refusal(status, e.code(), &e.to_string());
-            return crate::transport::http::auth::with_retry_after(resp, &e);
+            return with_retry_after(resp, &e);
         }
     };
-    let committed = compat.sessions.commit_get(
-        &session,
-        generation,
-        LiveGet {
-            connection,
-            outbox: tx,
-            stop: stop.clone(),
-            meta,
-            assigns,
-        },
-    );
+    stream.install(stop.clone());
+    let committed = compat.sessions.commit_get(&key, generation, stream);
     drop(reservation);
     if !committed {
         // DELETEd while the stream was being opened: the stream must not
@@ -226,7 +205,7 @@ pub(in crate::transport::http) async fn get<H: SubscriptionHandler>(
         return session_gone();
     }
     drop(permit);
-    crate::transport::http::post::sse_response(SseBody::opened(
+    sse_response(SseBody::opened(
         rx,
         Some(done_rx),
         state.config.keep_alive,
@@ -249,12 +228,12 @@ pub(in crate::transport::http) async fn delete<H: SubscriptionHandler>(
         Ok(a) => a,
         Err(resp) => return resp,
     };
-    let live = match compat.sessions.delete(&session) {
+    let live = match compat.sessions.delete(&session.key()) {
         Ok((_, live)) => live,
         Err(e) => return state_refusal(&e),
     };
-    if let Some(live) = live {
-        let _ = live.stop.send(StopStream(CloseReason::Disconnected)).await;
+    if let Some(stop) = live.as_ref().and_then(LegacyStream::running) {
+        let _ = stop.send(StopStream(CloseReason::Disconnected)).await;
     }
     drop(permit);
     HttpResponse::Ok().finish()
@@ -268,36 +247,17 @@ pub(super) async fn restart<H: SubscriptionHandler>(
     state: &AppState<H>,
     compat: &Compat,
     session: &Session,
-    live: &LiveGet,
+    live: &LegacyStream,
 ) -> Result<(), McpError> {
-    let probe = Channel::for_request(
-        RequestId::Number(0),
-        live.meta.clone(),
-        live.assigns.clone(),
-        live.outbox.clone(),
-    );
-    let caps = state.suite.subscription_capabilities(&probe);
-    drop(probe);
-    let uris = compat.sessions.uris(session);
-    let generation = compat.next_generation();
-    let opened = spawn_legacy_stream(
-        &state.suite,
-        &state.server,
-        &live.connection,
-        live.outbox.clone(),
-        RequestId::String(format!("get-{generation}")),
-        live.meta.clone(),
-        live.assigns.clone(),
-        filter(&caps, uris),
-        true,
-    )
-    .await;
-    let stop = opened.inspect_err(|error| {
+    let key = session.key();
+    let uris = compat.sessions.uris(&key);
+    let id = RequestId::String(format!("get-{}", compat.next_generation()));
+    let started = live.start(&state.suite, &state.server, uris, id).await;
+    let stop = started.inspect_err(|error| {
         tracing::debug!(%error, "GET stream not restarted; it keeps its earlier filter");
     })?;
-    let old = compat
-        .sessions
-        .swap_get_stream(session, &live.connection, stop);
-    let _ = old.send(StopStream(CloseReason::Cancelled)).await;
+    if let Some(old) = stop.and_then(|stop| compat.sessions.swap_get_stream(&key, live, stop)) {
+        let _ = old.send(StopStream(CloseReason::Cancelled)).await;
+    }
     Ok(())
 }

@@ -2,9 +2,12 @@
 //! Streamable HTTP transport: `initialize`, sessions, the GET stream, `ping`,
 //! `logging/setLevel`, `resources/subscribe`, server-to-client requests.
 //!
-//! Everything is translated here, at the transport boundary: the suite and the
-//! subscription handler only ever see 2026-07-28 shapes (a per-request
-//! `_meta`, a listen filter, MRTR rounds). See `docs/compat-2025.md`.
+//! Only what is HTTP lives here: sessions as sealed `Mcp-Session-Id` headers,
+//! the POST parsing and routing, GET and DELETE. Everything else (version
+//! negotiation, `_meta`, result and error shapes, routing onto the suite, the
+//! sessions' bounded state, MRTR rounds, the legacy stream) is
+//! [`crate::compat`], shared with stdio: the suite and the subscription
+//! handler only ever see 2026-07-28 shapes. See `docs/compat-2025.md`.
 //!
 //! Routing: a POST whose body carries a 2026-07-28 `_meta` version is modern,
 //! whatever its headers. Otherwise it is legacy when it carries an
@@ -16,11 +19,8 @@
 mod get_stream;
 mod requests;
 mod session;
-mod store;
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Duration;
 
 use actix_web::http::{StatusCode, header};
 use actix_web::{HttpRequest, HttpResponse};
@@ -28,94 +28,19 @@ use serde_json::{Map, Value, json};
 use tokio::sync::OwnedSemaphorePermit;
 
 use super::headers::{self, METHOD, NAME, PROTOCOL_VERSION};
-use super::post::AppState;
+use super::reply::with_retry_after;
+use super::state::{AppState, Compat};
+use crate::compat::{
+    ClientInit, LEGACY_VERSIONS, LegacyRoute, encode_legacy_error, legacy_error, legacy_route,
+};
 use crate::mux::{Assigns, Channel, Principal, limit_key, outbox};
-use crate::protocol::error::ErrorObject;
 use crate::protocol::jsonrpc::{MAX_ID_LEN, encode_result, parse_value};
-use crate::protocol::types::MAX_RESOURCE_URI_LEN;
-use crate::protocol::{LogLevel, McpError, RequestId, RequestMeta, methods};
+use crate::protocol::{McpError, RequestId, RequestMeta};
 use crate::runtime::{CloseReason, StopStream};
 use crate::subscription::SubscriptionHandler;
 
 pub(super) use get_stream::{delete, get};
 use session::{SESSION_HEADER, Session};
-use store::{SessionStore, StoreBounds};
-
-pub use crate::compat::LEGACY_VERSIONS;
-
-/// Settings of the 2025-era compatibility path (`HttpConfig::compat`; `None`
-/// there serves 2026-07-28 only).
-#[derive(Clone, Debug)]
-#[non_exhaustive]
-pub struct CompatConfig {
-    /// How long a session lives from its `initialize` (default 24 h); then its
-    /// id answers 404 and the client initializes again.
-    pub session_ttl: Duration,
-    /// Sessions that hold state at once in the whole server (a log level,
-    /// resource subscriptions, a GET stream, or the mark of a DELETE), default
-    /// 100,000: the memory bound, reached only by many principals (see
-    /// `max_session_states_per_principal`). Past it a `logging/setLevel` or
-    /// `resources/subscribe` gets `-32603` "Server busy", a GET or DELETE 503;
-    /// expired and empty entries are swept first, nothing else is evicted.
-    pub max_session_states: usize,
-    /// Sessions with state per principal (or per client address without one),
-    /// default 1,000. Past it that principal's `logging/setLevel`,
-    /// `resources/subscribe`, GET and DELETE of a session without state get
-    /// HTTP 429 with `Retry-After` and `-32603`, `data.limit =
-    /// "max_sessions_per_principal"`; other principals are not affected.
-    pub max_session_states_per_principal: usize,
-    /// `resources/subscribe` URIs per principal (or per client address without
-    /// one) across its sessions, default 4,096. Past it: 429 with
-    /// `Retry-After`, `data.limit = "max_subscribed_uris_per_principal"`.
-    pub max_subscribed_uris_per_principal: usize,
-    /// `resources/subscribe` URIs in the whole server, default 131,072 (each at
-    /// most 2 KiB). Past it: `-32603` "Server busy".
-    pub max_subscribed_uris: usize,
-    /// Server-to-client requests waiting for the client's answer, in the whole
-    /// server (default 1,024). Past it the tool call gets `-32603`.
-    pub max_pending_requests: usize,
-}
-
-impl Default for CompatConfig {
-    fn default() -> Self {
-        CompatConfig {
-            session_ttl: Duration::from_secs(24 * 60 * 60),
-            max_session_states: 100_000,
-            max_session_states_per_principal: 1_000,
-            max_subscribed_uris_per_principal: 4_096,
-            max_subscribed_uris: 131_072,
-            max_pending_requests: 1_024,
-        }
-    }
-}
-
-/// The shared state of the compatibility path (one per server).
-pub(super) struct Compat {
-    config: CompatConfig,
-    sessions: SessionStore,
-    pending: requests::Pending,
-    generation: AtomicU64,
-}
-
-impl Compat {
-    pub(super) fn new(config: CompatConfig) -> Self {
-        Compat {
-            sessions: SessionStore::new(StoreBounds {
-                max_sessions: config.max_session_states,
-                max_uris: config.max_subscribed_uris,
-                per_owner_sessions: config.max_session_states_per_principal,
-                per_owner_uris: config.max_subscribed_uris_per_principal,
-            }),
-            pending: requests::Pending::new(config.max_pending_requests),
-            generation: AtomicU64::new(0),
-            config,
-        }
-    }
-
-    fn next_generation(&self) -> u64 {
-        self.generation.fetch_add(1, Ordering::Relaxed) + 1
-    }
-}
 
 /// The parsed body of a POST that belongs to the compatibility path, or `None`
 /// for the modern path (see the module documentation).
@@ -181,11 +106,11 @@ fn session_of<H: SubscriptionHandler>(
         .ok()
         .and_then(|token| session::open(state.suite.sealer(), token.trim()))
         .filter(|s| s.principal.as_deref() == principal)
-        .filter(|s| !compat.sessions.is_deleted(s))
         .map(|mut s| {
             s.owner = owner_of(assigns);
             s
-        });
+        })
+        .filter(|s| !compat.sessions.is_deleted(&s.key()));
     session.ok_or_else(|| {
         refusal(
             StatusCode::NOT_FOUND,
@@ -193,34 +118,6 @@ fn session_of<H: SubscriptionHandler>(
             "Session not found: initialize a new session",
         )
     })
-}
-
-/// The 2026-07-28 `_meta` of a request of `session`, parsed and as the map
-/// the suite gets (see [`crate::compat::request_meta`]; the client's `_meta`
-/// is moved, never copied).
-fn request_meta(
-    session: &Session,
-    log_level: Option<LogLevel>,
-    client_meta: Option<Value>,
-) -> Result<(RequestMeta, Map<String, Value>), McpError> {
-    crate::compat::request_meta(
-        &session.capabilities,
-        session.client_info.as_ref(),
-        log_level,
-        client_meta,
-    )
-}
-
-fn legacy_result(result: Map<String, Value>) -> Map<String, Value> {
-    crate::compat::legacy_result(result)
-}
-
-fn legacy_error(method: &str, error: &McpError) -> ErrorObject {
-    crate::compat::legacy_error(method, error)
-}
-
-fn encode_legacy_error(id: Option<&RequestId>, error: &ErrorObject) -> Vec<u8> {
-    crate::compat::encode_legacy_error(id, error)
 }
 
 fn json_ok(body: Vec<u8>) -> HttpResponse {
@@ -243,7 +140,7 @@ fn error_response(id: Option<&RequestId>, method: &str, error: &McpError) -> Htt
     let resp = HttpResponse::TooManyRequests()
         .content_type("application/json")
         .body(body);
-    super::auth::with_retry_after(resp, error)
+    with_retry_after(resp, error)
 }
 
 /// A header that disagrees with the body (`-32020`): 400 with the request's
@@ -334,7 +231,7 @@ pub(super) async fn post<H: SubscriptionHandler>(
     let Some(method) = method else {
         // A response to a server-to-client request.
         if let Some(id) = raw_id.as_ref() {
-            compat.pending.answer(&session, id, msg);
+            compat.pending.answer(&session.sid, id, msg);
         }
         return HttpResponse::Accepted().finish();
     };
@@ -375,34 +272,28 @@ pub(super) async fn post<H: SubscriptionHandler>(
     // MRTR fields belong to the server's side of the translation.
     params.remove("inputResponses");
     params.remove("requestState");
-    let log_level = compat.sessions.log_level(&session);
-    let (parsed, meta) = match request_meta(&session, log_level, params.remove("_meta")) {
+    let log_level = compat.sessions.log_level(&session.key());
+    let (meta, parsed) = match session.init.meta(log_level, params.remove("_meta")) {
         Ok(m) => m,
         Err(e) => return error_response(Some(&id), &method, &e),
     };
     params.insert("_meta".into(), Value::Object(meta));
     let (tx, rx) = outbox(state.server.limits().outbox_capacity);
     let channel = Channel::for_request(id.clone(), parsed, assigns, tx.clone());
-    let empty = Map::new;
     let done = |r: Result<(), McpError>| match r {
-        Ok(()) => result_response(&id, empty()),
+        Ok(()) => result_response(&id, Map::new()),
         Err(e) => error_response(Some(&id), &method, &e),
     };
-    match method.as_str() {
-        "ping" => result_response(&id, empty()),
-        "logging/setLevel" => done(set_level(state, compat, &session, &params, &channel)),
-        "resources/subscribe" | "resources/unsubscribe" => {
-            let subscribe = method == "resources/subscribe";
+    match legacy_route(&method) {
+        LegacyRoute::Ping => result_response(&id, Map::new()),
+        LegacyRoute::SetLevel => done(
+            crate::compat::set_level(&state.suite, &params, &channel)
+                .and_then(|level| compat.sessions.set_log_level(&session.key(), level)),
+        ),
+        LegacyRoute::Subscription(subscribe) => {
             done(subscription(state, compat, &session, &params, &channel, subscribe).await)
         }
-        methods::TOOLS_LIST
-        | methods::TOOLS_CALL
-        | methods::PROMPTS_LIST
-        | methods::PROMPTS_GET
-        | methods::RESOURCES_LIST
-        | methods::RESOURCES_TEMPLATES_LIST
-        | methods::RESOURCES_READ
-        | methods::COMPLETE => {
+        LegacyRoute::Unary => {
             if let Err(e) = state.suite.route(&method, &channel) {
                 return error_response(Some(&id), &method, &e);
             }
@@ -429,34 +320,12 @@ pub(super) async fn post<H: SubscriptionHandler>(
             )
             .await
         }
-        _ => error_response(
+        LegacyRoute::NotRouted => error_response(
             Some(&id),
             &method,
             &McpError::MethodNotFound(method.clone()),
         ),
     }
-}
-
-fn set_level<H: SubscriptionHandler>(
-    state: &AppState<H>,
-    compat: &Compat,
-    session: &Session,
-    params: &Map<String, Value>,
-    channel: &Channel,
-) -> Result<(), McpError> {
-    if state.suite.capabilities(channel).logging.is_none() {
-        return Err(McpError::MethodNotFound("logging/setLevel".into()));
-    }
-    let level = params
-        .get("level")
-        .and_then(Value::as_str)
-        .and_then(LogLevel::parse)
-        .ok_or_else(|| {
-            McpError::invalid_params(
-                "Invalid params: level must be one of debug, info, notice, warning, error, critical, alert, emergency",
-            )
-        })?;
-    compat.sessions.set_log_level(session, level)
 }
 
 async fn subscription<H: SubscriptionHandler>(
@@ -467,31 +336,10 @@ async fn subscription<H: SubscriptionHandler>(
     channel: &Channel,
     subscribe: bool,
 ) -> Result<(), McpError> {
-    let method = if subscribe {
-        "resources/subscribe"
-    } else {
-        "resources/unsubscribe"
-    };
-    if !state
-        .suite
-        .subscription_capabilities(channel)
-        .resources_updated
-    {
-        return Err(McpError::MethodNotFound(method.into()));
-    }
-    let uri = params
-        .get("uri")
-        .and_then(Value::as_str)
-        .filter(|u| !u.is_empty() && u.len() <= MAX_RESOURCE_URI_LEN)
-        .ok_or_else(|| {
-            McpError::invalid_params(format!(
-                "Invalid params: uri must be a non-empty string of at most {MAX_RESOURCE_URI_LEN} bytes"
-            ))
-        })?;
+    let uri = crate::compat::subscription_uri(&state.suite, params, channel, subscribe)?;
     let max_uris = state.server.limits().max_resource_uris;
-    let (_, live) = compat
-        .sessions
-        .change_uri(session, uri, subscribe, max_uris)?;
+    let key = session.key();
+    let (_, live) = compat.sessions.change_uri(&key, uri, subscribe, max_uris)?;
     let Some(live) = live else {
         return Ok(());
     };
@@ -504,10 +352,10 @@ async fn subscription<H: SubscriptionHandler>(
     // with the session's set).
     let undone = compat
         .sessions
-        .change_uri(session, uri, !subscribe, max_uris)
+        .change_uri(&key, uri, !subscribe, max_uris)
         .is_ok();
-    if !undone {
-        let _ = live.stop.send(StopStream(CloseReason::Disconnected)).await;
+    if !undone && let Some(stop) = live.running() {
+        let _ = stop.send(StopStream(CloseReason::Disconnected)).await;
     }
     Err(error)
 }
@@ -519,34 +367,24 @@ async fn initialize<H: SubscriptionHandler>(
     params: Map<String, Value>,
     assigns: Assigns,
 ) -> HttpResponse {
-    let requested = params
-        .get("protocolVersion")
-        .and_then(Value::as_str)
-        .unwrap_or_default();
-    let version = crate::compat::negotiate(requested);
-    let capabilities = match params.get("capabilities") {
-        Some(Value::Object(c)) => c.clone(),
-        _ => Map::new(),
-    };
-    let client_info = params.get("clientInfo").filter(|i| i.is_object()).cloned();
+    let init = ClientInit::from_params(&params);
     let (token, session) = match session::mint(
         state.suite.sealer(),
         compat.config.session_ttl,
-        version,
-        capabilities,
-        client_info,
+        init,
         assigns.get::<Principal>().map(Principal::subject),
     ) {
         Ok(s) => s,
         Err(e) => return error_response(Some(&id), "initialize", &e),
     };
-    let meta = match request_meta(&session, None, None) {
-        Ok((m, _)) => m,
+    let meta = match session.init.meta(None, None) {
+        Ok((_, m)) => m,
         Err(e) => return error_response(Some(&id), "initialize", &e),
     };
     let (tx, _rx) = outbox(1);
     let channel = Channel::for_request(id.clone(), meta, assigns, tx);
-    let result = crate::compat::initialize_result(&state.suite, version, channel).await;
+    let result =
+        crate::compat::initialize_result(&state.suite, &session.init.version, channel).await;
     HttpResponse::Ok()
         .content_type("application/json")
         .insert_header((header::HeaderName::from_static(SESSION_HEADER), token))

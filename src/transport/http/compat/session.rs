@@ -7,10 +7,11 @@
 //! to validate it, and a forged or expired one is refused (404).
 //!
 //! What a session sets at run time lives in the bounded
-//! [`super::store::SessionStore`].
+//! [`crate::compat::SessionStore`], keyed by [`Session::key`].
 
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
+use crate::compat::{ClientInit, StateKey};
 use crate::protocol::McpError;
 use crate::suite::seal::{self, Sealer, purpose};
 
@@ -28,12 +29,9 @@ const MAX_CLIENT_BYTES: usize = 4 * 1024;
 pub(crate) struct Session {
     /// The random session id inside the token (key of its state).
     pub(crate) sid: String,
-    /// The negotiated protocol version.
-    pub(crate) version: String,
-    /// The client capabilities declared at `initialize`.
-    pub(crate) capabilities: Map<String, Value>,
-    /// The client implementation declared at `initialize`.
-    pub(crate) client_info: Option<Value>,
+    /// What the client declared at `initialize` (the negotiated version,
+    /// its capabilities and implementation).
+    pub(crate) init: ClientInit,
     /// Expiry, ms since the epoch.
     pub(crate) expires: u64,
     /// The subject of the principal that initialized it, if any: only that
@@ -45,18 +43,28 @@ pub(crate) struct Session {
     pub(crate) owner: String,
 }
 
+impl Session {
+    /// The key of its stored state.
+    pub(crate) fn key(&self) -> StateKey<'_> {
+        StateKey {
+            sid: &self.sid,
+            owner: &self.owner,
+            expires: self.expires,
+        }
+    }
+}
+
 /// Seals a new session. `-32602` when the client's capabilities and info are
 /// too large to carry in a header.
 pub(crate) fn mint(
     sealer: &Sealer,
     ttl: std::time::Duration,
-    version: &str,
-    capabilities: Map<String, Value>,
-    client_info: Option<Value>,
+    init: ClientInit,
     principal: Option<&str>,
 ) -> Result<(String, Session), McpError> {
-    let size = serde_json::to_vec(&capabilities).map_or(0, |v| v.len())
-        + client_info
+    let size = serde_json::to_vec(&init.capabilities).map_or(0, |v| v.len())
+        + init
+            .client_info
             .as_ref()
             .and_then(|i| serde_json::to_vec(i).ok())
             .map_or(0, |v| v.len());
@@ -69,9 +77,9 @@ pub(crate) fn mint(
     let expires = seal::expiry(ttl);
     let payload = json!({
         "sid": sid,
-        "v": version,
-        "c": capabilities,
-        "i": client_info,
+        "v": init.version,
+        "c": init.capabilities,
+        "i": init.client_info,
         "exp": expires,
         "p": principal,
     });
@@ -80,9 +88,7 @@ pub(crate) fn mint(
         token,
         Session {
             sid,
-            version: version.to_owned(),
-            capabilities,
-            client_info,
+            init,
             expires,
             principal: principal.map(str::to_owned),
             owner: String::new(),
@@ -102,9 +108,11 @@ pub(crate) fn open(sealer: &Sealer, token: &str) -> Option<Session> {
     }
     Some(Session {
         sid: payload.get("sid")?.as_str()?.to_owned(),
-        version: payload.get("v")?.as_str()?.to_owned(),
-        capabilities: payload.get("c")?.as_object()?.clone(),
-        client_info: payload.get("i").filter(|i| i.is_object()).cloned(),
+        init: ClientInit {
+            version: payload.get("v")?.as_str()?.to_owned(),
+            capabilities: payload.get("c")?.as_object()?.clone(),
+            client_info: payload.get("i").filter(|i| i.is_object()).cloned(),
+        },
         expires,
         principal: payload.get("p").and_then(Value::as_str).map(str::to_owned),
         owner: String::new(),
@@ -116,33 +124,21 @@ mod tests {
     use super::*;
     use std::time::Duration;
 
+    fn init() -> ClientInit {
+        ClientInit::from_params(&serde_json::Map::new())
+    }
+
     #[test]
     fn tokens_open_only_unchanged_and_unexpired() {
         let sealer = Sealer::new([4; 32]);
-        let (token, s) = mint(
-            &sealer,
-            Duration::from_secs(60),
-            "2025-11-25",
-            Map::new(),
-            None,
-            None,
-        )
-        .unwrap();
+        let (token, s) = mint(&sealer, Duration::from_secs(60), init(), None).unwrap();
         assert!(token.bytes().all(|b| (0x21..=0x7e).contains(&b)));
         let opened = open(&sealer, &token).unwrap();
         assert_eq!(opened.sid, s.sid);
-        assert_eq!(opened.version, "2025-11-25");
+        assert_eq!(opened.init.version, "2025-11-25");
         assert!(open(&sealer, &format!("{token}x")).is_none());
         assert!(open(&Sealer::new([5; 32]), &token).is_none());
-        let (expired, _) = mint(
-            &sealer,
-            Duration::ZERO,
-            "2025-11-25",
-            Map::new(),
-            None,
-            None,
-        )
-        .unwrap();
+        let (expired, _) = mint(&sealer, Duration::ZERO, init(), None).unwrap();
         assert!(open(&sealer, &expired).is_none());
     }
 }

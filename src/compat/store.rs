@@ -19,21 +19,35 @@
 //!   DELETE that cannot be recorded is refused instead, so a deleted session
 //!   is never served again.
 //!
-//! Each operation is O(1) (hash maps and counters) except a sweep, which runs
-//! only when a bound is reached. Nothing here knows HTTP.
+//! Each operation is O(1) (hash maps and counters; a session's own URI set is
+//! a [`SessionState`]) except a sweep, which runs only when a bound is
+//! reached. Nothing here knows HTTP: the HTTP transport keeps its sessions
+//! here, keyed by [`StateKey`], with their GET stream as a [`LegacyStream`].
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use actix::{Addr, Recipient};
+use actix::Recipient;
 
-use super::session::Session;
-use crate::mux::{Assigns, Outbox};
-use crate::protocol::{LogLevel, McpError, RequestMeta};
-use crate::runtime::{Connection, StopStream};
+use super::{LegacyStream, SessionState};
+use crate::protocol::{LogLevel, McpError};
+use crate::runtime::StopStream;
 use crate::suite::seal;
 
-/// The bounds of a [`SessionStore`] (from `CompatConfig`).
+/// Which session an operation is about, and under whom its state counts.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct StateKey<'a> {
+    /// The session id (the key of its entry).
+    pub(crate) sid: &'a str,
+    /// Who the entry is counted under: the principal of the request, or its
+    /// client address without one.
+    pub(crate) owner: &'a str,
+    /// When the session expires, ms since the epoch (the entry lives until
+    /// then).
+    pub(crate) expires: u64,
+}
+
+/// The bounds of a [`SessionStore`] (from the HTTP `CompatConfig`).
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct StoreBounds {
     /// Entries in the whole store.
@@ -46,36 +60,15 @@ pub(crate) struct StoreBounds {
     pub(crate) per_owner_uris: usize,
 }
 
-/// The live GET stream of a session.
-#[derive(Clone)]
-pub(crate) struct LiveGet {
-    /// Its supervising connection (alive while the GET response is).
-    pub(crate) connection: Addr<Connection>,
-    /// The outbox its SSE body drains (a restarted stream writes there too).
-    pub(crate) outbox: Outbox,
-    /// The stream actor now running.
-    pub(crate) stop: Recipient<StopStream>,
-    /// What the stream was opened with.
-    pub(crate) meta: RequestMeta,
-    /// The assigns of the GET.
-    pub(crate) assigns: Assigns,
-}
-
-impl LiveGet {
-    fn alive(&self) -> bool {
-        self.connection.connected()
-    }
-}
-
 struct GetSlot {
     generation: u64,
     /// `None` while the stream is being opened.
-    live: Option<LiveGet>,
+    live: Option<LegacyStream>,
 }
 
 impl GetSlot {
     fn busy(&self) -> bool {
-        self.live.as_ref().is_none_or(LiveGet::alive)
+        self.live.as_ref().is_none_or(LegacyStream::alive)
     }
 }
 
@@ -83,8 +76,7 @@ struct Entry {
     owner: Arc<str>,
     expires: u64,
     deleted: bool,
-    log_level: Option<LogLevel>,
-    uris: HashSet<String>,
+    state: SessionState,
     get: Option<GetSlot>,
 }
 
@@ -93,8 +85,8 @@ impl Entry {
     fn useful(&self) -> bool {
         !seal::expired(self.expires)
             && (self.deleted
-                || self.log_level.is_some()
-                || !self.uris.is_empty()
+                || self.state.log_level.is_some()
+                || self.state.uri_count() > 0
                 || self.get.as_ref().is_some_and(GetSlot::busy))
     }
 }
@@ -117,10 +109,11 @@ impl Inner {
         let Some(entry) = self.entries.remove(sid) else {
             return;
         };
-        self.uris -= entry.uris.len();
+        let uris = entry.state.uri_count();
+        self.uris -= uris;
         if let Some(owner) = self.owners.get_mut(&entry.owner) {
             owner.sids.remove(sid);
-            owner.uris -= entry.uris.len();
+            owner.uris -= uris;
             if owner.sids.is_empty() {
                 self.owners.remove(&entry.owner);
             }
@@ -167,9 +160,9 @@ impl Inner {
     }
 
     /// The session's entry, created if its owner and the store have room.
-    fn entry(&mut self, session: &Session, bounds: &StoreBounds) -> Result<&mut Entry, McpError> {
-        if !self.entries.contains_key(&session.sid) {
-            let owner = session.owner.as_str();
+    fn entry(&mut self, session: &StateKey, bounds: &StoreBounds) -> Result<&mut Entry, McpError> {
+        if !self.entries.contains_key(session.sid) {
+            let owner = session.owner;
             let held = |inner: &Inner| inner.owners.get(owner).map_or(0, |o| o.sids.len());
             if held(self) >= bounds.per_owner_sessions {
                 self.sweep(Some(owner));
@@ -200,21 +193,20 @@ impl Inner {
                 .entry(key.clone())
                 .or_default()
                 .sids
-                .insert(session.sid.clone());
+                .insert(session.sid.to_owned());
             self.entries.insert(
-                session.sid.clone(),
+                session.sid.to_owned(),
                 Entry {
                     owner: key,
                     expires: session.expires,
                     deleted: false,
-                    log_level: None,
-                    uris: HashSet::new(),
+                    state: SessionState::default(),
                     get: None,
                 },
             );
         }
         self.entries
-            .get_mut(&session.sid)
+            .get_mut(session.sid)
             .ok_or_else(|| McpError::internal("Internal error: session state lost"))
     }
 
@@ -222,20 +214,15 @@ impl Inner {
     /// it was there already.
     fn add_uri(
         &mut self,
-        session: &Session,
+        session: &StateKey,
         uri: &str,
         max_per_session: usize,
         bounds: &StoreBounds,
     ) -> Result<bool, McpError> {
         let owner_uris = {
             let entry = self.entry(session, bounds)?;
-            if entry.uris.contains(uri) {
+            if !entry.state.can_add(uri, max_per_session)? {
                 return Ok(false);
-            }
-            if entry.uris.len() >= max_per_session {
-                return Err(McpError::invalid_params(format!(
-                    "Invalid params: a session subscribes to at most {max_per_session} resources"
-                )));
             }
             let owner = entry.owner.clone();
             self.owners.get(&owner).map_or(0, |o| o.uris)
@@ -247,7 +234,7 @@ impl Inner {
                     "Too many resource subscriptions: at most {} per principal (or per client address without one), across its sessions; retry later",
                     bounds.per_owner_uris
                 ),
-                self.retry_after(&session.owner),
+                self.retry_after(session.owner),
             ));
         }
         if self.uris >= bounds.max_uris {
@@ -255,10 +242,12 @@ impl Inner {
                 "Server busy: too many resource subscriptions; retry later",
             ));
         }
-        let Some(entry) = self.entries.get_mut(&session.sid) else {
+        let Some(entry) = self.entries.get_mut(session.sid) else {
             return Ok(false);
         };
-        entry.uris.insert(uri.to_owned());
+        if !entry.state.change_uri(uri, true, max_per_session)? {
+            return Ok(false);
+        }
         if let Some(owner) = self.owners.get_mut(&entry.owner) {
             owner.uris += 1;
         }
@@ -267,11 +256,11 @@ impl Inner {
     }
 
     /// Removes a URI from the session's set; `false` when it was not there.
-    fn remove_uri(&mut self, session: &Session, uri: &str) -> bool {
-        let Some(entry) = self.entries.get_mut(&session.sid) else {
+    fn remove_uri(&mut self, session: &StateKey, uri: &str) -> bool {
+        let Some(entry) = self.entries.get_mut(session.sid) else {
             return false;
         };
-        if !entry.uris.remove(uri) {
+        if !matches!(entry.state.change_uri(uri, false, 0), Ok(true)) {
             return false;
         }
         if let Some(owner) = self.owners.get_mut(&entry.owner) {
@@ -317,48 +306,52 @@ impl SessionStore {
     }
 
     /// Whether the session was ended with DELETE.
-    pub(crate) fn is_deleted(&self, session: &Session) -> bool {
+    pub(crate) fn is_deleted(&self, session: &StateKey) -> bool {
         self.lock()
             .entries
-            .get(&session.sid)
+            .get(session.sid)
             .is_some_and(|e| e.deleted)
     }
 
     /// The session's `logging/setLevel` level.
-    pub(crate) fn log_level(&self, session: &Session) -> Option<LogLevel> {
+    pub(crate) fn log_level(&self, session: &StateKey) -> Option<LogLevel> {
         self.lock()
             .entries
-            .get(&session.sid)
-            .and_then(|e| e.log_level)
+            .get(session.sid)
+            .and_then(|e| e.state.log_level)
     }
 
     /// Sets the session's log level.
-    pub(crate) fn set_log_level(&self, session: &Session, level: LogLevel) -> Result<(), McpError> {
+    pub(crate) fn set_log_level(
+        &self,
+        session: &StateKey,
+        level: LogLevel,
+    ) -> Result<(), McpError> {
         let mut inner = self.lock();
-        inner.entry(session, &self.bounds)?.log_level = Some(level);
+        inner.entry(session, &self.bounds)?.state.log_level = Some(level);
         Ok(())
     }
 
-    /// The session's subscribed URIs (in no particular order).
-    pub(crate) fn uris(&self, session: &Session) -> Vec<String> {
+    /// The session's subscribed URIs, sorted.
+    pub(crate) fn uris(&self, session: &StateKey) -> Vec<String> {
         self.lock()
             .entries
-            .get(&session.sid)
-            .map(|e| e.uris.iter().cloned().collect())
+            .get(session.sid)
+            .map(|e| e.state.uris())
             .unwrap_or_default()
     }
 
-    /// Adds (`subscribe`) or removes a URI: O(1). At most `max_per_session`
-    /// per session (`-32602` past it), and the owner's and the store's bounds.
-    /// Returns whether the set changed, and the live GET stream to restart if
-    /// it did and one is open.
+    /// Adds (`subscribe`) or removes a URI: O(1) in the store. At most
+    /// `max_per_session` per session (`-32602` past it), and the owner's and
+    /// the store's bounds. Returns whether the set changed, and the live GET
+    /// stream to restart if it did and one is open.
     pub(crate) fn change_uri(
         &self,
-        session: &Session,
+        session: &StateKey,
         uri: &str,
         subscribe: bool,
         max_per_session: usize,
-    ) -> Result<(bool, Option<LiveGet>), McpError> {
+    ) -> Result<(bool, Option<LegacyStream>), McpError> {
         let mut inner = self.lock();
         let changed = if subscribe {
             inner.add_uri(session, uri, max_per_session, &self.bounds)?
@@ -367,42 +360,42 @@ impl SessionStore {
         };
         let live = inner
             .entries
-            .get(&session.sid)
+            .get(session.sid)
             .filter(|_| changed)
             .and_then(|e| e.get.as_ref())
             .and_then(|g| g.live.clone())
-            .filter(LiveGet::alive);
+            .filter(LegacyStream::alive);
         Ok((changed, live))
     }
 
-    /// Replaces the stream actor of the session's live GET (after a restart);
-    /// returns the one it replaced, to stop. If the GET went away meanwhile
-    /// (or the session was deleted), `stop` itself is returned so the caller
-    /// stops the new one.
+    /// Installs a restarted stream actor in the session's live GET stream
+    /// `live`; returns the one it replaced, to stop. If that GET went away
+    /// meanwhile (or the session was deleted), `stop` itself is returned so
+    /// the caller stops the new one.
     pub(crate) fn swap_get_stream(
         &self,
-        session: &Session,
-        connection: &Addr<Connection>,
+        session: &StateKey,
+        live: &LegacyStream,
         stop: Recipient<StopStream>,
-    ) -> Recipient<StopStream> {
+    ) -> Option<Recipient<StopStream>> {
         let mut inner = self.lock();
         match inner
             .entries
-            .get_mut(&session.sid)
+            .get_mut(session.sid)
             .filter(|e| !e.deleted)
             .and_then(|e| e.get.as_mut())
             .and_then(|g| g.live.as_mut())
-            .filter(|live| live.connection == *connection)
+            .filter(|l| l.connection() == live.connection())
         {
-            Some(live) => std::mem::replace(&mut live.stop, stop),
-            None => stop,
+            Some(l) => l.install(stop),
+            None => Some(stop),
         }
     }
 
     /// Reserves the session's one GET stream for reservation `generation`.
     pub(crate) fn reserve_get(
         &self,
-        session: &Session,
+        session: &StateKey,
         generation: u64,
     ) -> Result<Reserve, McpError> {
         let mut inner = self.lock();
@@ -424,11 +417,16 @@ impl SessionStore {
     /// the reservation is gone (the session was deleted meanwhile): the caller
     /// stops the stream it opened, which must not outlive the DELETE.
     #[must_use]
-    pub(crate) fn commit_get(&self, session: &Session, generation: u64, live: LiveGet) -> bool {
+    pub(crate) fn commit_get(
+        &self,
+        session: &StateKey,
+        generation: u64,
+        live: LegacyStream,
+    ) -> bool {
         let mut inner = self.lock();
         match inner
             .entries
-            .get_mut(&session.sid)
+            .get_mut(session.sid)
             .filter(|e| !e.deleted)
             .and_then(|e| e.get.as_mut())
             .filter(|g| g.generation == generation && g.live.is_none())
@@ -442,9 +440,9 @@ impl SessionStore {
     }
 
     /// Frees reservation `generation` if its stream never opened.
-    pub(crate) fn release_get(&self, session: &Session, generation: u64) {
+    pub(crate) fn release_get(&self, session: &StateKey, generation: u64) {
         let mut inner = self.lock();
-        if let Some(e) = inner.entries.get_mut(&session.sid)
+        if let Some(e) = inner.entries.get_mut(session.sid)
             && e.get
                 .as_ref()
                 .is_some_and(|g| g.generation == generation && g.live.is_none())
@@ -459,13 +457,16 @@ impl SessionStore {
     /// its reservation gone and stops its own). `Ok(false)` if it was already
     /// deleted. Refused, like any new state, when its owner or the store is
     /// full: a DELETE never evicts anything.
-    pub(crate) fn delete(&self, session: &Session) -> Result<(bool, Option<LiveGet>), McpError> {
+    pub(crate) fn delete(
+        &self,
+        session: &StateKey,
+    ) -> Result<(bool, Option<LegacyStream>), McpError> {
         let mut inner = self.lock();
         let entry = inner.entry(session, &self.bounds)?;
         let first = !entry.deleted;
         entry.deleted = true;
-        entry.log_level = None;
-        let dropped = std::mem::take(&mut entry.uris).len();
+        entry.state.log_level = None;
+        let dropped = entry.state.clear_uris();
         let live = entry.get.take().and_then(|g| g.live);
         let owner = entry.owner.clone();
         if let Some(o) = inner.owners.get_mut(&owner) {
@@ -488,38 +489,34 @@ impl SessionStore {
 /// Frees a GET reservation unless the stream opened (a GET whose client left
 /// while its stream was being set up).
 pub(crate) struct Reservation<'a> {
+    /// The store holding the reservation.
     pub(crate) store: &'a SessionStore,
-    pub(crate) session: &'a Session,
+    /// The session reserving its GET stream.
+    pub(crate) session: StateKey<'a>,
+    /// The reservation.
     pub(crate) generation: u64,
 }
 
 impl Drop for Reservation<'_> {
     fn drop(&mut self) {
-        self.store.release_get(self.session, self.generation);
+        self.store.release_get(&self.session, self.generation);
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::Map;
     use std::time::Duration;
 
-    use crate::suite::seal::Sealer;
-
-    fn session(sealer: &Sealer, owner: &str) -> Session {
-        let mut s = super::super::session::mint(
-            sealer,
-            Duration::from_secs(60),
-            "2025-11-25",
-            Map::new(),
-            None,
-            None,
-        )
-        .unwrap()
-        .1;
-        s.owner = owner.to_owned();
-        s
+    /// A session of `owner`, its id unique and its expiry a minute away.
+    fn session(owner: &'static str) -> StateKey<'static> {
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        StateKey {
+            sid: Box::leak(format!("s{n}").into_boxed_str()),
+            owner,
+            expires: seal::expiry(Duration::from_secs(60)),
+        }
     }
 
     fn bounds() -> StoreBounds {
@@ -533,9 +530,8 @@ mod tests {
 
     #[test]
     fn one_owner_at_its_bound_leaves_the_others_alone() {
-        let sealer = Sealer::new([4; 32]);
         let store = SessionStore::new(bounds());
-        let a: Vec<Session> = (0..3).map(|_| session(&sealer, "a")).collect();
+        let a: Vec<StateKey> = (0..3).map(|_| session("a")).collect();
         store.set_log_level(&a[0], LogLevel::Info).unwrap();
         store.change_uri(&a[1], "x://1", true, 10).unwrap();
         let refused = store.set_log_level(&a[2], LogLevel::Info).unwrap_err();
@@ -543,7 +539,7 @@ mod tests {
         // Its DELETE is refused too, never evicting anything.
         assert!(store.delete(&a[2]).is_err());
         assert!(!store.is_deleted(&a[2]));
-        let b = session(&sealer, "b");
+        let b = session("b");
         store.set_log_level(&b, LogLevel::Info).unwrap();
         store.delete(&b).unwrap();
         assert!(store.is_deleted(&b));
@@ -566,9 +562,8 @@ mod tests {
 
     #[test]
     fn a_get_reserved_before_a_delete_cannot_commit() {
-        let sealer = Sealer::new([4; 32]);
         let store = SessionStore::new(bounds());
-        let s = session(&sealer, "a");
+        let s = session("a");
         assert_eq!(store.reserve_get(&s, 1).unwrap(), Reserve::Reserved);
         assert_eq!(store.reserve_get(&s, 2).unwrap(), Reserve::Busy);
         store.delete(&s).unwrap();

@@ -1,0 +1,80 @@
+//! What every request of one endpoint shares ([`AppState`]), and the shared
+//! state of its 2025-era path ([`Compat`]): a module below both the POST
+//! handler and the 2025 path, so neither imports the other's internals.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use tokio::sync::Semaphore;
+
+use super::config::{CompatConfig, HttpConfig};
+use crate::compat::{Pending, SessionStore, StoreBounds};
+use crate::runtime::Server;
+use crate::subscription::SubscriptionHandler;
+use crate::suite::Suite;
+
+/// What every request of one endpoint shares: built once (outside the
+/// `HttpServer::new` factory, which runs per worker) and registered as the
+/// endpoint resource's app data.
+pub(crate) struct AppState<H: SubscriptionHandler> {
+    pub(crate) suite: Suite<H>,
+    pub(crate) server: Server,
+    pub(crate) config: HttpConfig,
+    pub(crate) in_flight: Arc<Semaphore>,
+    pub(crate) compat: Option<Arc<Compat>>,
+    pub(crate) rate: Option<super::rate::RateLimiter>,
+    /// Failed authentications per client address ([`super::auth::AuthConfig::failure_limit`]).
+    pub(crate) auth_failures: Option<super::rate::RateLimiter>,
+}
+
+impl<H: SubscriptionHandler> AppState<H> {
+    pub(crate) fn new(suite: Suite<H>, config: HttpConfig) -> Self {
+        AppState {
+            suite,
+            server: Server::with_principal_of(config.limits.clone(), config.principal_of.clone()),
+            in_flight: Arc::new(Semaphore::new(config.max_in_flight.max(1))),
+            rate: config.rate_limit.map(super::rate::RateLimiter::new),
+            auth_failures: config
+                .auth
+                .as_ref()
+                .and_then(|a| a.failure_limit)
+                .map(super::rate::RateLimiter::new),
+            compat: config.compat.clone().map(|c| Arc::new(Compat::new(c))),
+            config,
+        }
+    }
+}
+
+/// The shared state of the 2025-era path (one per endpoint): its settings,
+/// the sessions' bounded state, and the server-to-client requests waiting for
+/// an answer.
+pub(crate) struct Compat {
+    /// The settings (`HttpConfig::compat`).
+    pub(crate) config: CompatConfig,
+    /// What sessions remember beyond their token, bounded per principal.
+    pub(crate) sessions: SessionStore,
+    /// Server-to-client requests waiting for an answer (owner: the session id).
+    pub(crate) pending: Arc<Pending>,
+    generation: AtomicU64,
+}
+
+impl Compat {
+    pub(crate) fn new(config: CompatConfig) -> Self {
+        Compat {
+            sessions: SessionStore::new(StoreBounds {
+                max_sessions: config.max_session_states,
+                max_uris: config.max_subscribed_uris,
+                per_owner_sessions: config.max_session_states_per_principal,
+                per_owner_uris: config.max_subscribed_uris_per_principal,
+            }),
+            pending: Arc::new(Pending::new(config.max_pending_requests)),
+            generation: AtomicU64::new(0),
+            config,
+        }
+    }
+
+    /// A number no other GET stream of this endpoint had (its request id).
+    pub(crate) fn next_generation(&self) -> u64 {
+        self.generation.fetch_add(1, Ordering::Relaxed) + 1
+    }
+}
