@@ -12,6 +12,8 @@
 mod config;
 mod cx;
 mod record;
+
+pub(crate) use record::iso8601;
 mod status;
 mod store;
 mod supervisor;
