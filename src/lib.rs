@@ -38,7 +38,8 @@ pub mod prelude {
     pub use crate::pubsub::{Bus, BusSubscription, Inbox, InboxError};
     pub use crate::runtime::{CloseReason, Limits, Subscriber, Subscribers};
     pub use crate::subscription::{
-        Flow, NoSubscriptions, StopReason, Subscribe, SubscribeCx, SubscriptionHandler,
+        Flow, NoSubscriptions, StopReason, Subscribe, SubscribeCx, SubscriptionHandler, UriChange,
+        UriChanged,
     };
     pub use crate::suite::{
         CallToolResult, Catalog, CatalogEvent, CatalogSubscriptions, Completions, Content,

@@ -63,6 +63,33 @@ pub enum Subscribe<S> {
     Reject(McpError),
 }
 
+/// A change of a 2025-era session's `resources/subscribe` set while its
+/// stream runs; see [`SubscriptionHandler::change_uri`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum UriChange<'a> {
+    /// `resources/subscribe`: the session wants this URI's updates.
+    Subscribed(&'a str),
+    /// `resources/unsubscribe`: the stream no longer delivers this URI's updates.
+    Unsubscribed(&'a str),
+}
+
+/// How [`SubscriptionHandler::change_uri`] took a change.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum UriChanged {
+    /// Taken in place: the stream now serves (or no longer serves) the URI.
+    Applied,
+    /// The stream does not serve this URI, as [`Subscribe::Narrow`] would
+    /// decide: the request still succeeds, no update for it follows.
+    Declined,
+    /// Open a new stream with the session's whole set, then stop this one.
+    Restart,
+    /// Refuse the `resources/subscribe`: the client gets `error`, the
+    /// session's set is left as it was.
+    Reject(McpError),
+}
+
 /// Why a handler ended its stream. Goes to logs and metrics, never to the client.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct StopReason(pub String);
@@ -118,6 +145,33 @@ pub trait SubscriptionHandler: Send + Sync + 'static {
     /// cancelled, connection closed, server shutdown). Not called after
     /// [`Flow::Stop`], a rejection or a panic. The channel is already closed.
     fn handle_close(&self, _channel: &Channel, _state: Self::State) {}
+
+    /// A 2025-era session subscribed to or unsubscribed from one resource URI
+    /// while its stream runs (`resources/subscribe`, `resources/unsubscribe`).
+    /// `inbox` is the stream's, to join a source the stream did not need
+    /// before.
+    ///
+    /// For [`UriChange::Subscribed`] the URI is served once this returns
+    /// [`UriChanged::Applied`]. For [`UriChange::Unsubscribed`] the runtime has
+    /// already stopped the URI's updates (the handler cannot keep them); this
+    /// call is for leaving sources, and only a panic is heard.
+    ///
+    /// The default answers [`UriChanged::Restart`] to a subscribe: the runtime
+    /// then opens a new stream with the session's whole set (`subscribe` runs
+    /// with it) and stops the old one (its `handle_close` runs), which costs a
+    /// copy of the set per change. Implement it to take one URI in place.
+    fn change_uri(
+        &self,
+        change: UriChange<'_>,
+        _channel: &Channel,
+        _inbox: &Inbox<Self::Message>,
+        _state: &mut Self::State,
+    ) -> UriChanged {
+        match change {
+            UriChange::Subscribed(_) => UriChanged::Restart,
+            UriChange::Unsubscribed(_) => UriChanged::Applied,
+        }
+    }
 
     /// The notification kinds this handler can emit; `server/discover` advertises
     /// them, and listen requests are clamped to them. Advertises nothing by default.

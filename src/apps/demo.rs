@@ -11,8 +11,10 @@ use serde_json::{Value, json};
 use crate::mux::{Channel, Principal, SharedNotification};
 use crate::protocol::McpError;
 use crate::protocol::{Implementation, Notification, SubscriptionCapabilities, SubscriptionFilter};
-use crate::pubsub::{Bus, BusError, BusSubscription};
-use crate::subscription::{Flow, Subscribe, SubscribeCx, SubscriptionHandler};
+use crate::pubsub::{Bus, BusError, BusSubscription, Inbox};
+use crate::subscription::{
+    Flow, Subscribe, SubscribeCx, SubscriptionHandler, UriChange, UriChanged,
+};
 use crate::suite::{
     BoxFuture, CallToolResult, Catalog, ReadOutcome, Resource, ResourceContents, ResourceProvider,
     ResourceRead, Suite, TaskConfig, ToolBuilder,
@@ -62,42 +64,76 @@ impl NotesSubscriptions {
     }
 }
 
+/// The bus topics one notes stream has joined.
+pub struct NotesStreamState {
+    /// Held for the stream's life: dropping one leaves its topic.
+    _subs: Vec<BusSubscription<SharedNotification>>,
+    /// [`topics::NOTE_UPDATES`], joined once any note is subscribed.
+    updates: Option<BusSubscription<SharedNotification>>,
+}
+
+/// Whether the principal of `assigns` is narrowed to `toolsListChanged`.
+fn narrowed(assigns: &crate::mux::Assigns) -> bool {
+    assigns.get::<Principal>().is_some_and(|p| !p.is_admin())
+}
+
 impl SubscriptionHandler for NotesSubscriptions {
     type Message = SharedNotification;
-    type State = Vec<BusSubscription<SharedNotification>>;
+    type State = NotesStreamState;
 
     fn subscribe(
         &self,
         filter: &SubscriptionFilter,
         cx: &mut SubscribeCx<'_, SharedNotification>,
     ) -> Subscribe<Self::State> {
-        let narrowed = match cx.assigns().get::<Principal>() {
-            Some(p) if !p.is_admin() => Some(SubscriptionFilter {
-                tools_list_changed: filter.tools_list_changed,
-                ..Default::default()
-            }),
-            _ => None,
-        };
+        let narrowed = narrowed(cx.assigns()).then(|| SubscriptionFilter {
+            tools_list_changed: filter.tools_list_changed,
+            ..Default::default()
+        });
         let filter = narrowed.as_ref().unwrap_or(filter);
         let mut subs = Vec::new();
         let wanted = [
             (filter.tools_list_changed, topics::TOOLS),
             (filter.prompts_list_changed, topics::PROMPTS),
             (filter.resources_list_changed, topics::NOTES),
-            (
-                !filter.resource_subscriptions.is_empty(),
-                topics::NOTE_UPDATES,
-            ),
         ];
         for (on, topic) in wanted {
             if on {
                 subs.push(self.bus.subscribe(topic, cx.inbox()));
             }
         }
+        let updates = (!filter.resource_subscriptions.is_empty())
+            .then(|| self.bus.subscribe(topics::NOTE_UPDATES, cx.inbox()));
+        let state = NotesStreamState {
+            _subs: subs,
+            updates,
+        };
         match narrowed {
-            Some(honoured) => Subscribe::Narrow(honoured, subs),
-            None => Subscribe::Accept(subs),
+            Some(honoured) => Subscribe::Narrow(honoured, state),
+            None => Subscribe::Accept(state),
         }
+    }
+
+    /// A 2025 session's `resources/subscribe`: joins the note-updates topic
+    /// once (the channel matches each update's URI); a narrowed principal is
+    /// declined, as its `subscribe` would narrow the URI away.
+    fn change_uri(
+        &self,
+        change: UriChange<'_>,
+        channel: &Channel,
+        inbox: &Inbox<SharedNotification>,
+        state: &mut Self::State,
+    ) -> UriChanged {
+        let UriChange::Subscribed(_) = change else {
+            return UriChanged::Applied;
+        };
+        if narrowed(channel.assigns()) {
+            return UriChanged::Declined;
+        }
+        if state.updates.is_none() {
+            state.updates = Some(self.bus.subscribe(topics::NOTE_UPDATES, inbox.clone()));
+        }
+        UriChanged::Applied
     }
 
     fn handle_message(

@@ -4,20 +4,25 @@
 //!
 //! Its filter is everything the handler advertises plus the session's
 //! `resources/subscribe` URIs; its channel (`Channel::for_legacy_listen`) sends
-//! no acknowledgement, no subscription id and no completion result. A new URI
-//! set restarts the actor in place: the new actor first (so the handler's
-//! `subscribe` sees the exact set), then the old one is stopped (its
-//! `handle_close` runs).
+//! no acknowledgement, no subscription id and no completion result. A
+//! subscribe or unsubscribe changes one URI of the running stream in place
+//! ([`LegacyStream::change`], answered by the handler's `change_uri`); a
+//! handler that cannot take it has the actor restarted with the whole set: the
+//! new actor first (so the handler's `subscribe` sees the exact set), then the
+//! old one is stopped (its `handle_close` runs).
 //!
 //! [`Stream`]: crate::runtime::Stream
 
-use actix::{Addr, Recipient};
+use actix::Addr;
 
 use crate::mux::{Assigns, Channel, Outbox};
 use crate::protocol::{
     McpError, RequestId, RequestMeta, SubscriptionCapabilities, SubscriptionFilter,
 };
-use crate::runtime::{CloseReason, Connection, Server, StopStream, spawn_legacy_stream};
+use crate::runtime::{
+    ChangeUri, CloseReason, Connection, Server, SessionStreamControl, StopStream, UriOutcome,
+    spawn_legacy_stream,
+};
 use crate::subscription::SubscriptionHandler;
 use crate::suite::Suite;
 
@@ -46,7 +51,7 @@ pub(crate) struct LegacyStream {
     outbox: Outbox,
     meta: RequestMeta,
     assigns: Assigns,
-    running: Option<Recipient<StopStream>>,
+    running: Option<SessionStreamControl>,
     generation: u64,
 }
 
@@ -71,7 +76,7 @@ impl LegacyStream {
     /// Whether a stream actor runs (it ends on `Flow::Stop`, a panic, an
     /// overflow, or the connection's end).
     pub(crate) fn is_running(&self) -> bool {
-        self.running.as_ref().is_some_and(Recipient::connected)
+        self.running.as_ref().is_some_and(|r| r.stop.connected())
     }
 
     /// What the handler advertises to this session.
@@ -107,7 +112,7 @@ impl LegacyStream {
         server: &Server,
         uris: Vec<String>,
         id: RequestId,
-    ) -> Result<Option<Recipient<StopStream>>, McpError> {
+    ) -> Result<Option<SessionStreamControl>, McpError> {
         let caps = self.capabilities(suite);
         if !caps.any() {
             return Ok(None);
@@ -129,13 +134,37 @@ impl LegacyStream {
 
     /// Installs a started stream actor; returns the one it replaces (for the
     /// caller to stop).
-    pub(crate) fn install(&mut self, stop: Recipient<StopStream>) -> Option<Recipient<StopStream>> {
-        self.running.replace(stop)
+    pub(crate) fn install(
+        &mut self,
+        started: SessionStreamControl,
+    ) -> Option<SessionStreamControl> {
+        self.running.replace(started)
     }
 
     /// The running stream actor, if any.
-    pub(crate) fn running(&self) -> Option<&Recipient<StopStream>> {
+    pub(crate) fn running(&self) -> Option<&SessionStreamControl> {
         self.running.as_ref()
+    }
+
+    /// Changes one URI of the running stream in place (`subscribed`: a
+    /// `resources/subscribe`). [`UriOutcome::Restart`] when no stream runs or
+    /// its handler cannot take the change: the caller opens the stream again
+    /// with the session's whole set. An error (the handler refused, or
+    /// panicked and its stream ended): the session's set must be left as it
+    /// was.
+    pub(crate) async fn change(&self, uri: &str, subscribed: bool) -> Result<UriOutcome, McpError> {
+        let Some(running) = self.running.as_ref().filter(|r| r.change.connected()) else {
+            return Ok(UriOutcome::Restart);
+        };
+        let change = ChangeUri {
+            uri: uri.to_owned(),
+            subscribed,
+        };
+        match running.change.send(change).await {
+            Ok(outcome) => outcome,
+            // It ended meanwhile.
+            Err(_) => Ok(UriOutcome::Restart),
+        }
     }
 
     /// Opens the stream with `uris`, replacing the running one (stopped once
@@ -154,7 +183,7 @@ impl LegacyStream {
             return Ok(());
         };
         if let Some(old) = self.install(stop) {
-            let _ = old.send(StopStream(CloseReason::Cancelled)).await;
+            let _ = old.stop.send(StopStream(CloseReason::Cancelled)).await;
         }
         Ok(())
     }

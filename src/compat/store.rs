@@ -27,11 +27,9 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use actix::Recipient;
-
 use super::{LegacyStream, SessionState};
 use crate::protocol::{LogLevel, McpError};
-use crate::runtime::StopStream;
+use crate::runtime::SessionStreamControl;
 use crate::suite::seal;
 
 /// Which session an operation is about, and under whom its state counts.
@@ -376,8 +374,8 @@ impl SessionStore {
         &self,
         session: &StateKey,
         live: &LegacyStream,
-        stop: Recipient<StopStream>,
-    ) -> Option<Recipient<StopStream>> {
+        stop: SessionStreamControl,
+    ) -> Option<SessionStreamControl> {
         let mut inner = self.lock();
         match inner
             .entries

@@ -4,7 +4,7 @@ use actix::prelude::*;
 use serde_json::{Map, Value};
 
 use super::connection::{Connection, OpenStream, StreamSlot};
-use super::stream::{StopStream, Stream, StreamSetup};
+use super::stream::{SessionStreamControl, StopStream, Stream, StreamSetup};
 use super::{Limits, Server};
 use crate::mux::{Assigns, Channel, Outbox};
 use crate::protocol::jsonrpc::encode_result;
@@ -88,8 +88,8 @@ pub async fn spawn_listen<H: SubscriptionHandler>(
 /// Opens the stream of a 2025-era `GET` (the compatibility path of the HTTP
 /// transport) under `connection`: the same [`Stream`] actor and handler
 /// callbacks as a listen, on a channel that sends no acknowledgement, no
-/// subscription ids and no final frame. Returns the stream's control recipient
-/// (to stop it when its session ends or its subscriptions change). `replaces`:
+/// subscription ids and no final frame. Returns the stream's controls (to
+/// change its URIs, or stop it when its session ends). `replaces`:
 /// it replaces the running stream of the same GET (see
 /// [`OpenStream::replaces`]).
 #[allow(clippy::too_many_arguments)]
@@ -103,7 +103,7 @@ pub(crate) async fn spawn_legacy_stream<H: SubscriptionHandler>(
     assigns: Assigns,
     filter: SubscriptionFilter,
     replaces: bool,
-) -> Result<Recipient<StopStream>, McpError> {
+) -> Result<SessionStreamControl, McpError> {
     let channel = Channel::for_legacy_listen(
         id.clone(),
         meta,
@@ -122,10 +122,11 @@ pub(crate) async fn spawn_legacy_stream<H: SubscriptionHandler>(
         replaces,
     )
     .await
+    .map(SessionStreamControl::new)
 }
 
 /// Starts the stream actor for `channel` under `connection` and returns its
-/// control recipient once the connection has registered it.
+/// address once the connection has registered it.
 #[allow(clippy::too_many_arguments)]
 async fn open<H: SubscriptionHandler>(
     suite: &Suite<H>,
@@ -136,7 +137,7 @@ async fn open<H: SubscriptionHandler>(
     filter: SubscriptionFilter,
     completion: Box<[u8]>,
     replaces: bool,
-) -> Result<Recipient<StopStream>, McpError> {
+) -> Result<Addr<Stream<H>>, McpError> {
     let handler = suite.handler();
     let advertised = suite.subscription_capabilities(&channel);
     let setup = StreamSetup {
@@ -148,8 +149,9 @@ async fn open<H: SubscriptionHandler>(
     };
     let (tx, rx) = tokio::sync::oneshot::channel();
     let spawn = Box::new(move |slot: StreamSlot| -> Recipient<StopStream> {
-        let stop = Stream::new(handler, setup, slot).start().recipient();
-        let _ = tx.send(stop.clone());
+        let addr = Stream::new(handler, setup, slot).start();
+        let stop = addr.clone().recipient();
+        let _ = tx.send(addr);
         stop
     });
     connection

@@ -30,6 +30,7 @@ pub use requests::{
     METHOD_LABELS, OTHER_METHOD, RequestOutcome, TIMED_OUT, duration_buckets, method_label,
 };
 pub use server::{Metrics, PrincipalOf, Server, StreamPermit};
+pub(crate) use stream::{ChangeUri, SessionStreamControl, UriOutcome};
 pub use stream::{Deliver, StopStream, Stream};
 pub use subscribers::{Subscriber, SubscriberKey, Subscribers};
 

@@ -12,6 +12,9 @@ use crate::protocol::{McpError, SubscriptionCapabilities, SubscriptionFilter};
 use crate::pubsub::Inbox;
 use crate::subscription::{Flow, Subscribe, SubscribeCx, SubscriptionHandler};
 
+mod uri_change;
+pub(crate) use uri_change::{ChangeUri, SessionStreamControl, UriOutcome};
+
 /// Delivers one application message to a stream's `handle_message`, through
 /// the actor's own mailbox. The runtime feeds streams through their bounded
 /// inbox instead ([`crate::pubsub::Inbox`], `notify_self` and attached streams
@@ -83,6 +86,9 @@ pub struct Stream<H: SubscriptionHandler> {
     completion: Box<[u8]>,
     /// Boxed: actors must be `Unpin`, handler state need not be.
     state: Option<Box<H::State>>,
+    /// The stream's inbox, for a handler joining a source after `subscribe`
+    /// ([`SubscriptionHandler::change_uri`]); set once acknowledged.
+    inbox: Option<Inbox<H::Message>>,
     phase: Phase,
     close: Option<CloseReason>,
     /// A spill drain is running: no event is handled until it ends.
@@ -122,6 +128,7 @@ impl<H: SubscriptionHandler> Stream<H> {
             advertised: setup.advertised,
             completion: setup.completion,
             state: None,
+            inbox: None,
             phase: Phase::Starting,
             close: None,
             draining: false,
@@ -369,7 +376,7 @@ impl<H: SubscriptionHandler> Actor for Stream<H> {
         // for room only, so a publisher can pipeline instead of waiting for
         // each handle_message, and a wake-up handles every ready event.
         let (inbox, rx, overflow) = Inbox::channel(self.limits.mailbox_capacity);
-        let mut cx = SubscribeCx::new(&self.channel, inbox);
+        let mut cx = SubscribeCx::new(&self.channel, inbox.clone());
         let handler = &self.handler;
         // Only needed here: not kept for the stream's life.
         let requested = &std::mem::take(&mut self.requested);
@@ -411,6 +418,7 @@ impl<H: SubscriptionHandler> Actor for Stream<H> {
             return self.complete(ctx, CloseReason::Completed);
         }
         self.phase = Phase::Open;
+        self.inbox = Some(inbox);
         // `notify_self` messages and attached streams are fed by the same
         // future as the inbox, so they pause with it while the spill drains.
         ctx.spawn(Feed::new(rx, overflow, self_messages, streams));

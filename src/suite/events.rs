@@ -5,8 +5,10 @@
 use super::catalog::Catalog;
 use crate::mux::Channel;
 use crate::protocol::{Notification, SubscriptionCapabilities, SubscriptionFilter};
-use crate::pubsub::BusSubscription;
-use crate::subscription::{Flow, Subscribe, SubscribeCx, SubscriptionHandler};
+use crate::pubsub::{BusSubscription, Inbox};
+use crate::subscription::{
+    Flow, Subscribe, SubscribeCx, SubscriptionHandler, UriChange, UriChanged,
+};
 
 /// A change of the catalog, published on [`Catalog::events`].
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -36,7 +38,8 @@ pub mod topics {
 
 /// A ready-made subscription handler that feeds catalog changes to listen
 /// streams: list changes of tools, prompts and resources, and resource updates
-/// for the URIs a stream subscribed to (exact match).
+/// for the URIs a stream subscribed to (exact match). A 2025 session's
+/// `resources/subscribe` is taken in place ([`SubscriptionHandler::change_uri`]).
 #[derive(Clone, Debug)]
 pub struct CatalogSubscriptions {
     catalog: Catalog,
@@ -51,9 +54,17 @@ impl CatalogSubscriptions {
     }
 }
 
+/// The bus topics one stream of [`CatalogSubscriptions`] has joined.
+pub struct CatalogStreamState {
+    /// The list topics, held for the stream's life (dropping one leaves it).
+    _lists: Vec<BusSubscription<CatalogEvent>>,
+    /// [`topics::RESOURCE_UPDATED`], joined while any URI is subscribed.
+    updates: Option<BusSubscription<CatalogEvent>>,
+}
+
 impl SubscriptionHandler for CatalogSubscriptions {
     type Message = CatalogEvent;
-    type State = Vec<BusSubscription<CatalogEvent>>;
+    type State = CatalogStreamState;
 
     fn subscribe(
         &self,
@@ -61,20 +72,41 @@ impl SubscriptionHandler for CatalogSubscriptions {
         cx: &mut SubscribeCx<'_, CatalogEvent>,
     ) -> Subscribe<Self::State> {
         let bus = self.catalog.events();
-        let mut subs = Vec::new();
+        let mut lists = Vec::new();
         if filter.tools_list_changed {
-            subs.push(bus.subscribe(topics::TOOLS, cx.inbox()));
+            lists.push(bus.subscribe(topics::TOOLS, cx.inbox()));
         }
         if filter.prompts_list_changed {
-            subs.push(bus.subscribe(topics::PROMPTS, cx.inbox()));
+            lists.push(bus.subscribe(topics::PROMPTS, cx.inbox()));
         }
         if filter.resources_list_changed {
-            subs.push(bus.subscribe(topics::RESOURCES, cx.inbox()));
+            lists.push(bus.subscribe(topics::RESOURCES, cx.inbox()));
         }
-        if !filter.resource_subscriptions.is_empty() {
-            subs.push(bus.subscribe(topics::RESOURCE_UPDATED, cx.inbox()));
+        let updates = (!filter.resource_subscriptions.is_empty())
+            .then(|| bus.subscribe(topics::RESOURCE_UPDATED, cx.inbox()));
+        Subscribe::Accept(CatalogStreamState {
+            _lists: lists,
+            updates,
+        })
+    }
+
+    fn change_uri(
+        &self,
+        change: UriChange<'_>,
+        _channel: &Channel,
+        inbox: &Inbox<CatalogEvent>,
+        state: &mut Self::State,
+    ) -> UriChanged {
+        // Updates are matched per URI by the channel: joining the topic once
+        // is all a new URI needs (a stream that unsubscribed everything keeps
+        // it, and skips the events).
+        if let UriChange::Subscribed(_) = change
+            && state.updates.is_none()
+        {
+            let bus = self.catalog.events();
+            state.updates = Some(bus.subscribe(topics::RESOURCE_UPDATED, inbox.clone()));
         }
-        Subscribe::Accept(subs)
+        UriChanged::Applied
     }
 
     fn handle_message(
@@ -88,10 +120,7 @@ impl SubscriptionHandler for CatalogSubscriptions {
             CatalogEvent::PromptsChanged => Notification::prompts_list_changed(),
             CatalogEvent::ResourcesChanged => Notification::resources_list_changed(),
             CatalogEvent::ResourceUpdated(uri) => {
-                let wanted = channel
-                    .honoured()
-                    .is_some_and(|h| h.resource_subscriptions.contains(&uri));
-                if !wanted {
+                if !channel.honours_uri(&uri) {
                     return Flow::Continue;
                 }
                 Notification::resource_updated(uri)

@@ -55,7 +55,7 @@ pub use completion::{
 };
 pub use content::{CallToolResult, Content, ResourceContents};
 pub use describe::{Builder, Icon};
-pub use events::{CatalogEvent, CatalogSubscriptions, topics};
+pub use events::{CatalogEvent, CatalogStreamState, CatalogSubscriptions, topics};
 pub use prompt::{
     FnPrompt, GetPromptResult, Prompt, PromptArgument, PromptBuilder, PromptDescriptor, PromptGet,
     PromptMessage, PromptOutcome, PromptParts, Role,

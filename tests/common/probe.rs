@@ -23,6 +23,12 @@ pub enum Mode {
     Narrow(SubscriptionFilter),
     Reject(McpError),
     Panic,
+    /// Accept, and take a 2025 session's URI changes in place (recorded).
+    InPlace,
+    /// Accept; refuse every 2025 `resources/subscribe` with this error.
+    RefuseChanges(McpError),
+    /// Accept; panic in `change_uri`.
+    PanicOnChange,
 }
 
 /// Shared record of what the handler saw.
@@ -31,6 +37,10 @@ pub struct Record {
     pub closed: Mutex<Vec<RequestId>>,
     pub refused: Mutex<Vec<ChannelError>>,
     pub handled: Mutex<u64>,
+    /// How many times `subscribe` ran.
+    pub subscribes: Mutex<u64>,
+    /// The URI changes `change_uri` was told of: (uri, subscribed).
+    pub changes: Mutex<Vec<(String, bool)>>,
 }
 
 pub struct Probe {
@@ -56,8 +66,11 @@ impl SubscriptionHandler for Probe {
         let state = || State {
             _sub: self.bus.subscribe("all", cx.inbox()),
         };
+        *self.record.subscribes.lock().unwrap() += 1;
         match &self.mode {
-            Mode::Accept => Subscribe::Accept(state()),
+            Mode::Accept | Mode::InPlace | Mode::RefuseChanges(_) | Mode::PanicOnChange => {
+                Subscribe::Accept(state())
+            }
             Mode::Narrow(f) => Subscribe::Narrow(f.clone(), state()),
             Mode::Reject(e) => Subscribe::Reject(e.clone()),
             Mode::Panic => panic!("probe: subscribe panics on purpose"),
@@ -78,6 +91,31 @@ impl SubscriptionHandler for Probe {
             }
             Msg::PanicFor(_) => Flow::Continue,
             Msg::Stop => Flow::stop("probe asked to stop"),
+        }
+    }
+
+    fn change_uri(
+        &self,
+        change: UriChange<'_>,
+        _channel: &Channel,
+        _inbox: &Inbox<Msg>,
+        _state: &mut State,
+    ) -> UriChanged {
+        let (uri, subscribed) = match change {
+            UriChange::Subscribed(uri) => (uri, true),
+            UriChange::Unsubscribed(uri) => (uri, false),
+            _ => unreachable!("no other change exists"),
+        };
+        match &self.mode {
+            Mode::InPlace => {
+                let mut changes = self.record.changes.lock().unwrap();
+                changes.push((uri.to_owned(), subscribed));
+                UriChanged::Applied
+            }
+            Mode::RefuseChanges(e) => UriChanged::Reject(e.clone()),
+            Mode::PanicOnChange => panic!("probe: change_uri panics on purpose"),
+            _ if subscribed => UriChanged::Restart,
+            _ => UriChanged::Applied,
         }
     }
 
@@ -108,6 +146,14 @@ impl ProbeServer {
 
     pub fn closed(&self) -> Vec<RequestId> {
         self.record.closed.lock().unwrap().clone()
+    }
+
+    pub fn subscribes(&self) -> u64 {
+        *self.record.subscribes.lock().unwrap()
+    }
+
+    pub fn changes(&self) -> Vec<(String, bool)> {
+        self.record.changes.lock().unwrap().clone()
     }
 
     pub fn refused(&self) -> Vec<ChannelError> {

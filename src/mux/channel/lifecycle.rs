@@ -40,8 +40,13 @@ impl Channel {
             return Err(ChannelError::Closed);
         }
         let mut honoured = honoured;
-        honoured.resource_subscriptions.sort_unstable();
-        honoured.resource_subscriptions.dedup();
+        if let Some(uris) = &listen.session_uris {
+            // A 2025 session's URIs change one at a time: kept in a set.
+            lock(uris).extend(std::mem::take(&mut honoured.resource_subscriptions));
+        } else {
+            honoured.resource_subscriptions.sort_unstable();
+            honoured.resource_subscriptions.dedup();
+        }
         let _ = listen.honoured.set(honoured);
         Ok(())
     }

@@ -1,4 +1,4 @@
-use std::collections::VecDeque;
+use std::collections::{HashSet, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
@@ -62,7 +62,13 @@ pub enum ChannelError {
 
 struct Listen {
     /// The honoured filter; its URIs sorted, for a binary search per event.
+    /// On a 2025 session's stream the URIs live in `session_uris` instead.
     honoured: OnceLock<SubscriptionFilter>,
+    /// A 2025 session's stream only: its `resources/subscribe` URIs, which
+    /// change one at a time over the stream's life (`resources/subscribe` and
+    /// `unsubscribe` while it runs). Locked for a lookup per
+    /// `resources/updated` event, never across an `.await`.
+    session_uris: Option<Mutex<HashSet<String>>>,
     /// Shared with every frame of the stream: the subscription id as JSON text,
     /// spliced into every notification, and the revocation flag, set on cancel
     /// (and on an overflow cut) so frames already queued are skipped.
@@ -162,6 +168,7 @@ impl Channel {
         });
         let listen = Listen {
             honoured: OnceLock::new(),
+            session_uris: legacy.then(Mutex::default),
             tag,
             spill_limit,
             spilled: AtomicBool::new(false),
@@ -213,8 +220,46 @@ impl Channel {
     }
 
     /// The honoured filter of a listen stream, once acknowledged.
+    ///
+    /// On a 2025-era session's stream the subscribed URIs change over the
+    /// stream's life, so they are not listed here: ask
+    /// [`Channel::honours_uri`], which holds for every listen stream.
     pub fn honoured(&self) -> Option<&SubscriptionFilter> {
         self.inner.listen.as_ref()?.honoured.get()
+    }
+
+    /// Whether this listen stream delivers `notifications/resources/updated`
+    /// for `uri` now (false before the acknowledgement and on request
+    /// channels). A binary search on a `subscriptions/listen` stream, a set
+    /// lookup on a 2025 session's stream.
+    pub fn honours_uri(&self, uri: &str) -> bool {
+        let Some(listen) = &self.inner.listen else {
+            return false;
+        };
+        listen
+            .honoured
+            .get()
+            .is_some_and(|honoured| listen.allows_uri(honoured, uri))
+    }
+
+    /// A 2025 session's stream: starts (`subscribed`) or stops delivering
+    /// updates for `uri`. Returns whether the set changed; false on any other
+    /// channel. Runtime only (a `resources/subscribe` or `unsubscribe`).
+    pub(crate) fn change_session_uri(&self, uri: &str, subscribed: bool) -> bool {
+        let Some(uris) = self
+            .inner
+            .listen
+            .as_ref()
+            .and_then(|l| l.session_uris.as_ref())
+        else {
+            return false;
+        };
+        let mut uris = lock(uris);
+        if subscribed {
+            uris.insert(uri.to_owned())
+        } else {
+            uris.remove(uri)
+        }
     }
 
     /// Whether nothing more can be sent.
@@ -288,7 +333,7 @@ impl Channel {
             ));
         };
         let honoured = listen.honoured.get().ok_or(ChannelError::NotAcknowledged)?;
-        if !allows(honoured, notification.kind()) {
+        if !listen.allows(honoured, notification.kind()) {
             if notification.method() == methods::ACKNOWLEDGED {
                 return Err(ChannelError::Reserved);
             }
@@ -309,8 +354,13 @@ impl Channel {
     /// (false before the acknowledgement and on request channels): a cheap check
     /// for handlers that want to skip work for events the client did not ask for.
     pub fn honours(&self, notification: &SharedNotification) -> bool {
-        self.honoured()
-            .is_some_and(|honoured| allows(honoured, notification.kind()))
+        let Some(listen) = &self.inner.listen else {
+            return false;
+        };
+        listen
+            .honoured
+            .get()
+            .is_some_and(|honoured| listen.allows(honoured, notification.kind()))
     }
 
     /// Sends `notifications/progress` for this request. Does nothing when the
@@ -386,17 +436,27 @@ impl Channel {
     }
 }
 
-/// Whether `honoured` (URIs sorted) lets a notification of `kind` through.
-fn allows(honoured: &SubscriptionFilter, kind: &Kind) -> bool {
-    match kind {
-        Kind::ToolsListChanged => honoured.tools_list_changed,
-        Kind::PromptsListChanged => honoured.prompts_list_changed,
-        Kind::ResourcesListChanged => honoured.resources_list_changed,
-        Kind::ResourcesUpdated(uri) => honoured
-            .resource_subscriptions
-            .binary_search_by(|s| s.as_str().cmp(uri))
-            .is_ok(),
-        Kind::Other => false,
+impl Listen {
+    /// Whether `honoured` (this stream's, URIs sorted) lets a notification of
+    /// `kind` through.
+    fn allows(&self, honoured: &SubscriptionFilter, kind: &Kind) -> bool {
+        match kind {
+            Kind::ToolsListChanged => honoured.tools_list_changed,
+            Kind::PromptsListChanged => honoured.prompts_list_changed,
+            Kind::ResourcesListChanged => honoured.resources_list_changed,
+            Kind::ResourcesUpdated(uri) => self.allows_uri(honoured, uri),
+            Kind::Other => false,
+        }
+    }
+
+    fn allows_uri(&self, honoured: &SubscriptionFilter, uri: &str) -> bool {
+        match &self.session_uris {
+            Some(uris) => lock(uris).contains(uri),
+            None => honoured
+                .resource_subscriptions
+                .binary_search_by(|s| s.as_str().cmp(uri))
+                .is_ok(),
+        }
     }
 }
 

@@ -27,7 +27,7 @@ use crate::compat::{
 use crate::mux::{Assigns, Channel, outbox};
 use crate::protocol::jsonrpc::encode_result;
 use crate::protocol::{Incoming, McpError, Request, RequestId, methods};
-use crate::runtime::{RequestOutcome, method_label};
+use crate::runtime::{RequestOutcome, UriOutcome, method_label};
 use crate::subscription::SubscriptionHandler;
 use crate::transport::dispatch::request_span;
 
@@ -223,8 +223,17 @@ async fn serve<H: SubscriptionHandler>(
             let max = pipe.server.limits().max_resource_uris;
             if session.state.change_uri(uri, subscribe, max)? {
                 // The new filter is in place before the reply: no update for an
-                // unsubscribed URI follows the `unsubscribe` response.
-                open_stream(pipe, session).await;
+                // unsubscribed URI follows the `unsubscribe` response. One URI
+                // in place when the handler takes it, else a new stream.
+                match session.stream.change(uri, subscribe).await {
+                    Ok(UriOutcome::Applied) => {}
+                    Ok(UriOutcome::Restart) => open_stream(pipe, session).await,
+                    Err(error) => {
+                        // Refused: the session's set stays what the stream serves.
+                        let _ = session.state.change_uri(uri, !subscribe, max);
+                        return Err(error);
+                    }
+                }
             }
             ok(method_label(method));
             reply(pipe, &id, Map::new()).await;

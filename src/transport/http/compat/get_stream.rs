@@ -182,8 +182,8 @@ pub(in crate::transport::http) async fn get<H: SubscriptionHandler>(
     let mut stream = LegacyStream::new(connection, tx, meta, assigns);
     let uris = compat.sessions.uris(&key);
     let id = RequestId::String(format!("get-{generation}"));
-    let stop = match stream.start(&state.suite, server, uris, id).await {
-        Ok(Some(stop)) => stop,
+    let started = match stream.start(&state.suite, server, uris, id).await {
+        Ok(Some(started)) => started,
         Ok(None) => return not_allowed(),
         Err(e) => {
             let status = if e.retry_after().is_some() {
@@ -195,7 +195,8 @@ pub(in crate::transport::http) async fn get<H: SubscriptionHandler>(
             return with_retry_after(resp, &e);
         }
     };
-    stream.install(stop.clone());
+    let stop = started.stop.clone();
+    stream.install(started);
     let committed = compat.sessions.commit_get(&key, generation, stream);
     drop(reservation);
     if !committed {
@@ -232,8 +233,11 @@ pub(in crate::transport::http) async fn delete<H: SubscriptionHandler>(
         Ok((_, live)) => live,
         Err(e) => return state_refusal(&e),
     };
-    if let Some(stop) = live.as_ref().and_then(LegacyStream::running) {
-        let _ = stop.send(StopStream(CloseReason::Disconnected)).await;
+    if let Some(running) = live.as_ref().and_then(LegacyStream::running) {
+        let _ = running
+            .stop
+            .send(StopStream(CloseReason::Disconnected))
+            .await;
     }
     drop(permit);
     HttpResponse::Ok().finish()
@@ -257,7 +261,7 @@ pub(super) async fn restart<H: SubscriptionHandler>(
         tracing::debug!(%error, "GET stream not restarted; it keeps its earlier filter");
     })?;
     if let Some(old) = stop.and_then(|stop| compat.sessions.swap_get_stream(&key, live, stop)) {
-        let _ = old.send(StopStream(CloseReason::Cancelled)).await;
+        let _ = old.stop.send(StopStream(CloseReason::Cancelled)).await;
     }
     Ok(())
 }

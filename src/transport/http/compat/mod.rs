@@ -36,7 +36,7 @@ use crate::compat::{
 use crate::mux::{Assigns, Channel, Principal, limit_key, outbox};
 use crate::protocol::jsonrpc::{MAX_ID_LEN, encode_result, parse_value};
 use crate::protocol::{McpError, RequestId, RequestMeta};
-use crate::runtime::{CloseReason, StopStream};
+use crate::runtime::{CloseReason, StopStream, UriOutcome};
 use crate::subscription::SubscriptionHandler;
 
 pub(super) use get_stream::{delete, get};
@@ -343,7 +343,14 @@ async fn subscription<H: SubscriptionHandler>(
     let Some(live) = live else {
         return Ok(());
     };
-    let Err(error) = get_stream::restart(state, compat, session, &live).await else {
+    // One URI in place when the stream's handler takes it; else the stream
+    // is opened again with the session's set.
+    let changed = match live.change(uri, subscribe).await {
+        Ok(UriOutcome::Applied) => Ok(()),
+        Ok(UriOutcome::Restart) => get_stream::restart(state, compat, session, &live).await,
+        Err(error) => Err(error),
+    };
+    let Err(error) = changed else {
         return Ok(());
     };
     // The live stream keeps its earlier filter: undo the change so the
@@ -354,8 +361,11 @@ async fn subscription<H: SubscriptionHandler>(
         .sessions
         .change_uri(&key, uri, !subscribe, max_uris)
         .is_ok();
-    if !undone && let Some(stop) = live.running() {
-        let _ = stop.send(StopStream(CloseReason::Disconnected)).await;
+    if !undone && let Some(running) = live.running() {
+        let _ = running
+            .stop
+            .send(StopStream(CloseReason::Disconnected))
+            .await;
     }
     Err(error)
 }
