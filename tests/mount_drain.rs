@@ -138,3 +138,93 @@ fn no_listen_opens_once_the_drain_has_started() {
     assert_eq!(ok.status, 200);
     assert!(srv.stop());
 }
+
+/// `_meta` declaring the tasks extension.
+fn task_meta() -> Value {
+    json!({
+        "io.modelcontextprotocol/protocolVersion": common::VERSION,
+        "io.modelcontextprotocol/clientCapabilities": {"extensions": {"io.modelcontextprotocol/tasks": {}}},
+    })
+}
+
+#[test]
+fn the_drain_ends_running_tasks_failed_and_their_watchers_hear_it() {
+    let catalog = Catalog::new();
+    catalog.add_tool(
+        ToolBuilder::new("forever")
+            .description("runs until the server stops")
+            .task_support(TaskSupport::Required)
+            .handler(|_call| async move {
+                tokio::time::sleep(Duration::from_secs(3600)).await;
+                Ok(CallToolResult::text("never").into())
+            }),
+    );
+    let suite = Suite::builder(Implementation::new("drained-tasks", "1"))
+        .catalog(catalog)
+        .build();
+    let mcp = Endpoint::new(suite, common::config());
+    let mounted = mcp.clone();
+    let srv = UserServer::spawn(move || {
+        let drain = mounted.drain_handle();
+        let http = HttpServer::new(move || {
+            App::new().service(web::scope("/app").configure(genmcp::http::mount(&mounted)))
+        })
+        .workers(1)
+        .disable_signals()
+        .bind(("127.0.0.1", 0))?;
+        let addr = http.addrs()[0];
+        Ok((http.run(), addr, drain))
+    });
+    let call = request(
+        json!(1),
+        "tools/call",
+        json!({"name": "forever", "arguments": {}, "_meta": task_meta()}),
+    );
+    let created = Exchange::open_at(
+        srv.addr,
+        "POST",
+        "/app/mcp",
+        &headers("tools/call", Some("forever")),
+        call.to_string().as_bytes(),
+    )
+    .into_response()
+    .json();
+    let id = created["result"]["taskId"]
+        .as_str()
+        .expect("a task")
+        .to_owned();
+    let listen = request(
+        json!("w"),
+        "subscriptions/listen",
+        json!({"notifications": {"taskIds": [id]}, "_meta": task_meta()}),
+    );
+    let mut watch = Exchange::open_at(
+        srv.addr,
+        "POST",
+        "/app/mcp",
+        &headers("subscriptions/listen", None),
+        listen.to_string().as_bytes(),
+    );
+    let ack = watch.next_message().expect("ack");
+    assert_eq!(ack["params"]["notifications"], json!({"taskIds": [id]}));
+    assert_eq!(
+        watch.next_message().expect("its state")["params"]["status"],
+        "working"
+    );
+
+    let drain = mcp.drain_handle();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .expect("runtime");
+    assert!(rt.block_on(drain.drain(Duration::from_millis(300))));
+    let failed = watch.next_message().expect("the task's end");
+    assert_eq!(failed["method"], "notifications/tasks");
+    assert_eq!(failed["params"]["status"], "failed", "{failed}");
+    assert_eq!(
+        failed["params"]["error"]["message"],
+        "Internal error: server shutting down"
+    );
+    completed(&mut watch, "w");
+    assert!(srv.stop());
+}

@@ -1,7 +1,8 @@
 //! SIGTERM with tasks running (`genmcp serve --conformance`, the real binary):
 //! a task that finishes within the drain timeout completes and stays readable
 //! meanwhile; one still running at the deadline ends `failed` ("server
-//! shutting down") before the process exits.
+//! shutting down") before the process exits, and a listen watching it hears
+//! that status before its stream completes.
 
 mod common;
 
@@ -80,6 +81,19 @@ fn sigterm_lets_short_tasks_finish_and_fails_the_rest() {
     };
     let long = start(addr, 60);
     let short = start(addr, 1);
+    let body = request(
+        json!("watch"),
+        "subscriptions/listen",
+        json!({"notifications": {"taskIds": [long]}, "_meta": meta()}),
+    );
+    let mut watch = common::Exchange::open(
+        addr,
+        &headers("subscriptions/listen", None),
+        body.to_string().as_bytes(),
+    );
+    watch.set_timeout(Duration::from_secs(20));
+    let ack = watch.next_message().expect("ack");
+    assert_eq!(ack["params"]["notifications"], json!({"taskIds": [long]}));
     let status = Command::new("kill")
         .args(["-TERM", &child.id().to_string()])
         .status()
@@ -106,4 +120,18 @@ fn sigterm_lets_short_tasks_finish_and_fails_the_rest() {
     assert_eq!(failed, vec![long]);
     let exit = child.wait().expect("genmcp exits");
     assert!(exit.success(), "{exit:?}");
+    // The watcher heard the task working, then failed, then its stream ended
+    // with the completion result.
+    let mut last = watch.next_message().expect("a status");
+    while last["method"] == "notifications/tasks" && last["params"]["status"] == "working" {
+        last = watch.next_message().expect("a status");
+    }
+    assert_eq!(last["params"]["status"], "failed", "{last}");
+    assert_eq!(
+        last["params"]["error"]["message"],
+        "Internal error: server shutting down"
+    );
+    let end = watch.next_message().expect("the completion result");
+    assert_eq!(end["id"], "watch");
+    assert_eq!(end["result"]["resultType"], "complete", "{end}");
 }

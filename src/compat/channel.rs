@@ -41,6 +41,7 @@ pub(crate) fn legacy_filter(
         } else {
             Vec::new()
         },
+        task_ids: Vec::new(),
     }
 }
 

@@ -14,6 +14,8 @@ pub(crate) enum Kind {
     PromptsListChanged,
     ResourcesListChanged,
     ResourcesUpdated(Box<str>),
+    /// `notifications/tasks` for this task id.
+    TaskStatus(Box<str>),
     /// Not a subscription notification: every listen stream refuses it.
     Other,
 }
@@ -119,6 +121,10 @@ impl SharedNotification {
             methods::RESOURCES_LIST_CHANGED => Kind::ResourcesListChanged,
             methods::RESOURCES_UPDATED => match params.get("uri").and_then(Value::as_str) {
                 Some(uri) => Kind::ResourcesUpdated(uri.into()),
+                None => Kind::Other,
+            },
+            methods::TASK_STATUS => match params.get("taskId").and_then(Value::as_str) {
+                Some(id) => Kind::TaskStatus(id.into()),
                 None => Kind::Other,
             },
             _ => Kind::Other,

@@ -64,6 +64,9 @@ pub mod methods {
     pub const LOG_MESSAGE: &str = "notifications/message";
     /// `notifications/cancelled`.
     pub const CANCELLED: &str = "notifications/cancelled";
+    /// `notifications/tasks`: a task's status on a listen stream (the tasks
+    /// extension); sent by the runtime for the stream's honoured `taskIds`.
+    pub const TASK_STATUS: &str = "notifications/tasks";
 
     /// Methods removed by 2026-07-28: always `-32601` (HTTP 404).
     pub const REMOVED: &[&str] = &[

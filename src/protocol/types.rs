@@ -13,6 +13,10 @@ use super::error::McpError;
 /// is `-32602`.
 pub const MAX_RESOURCE_URI_LEN: usize = 2 * 1024;
 
+/// The longest task id a listen's `notifications.taskIds` may name, in bytes
+/// (genmcp's ids are 32 hex digits; longer ones cannot be known).
+pub const MAX_TASK_ID_LEN: usize = 256;
+
 /// `uris` without duplicates, first occurrence first, in O(n).
 fn dedup<'a>(uris: impl Iterator<Item = &'a String>) -> Vec<String> {
     let mut seen: HashSet<&str> = HashSet::new();
@@ -51,6 +55,11 @@ pub struct SubscriptionFilter {
     /// `notifications/resources/updated` for these URIs (exact match).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub resource_subscriptions: Vec<String>,
+    /// `notifications/tasks` for these task ids (the tasks extension). The
+    /// runtime, not the subscription handler, decides which are honoured: the
+    /// caller's own, known tasks.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub task_ids: Vec<String>,
 }
 
 fn is_false(b: &bool) -> bool {
@@ -114,11 +123,35 @@ impl SubscriptionFilter {
             }
             Some(_) => return Err(not_uris()),
         };
+        let task_ids = match obj.get("taskIds") {
+            None | Some(Value::Null) => Vec::new(),
+            Some(Value::Array(items)) => {
+                let mut ids = Vec::with_capacity(items.len());
+                for item in items {
+                    let id = item.as_str().filter(|id| id.len() <= MAX_TASK_ID_LEN);
+                    let id = id.ok_or_else(|| {
+                        McpError::invalid_params(format!(
+                            "Invalid params: notifications.taskIds must be an array of task id strings of at most {MAX_TASK_ID_LEN} bytes"
+                        ))
+                    })?;
+                    ids.push(id.to_owned());
+                }
+                ids.sort_unstable();
+                ids.dedup();
+                ids
+            }
+            Some(_) => {
+                return Err(McpError::invalid_params(
+                    "Invalid params: notifications.taskIds must be an array of task id strings",
+                ));
+            }
+        };
         Ok(SubscriptionFilter {
             tools_list_changed: flag("toolsListChanged")?,
             prompts_list_changed: flag("promptsListChanged")?,
             resources_list_changed: flag("resourcesListChanged")?,
             resource_subscriptions,
+            task_ids,
         })
     }
 
@@ -128,6 +161,7 @@ impl SubscriptionFilter {
             && !self.prompts_list_changed
             && !self.resources_list_changed
             && self.resource_subscriptions.is_empty()
+            && self.task_ids.is_empty()
     }
 
     /// The part of `self` that is also in `other` (URIs keep `self`'s order, without
@@ -148,10 +182,19 @@ impl SubscriptionFilter {
             prompts_list_changed: self.prompts_list_changed && other.prompts_list_changed,
             resources_list_changed: self.resources_list_changed && other.resources_list_changed,
             resource_subscriptions: uris,
+            task_ids: {
+                let theirs: HashSet<&str> = other.task_ids.iter().map(String::as_str).collect();
+                dedup(
+                    self.task_ids
+                        .iter()
+                        .filter(|id| theirs.contains(id.as_str())),
+                )
+            },
         }
     }
 
-    /// The part of `self` the advertised capabilities allow.
+    /// The part of `self` the advertised capabilities allow (task ids are not
+    /// the handler's to advertise: they are kept).
     pub fn allowed_by(&self, caps: &SubscriptionCapabilities) -> SubscriptionFilter {
         let uris = if caps.resources_updated {
             dedup(self.resource_subscriptions.iter())
@@ -163,6 +206,7 @@ impl SubscriptionFilter {
             prompts_list_changed: self.prompts_list_changed && caps.prompts_list_changed,
             resources_list_changed: self.resources_list_changed && caps.resources_list_changed,
             resource_subscriptions: uris,
+            task_ids: self.task_ids.clone(),
         }
     }
 

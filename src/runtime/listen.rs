@@ -4,7 +4,7 @@ use actix::prelude::*;
 use serde_json::{Map, Value};
 
 use super::connection::{Connection, OpenStream, StreamSlot};
-use super::stream::{SessionStreamControl, StopStream, Stream, StreamSetup};
+use super::stream::{OnOpen, SessionStreamControl, StopStream, Stream, StreamSetup};
 use super::{Limits, Server};
 use crate::mux::{Assigns, Channel, Outbox};
 use crate::protocol::jsonrpc::encode_result;
@@ -15,8 +15,10 @@ use crate::suite::Suite;
 const TASKS_EXTENSION: &str = "io.modelcontextprotocol/tasks";
 
 /// Validates the params of a listen request: the filter must be well formed
-/// (`-32602`), within [`Limits::max_resource_uris`] (`-32602`), and `taskIds`
-/// needs the tasks extension declared (`-32021`; this server honours no task ids).
+/// (`-32602`), its URIs and its task ids each within
+/// [`Limits::max_resource_uris`] (`-32602`), and `taskIds` needs the tasks
+/// extension declared (`-32021`). Which task ids are honoured is decided when
+/// the stream opens (the caller's own, known tasks).
 pub fn listen_filter(
     params: &Map<String, Value>,
     meta: &RequestMeta,
@@ -27,6 +29,13 @@ pub fn listen_filter(
         return Err(McpError::invalid_params(format!(
             "Invalid params: notifications.resourceSubscriptions lists {} URIs; at most {} are allowed",
             filter.resource_subscriptions.len(),
+            limits.max_resource_uris
+        )));
+    }
+    if filter.task_ids.len() > limits.max_resource_uris {
+        return Err(McpError::invalid_params(format!(
+            "Invalid params: notifications.taskIds lists {} ids; at most {} are allowed",
+            filter.task_ids.len(),
             limits.max_resource_uris
         )));
     }
@@ -69,6 +78,13 @@ pub async fn spawn_listen<H: SubscriptionHandler>(
         outbox,
         server.limits().spill_limit,
     );
+    let mut filter = filter;
+    filter.task_ids = suite.watchable_task_ids(&filter.task_ids, &channel);
+    let on_open = (!filter.task_ids.is_empty()).then(|| {
+        let tasks = suite.task_supervisor();
+        let ids = filter.task_ids.clone();
+        Box::new(move |channel: &Channel| tasks.watch(&ids, channel)) as OnOpen
+    });
     let mut completion = Map::new();
     completion.insert("resultType".into(), Value::from("complete"));
     suite.stamp_result(&mut completion);
@@ -79,7 +95,7 @@ pub async fn spawn_listen<H: SubscriptionHandler>(
     // JSON tree of small allocations.
     let completion = encode_result(&id, &completion).into();
     open(
-        suite, server, connection, channel, id, filter, completion, false,
+        suite, server, connection, channel, id, filter, completion, on_open, false,
     )
     .await
     .map(drop)
@@ -119,6 +135,7 @@ pub(crate) async fn spawn_legacy_stream<H: SubscriptionHandler>(
         id,
         filter,
         Box::default(),
+        None,
         replaces,
     )
     .await
@@ -136,6 +153,7 @@ async fn open<H: SubscriptionHandler>(
     id: RequestId,
     filter: SubscriptionFilter,
     completion: Box<[u8]>,
+    on_open: Option<OnOpen>,
     replaces: bool,
 ) -> Result<Addr<Stream<H>>, McpError> {
     let handler = suite.handler();
@@ -146,6 +164,7 @@ async fn open<H: SubscriptionHandler>(
         advertised,
         completion,
         server: server.clone(),
+        on_open,
     };
     let (tx, rx) = tokio::sync::oneshot::channel();
     let spawn = Box::new(move |slot: StreamSlot| -> Recipient<StopStream> {

@@ -84,6 +84,8 @@ pub struct Stream<H: SubscriptionHandler> {
     advertised: SubscriptionCapabilities,
     /// The completion result, encoded.
     completion: Box<[u8]>,
+    /// Run once the stream is open.
+    on_open: Option<OnOpen>,
     /// Boxed: actors must be `Unpin`, handler state need not be.
     state: Option<Box<H::State>>,
     /// The stream's inbox, for a handler joining a source after `subscribe`
@@ -106,6 +108,10 @@ pub struct Stream<H: SubscriptionHandler> {
     _permit: StreamPermit,
 }
 
+/// Run once a stream is acknowledged and open, with its channel (e.g. to make
+/// it hear its honoured task ids).
+pub(crate) type OnOpen = Box<dyn FnOnce(&Channel) + Send>;
+
 /// Everything a stream needs besides its handler.
 pub(crate) struct StreamSetup {
     pub(crate) channel: Channel,
@@ -115,6 +121,8 @@ pub(crate) struct StreamSetup {
     /// subscription id and server info); empty for a 2025-era GET stream.
     pub(crate) completion: Box<[u8]>,
     pub(crate) server: Server,
+    /// Run once the stream is open.
+    pub(crate) on_open: Option<OnOpen>,
 }
 
 impl<H: SubscriptionHandler> Stream<H> {
@@ -127,6 +135,7 @@ impl<H: SubscriptionHandler> Stream<H> {
             requested: setup.requested,
             advertised: setup.advertised,
             completion: setup.completion,
+            on_open: setup.on_open,
             state: None,
             inbox: None,
             phase: Phase::Starting,
@@ -378,18 +387,32 @@ impl<H: SubscriptionHandler> Actor for Stream<H> {
         let (inbox, rx, overflow) = Inbox::channel(self.limits.mailbox_capacity);
         let mut cx = SubscribeCx::new(&self.channel, inbox.clone());
         let handler = &self.handler;
-        // Only needed here: not kept for the stream's life.
-        let requested = &std::mem::take(&mut self.requested);
-        let outcome = catch_unwind(AssertUnwindSafe(|| handler.subscribe(requested, &mut cx)));
+        // Only needed here: not kept for the stream's life. The task ids were
+        // checked already (the caller's own, known tasks); they are the
+        // runtime's, not the handler's, to honour.
+        let mut requested = std::mem::take(&mut self.requested);
+        let task_ids = std::mem::take(&mut requested.task_ids);
+        let requested = &requested;
+        // A listen for task ids alone, or for nothing from a handler that
+        // advertises nothing (a suite served for its tasks), asks nothing of
+        // the handler: its `subscribe` is not called (nor `handle_message`).
+        let outcome = if requested.is_empty() && (!task_ids.is_empty() || !self.advertised.any()) {
+            Ok(None)
+        } else {
+            catch_unwind(AssertUnwindSafe(|| handler.subscribe(requested, &mut cx))).map(Some)
+        };
         let SubscribeCx {
             self_messages,
             streams,
             ..
         } = cx;
         let (wanted, state) = match outcome {
-            Ok(Subscribe::Accept(state)) => (requested.clone(), state),
-            Ok(Subscribe::Narrow(filter, state)) => (filter.intersect(requested), state),
-            Ok(Subscribe::Reject(error)) => {
+            Ok(None) => (SubscriptionFilter::default(), None),
+            Ok(Some(Subscribe::Accept(state))) => (requested.clone(), Some(state)),
+            Ok(Some(Subscribe::Narrow(filter, state))) => {
+                (filter.intersect(requested), Some(state))
+            }
+            Ok(Some(Subscribe::Reject(error))) => {
                 tracing::debug!(%error, "listen rejected");
                 return self.fail(ctx, error, CloseReason::Rejected);
             }
@@ -402,12 +425,13 @@ impl<H: SubscriptionHandler> Actor for Stream<H> {
                 );
             }
         };
-        let honoured = wanted.allowed_by(&self.advertised);
+        let mut honoured = wanted.allowed_by(&self.advertised);
+        honoured.task_ids = task_ids;
         let empty = honoured.is_empty();
         // The state joined the application's event source: from here on a
         // teardown from outside hands it to handle_close, even if the
         // acknowledgement cannot be written.
-        self.state = Some(Box::new(state));
+        self.state = state.map(Box::new);
         if self.channel.acknowledge(honoured).is_err() {
             return self.cut(ctx, self.gone());
         }
@@ -422,6 +446,9 @@ impl<H: SubscriptionHandler> Actor for Stream<H> {
         // `notify_self` messages and attached streams are fed by the same
         // future as the inbox, so they pause with it while the spill drains.
         ctx.spawn(Feed::new(rx, overflow, self_messages, streams));
+        if let Some(on_open) = self.on_open.take() {
+            on_open(&self.channel);
+        }
         // On a shared pipe the ack itself may have spilled: move it out now rather
         // than at the first event.
         self.after_send(ctx);

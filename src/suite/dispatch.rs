@@ -98,6 +98,22 @@ impl<H: SubscriptionHandler> Suite<H> {
         self.inner.tasks.drain(deadline).await;
     }
 
+    /// The task supervisor (cheap to clone), for transports that drain it.
+    pub(crate) fn task_supervisor(&self) -> tasks::Tasks {
+        self.inner.tasks.clone()
+    }
+
+    /// Keeps, of a listen's `notifications.taskIds`, the ids the request on
+    /// `channel` may watch: its owner's own known tasks (another principal's
+    /// look unknown, so they are left out without a word), and none when
+    /// no tool runs as a task.
+    pub(crate) fn watchable_task_ids(&self, ids: &[String], channel: &Channel) -> Vec<String> {
+        if ids.is_empty() || !self.serves_tasks() {
+            return Vec::new();
+        }
+        self.inner.tasks.watchable(ids, &tasks::owner_of(channel))
+    }
+
     /// Whether the unary `method` is served to the request on `channel`: exactly
     /// the kinds [`Suite::capabilities`] advertises to it (a kind the handler
     /// advertises list changes for is served even while the catalog holds none of
@@ -123,7 +139,7 @@ impl<H: SubscriptionHandler> Suite<H> {
     /// unknown, removed, or gated by a capability this server does not advertise.
     pub fn route(&self, method: &str, channel: &Channel) -> Result<Route, McpError> {
         if method == methods::LISTEN {
-            return if self.subscription_capabilities(channel).any() {
+            return if self.subscription_capabilities(channel).any() || self.serves_tasks() {
                 Ok(Route::Listen)
             } else {
                 Err(McpError::MethodNotFound(method.to_owned()))

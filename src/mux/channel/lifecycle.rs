@@ -40,6 +40,8 @@ impl Channel {
             return Err(ChannelError::Closed);
         }
         let mut honoured = honoured;
+        honoured.task_ids.sort_unstable();
+        honoured.task_ids.dedup();
         if let Some(uris) = &listen.session_uris {
             // A 2025 session's URIs change one at a time: kept in a set.
             lock(uris).extend(std::mem::take(&mut honoured.resource_subscriptions));

@@ -337,7 +337,9 @@ impl Channel {
             if notification.method() == methods::ACKNOWLEDGED {
                 return Err(ChannelError::Reserved);
             }
-            if !methods::is_subscription(notification.method()) {
+            if !methods::is_subscription(notification.method())
+                && notification.method() != methods::TASK_STATUS
+            {
                 return Err(ChannelError::NotRequestScoped(
                     notification.method().to_owned(),
                 ));
@@ -445,6 +447,10 @@ impl Listen {
             Kind::PromptsListChanged => honoured.prompts_list_changed,
             Kind::ResourcesListChanged => honoured.resources_list_changed,
             Kind::ResourcesUpdated(uri) => self.allows_uri(honoured, uri),
+            Kind::TaskStatus(id) => honoured
+                .task_ids
+                .binary_search_by(|s| s.as_str().cmp(id))
+                .is_ok(),
             Kind::Other => false,
         }
     }

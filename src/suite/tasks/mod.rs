@@ -6,7 +6,8 @@
 //! `record` (a task's record and its wire shapes), `store` (the `TaskStore`
 //! trait and the in-process store with its bounds), `config` (lifetime and
 //! bounds), `cx` ([`TaskCx`], the handler's side), `supervisor` (one
-//! supervised future per running task), `wire` (the three methods). See
+//! supervised future per running task), `watch` (listen streams hearing
+//! `notifications/tasks`), `wire` (the three methods). See
 //! `docs/tasks.md`.
 
 mod config;
@@ -17,6 +18,7 @@ pub(crate) use record::iso8601;
 mod status;
 mod store;
 mod supervisor;
+mod watch;
 mod wire;
 
 pub use config::{

@@ -15,6 +15,8 @@ use super::cx::{CancelSignal, TaskCx};
 use super::record::{Outcome, TaskRecord};
 use super::status::{TaskStatus, allows};
 use super::store::{MemoryStore, TaskStats, TaskStore};
+use super::watch::Watchers;
+use crate::mux::Channel;
 use crate::protocol::McpError;
 use crate::protocol::error::ErrorObject;
 use crate::suite::tool::{BoxFuture, ToolOutcome};
@@ -39,6 +41,8 @@ struct Shared {
     live: Mutex<HashMap<String, Live>>,
     /// Set by [`Tasks::drain`]: no new task starts.
     draining: AtomicBool,
+    /// Listen streams hearing `notifications/tasks`.
+    watchers: Watchers,
 }
 
 /// How a `tools/call` that may become a task was answered.
@@ -57,6 +61,14 @@ pub(crate) enum Started {
 #[derive(Clone)]
 pub(crate) struct Tasks {
     shared: Arc<Shared>,
+}
+
+impl std::fmt::Debug for Tasks {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Tasks")
+            .field("running", &self.running())
+            .finish_non_exhaustive()
+    }
 }
 
 fn not_found() -> McpError {
@@ -83,6 +95,7 @@ impl Tasks {
                 store: Arc::new(MemoryStore::default()),
                 live: Mutex::new(HashMap::new()),
                 draining: AtomicBool::new(false),
+                watchers: Watchers::default(),
             }),
         }
     }
@@ -101,7 +114,9 @@ impl Tasks {
 
     /// Stops the work of expired tasks (their records are gone already).
     fn purge(&self, now: u64) {
-        for id in self.shared.store.purge_expired(now) {
+        let expired = self.shared.store.purge_expired(now);
+        self.shared.watchers.forget(&expired);
+        for id in expired {
             if let Some(live) = self.live().remove(&id) {
                 live.cancel.cancel();
                 if let Some(abort) = live.abort {
@@ -139,7 +154,46 @@ impl Tasks {
             // Waiting input requests will never be answered now.
             live.inputs.clear();
         }
+        self.announce(id);
         Some(record)
+    }
+
+    /// Sends the task's state now to the listen streams watching it.
+    fn announce(&self, id: &str) {
+        let store = &self.shared.store;
+        self.shared
+            .watchers
+            .announce(id, || store.get(id, seal::now_ms()));
+    }
+
+    /// The ids of `ids` a listen by `owner` may watch: known, unexpired and
+    /// its own (another principal's look unknown), sorted.
+    pub(crate) fn watchable(&self, ids: &[String], owner: &str) -> Vec<String> {
+        let now = seal::now_ms();
+        self.purge(now);
+        let mut ok: Vec<String> = ids
+            .iter()
+            .filter(|id| {
+                self.shared
+                    .store
+                    .get(id, now)
+                    .is_some_and(|r| r.owner == owner)
+            })
+            .cloned()
+            .collect();
+        ok.sort_unstable();
+        ok.dedup();
+        ok
+    }
+
+    /// Makes the acknowledged listen `channel` hear `ids` (from
+    /// [`Tasks::watchable`]): each task's current state first, then its
+    /// changes, ending with its terminal one.
+    pub(crate) fn watch(&self, ids: &[String], channel: &Channel) {
+        let store = &self.shared.store;
+        self.shared
+            .watchers
+            .watch(ids, channel, |id| store.get(id, seal::now_ms()));
     }
 
     /// Starts the call `run` (a tool's handler given its [`TaskCx`]) as a
@@ -307,6 +361,8 @@ impl Tasks {
         });
         if updated.is_none() {
             tracing::debug!(task = %id, "status message of a finished or gone task ignored");
+        } else {
+            self.announce(id);
         }
     }
 
@@ -388,6 +444,7 @@ impl Tasks {
         if updated.is_none() {
             return Ok(());
         }
+        self.announce(id);
         let senders: Vec<(oneshot::Sender<Value>, Value)> = {
             let mut live = self.live();
             let Some(live) = live.get_mut(id) else {

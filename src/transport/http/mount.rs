@@ -20,6 +20,7 @@ use super::state::AppState;
 use crate::runtime::{Metrics, Server};
 use crate::subscription::SubscriptionHandler;
 use crate::suite::Suite;
+use crate::suite::tasks::Tasks;
 
 /// The MCP endpoint of one [`Suite`], ready to be mounted in any actix-web `App`.
 ///
@@ -125,6 +126,7 @@ impl<H: SubscriptionHandler> Endpoint<H> {
     pub fn drain_handle(&self) -> DrainHandle {
         DrainHandle {
             server: self.state.server.clone(),
+            tasks: self.state.suite.task_supervisor(),
             timeout: self.state.config.drain_timeout,
         }
     }
@@ -208,14 +210,22 @@ impl<H: SubscriptionHandler> HttpServiceFactory for EndpointService<H> {
 #[derive(Clone, Debug)]
 pub struct DrainHandle {
     server: Server,
+    tasks: Tasks,
     timeout: Duration,
 }
 
 impl DrainHandle {
-    /// Starts the drain and waits until every stream has ended, for at most
-    /// `timeout`. Returns whether it drained in time. Unary requests are not
-    /// cut: a graceful `ServerHandle::stop(true)` lets them finish.
+    /// Starts the drain: running tasks get `timeout` to finish (no new task
+    /// starts; those still running then end `failed`, "server shutting down",
+    /// and the streams watching them hear it), then every stream gets its
+    /// completion result, waited for at most `timeout` again. Returns whether
+    /// the streams drained in time. Unary requests are not cut: a graceful
+    /// `ServerHandle::stop(true)` lets them finish.
     pub async fn drain(&self, timeout: Duration) -> bool {
+        if self.tasks.running() > 0 {
+            tracing::info!("shutting down: finishing running tasks");
+        }
+        self.tasks.drain(timeout).await;
         self.server.shutdown();
         let drained = self.server.drained(timeout).await;
         if !drained {

@@ -124,8 +124,6 @@ pub fn start<H: SubscriptionHandler>(
 /// "server shutting down"), then every open stream gets its completion result
 /// before the process exits.
 pub async fn serve<H: SubscriptionHandler>(suite: Suite<H>, config: HttpConfig) -> io::Result<()> {
-    let drain_timeout = config.drain_timeout;
-    let tasks = suite.clone();
     let (running, http) = start(suite, config)?;
     tracing::info!(addr = %running.addr, "genmcp listening");
     if let Some(admin) = running.admin_addr {
@@ -133,9 +131,7 @@ pub async fn serve<H: SubscriptionHandler>(suite: Suite<H>, config: HttpConfig) 
     }
     let http = actix_rt::spawn(http);
     shutdown_signal().await;
-    tracing::info!("shutting down: finishing running tasks");
-    tasks.drain_tasks(drain_timeout).await;
-    tracing::info!("shutting down: completing open streams");
+    // Tasks first (their watchers hear how they ended), then the streams.
     running.stop().await;
     let _ = http.await;
     Ok(())

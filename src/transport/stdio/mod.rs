@@ -78,12 +78,21 @@ impl Default for StdioConfig {
 }
 
 /// Serves `suite` on stdin/stdout until stdin closes or SIGINT/SIGTERM (then
-/// open streams get their completion result first).
+/// running tasks get `drain_timeout` to finish, those still running end
+/// `failed`, and open streams get their completion result).
 pub async fn serve<H: SubscriptionHandler>(suite: Suite<H>, config: StdioConfig) -> io::Result<()> {
     let server = Server::new(config.limits.clone());
     let signals = server.clone();
+    let tasks = suite.task_supervisor();
+    let drain_timeout = config.drain_timeout;
     actix_rt::spawn(async move {
         super::http::shutdown_signal().await;
+        // Tasks first: those still running at the deadline end `failed`, and
+        // the listens watching them hear it before their streams complete.
+        if tasks.running() > 0 {
+            tracing::info!("shutting down: finishing running tasks");
+        }
+        tasks.drain(drain_timeout).await;
         tracing::info!("shutting down: completing open streams");
         signals.shutdown();
     });
