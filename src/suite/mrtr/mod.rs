@@ -1,22 +1,25 @@
 //! Multi round-trip requests (MRTR): reading `inputResponses` / `requestState` on
 //! a retry, and turning an [`InputRequired`] round into an `input_required` result.
 //!
-//! `requestState` is sealed ([`super::seal`]) over a payload that binds the
+//! `requestState` is sealed ([`seal`]) over a payload that binds the
 //! method, the tool / prompt name or resource URI, a SHA-256 digest of the
 //! canonical JSON of the arguments, an expiry, a per-suite sequence number (so
 //! consecutive rounds always differ) and the handler's state value.
+
+mod answers;
+mod gate;
 
 use std::time::Duration;
 
 use serde_json::{Map, Value, json};
 
-pub(crate) use super::mrtr_answers::{elicited, roots, sampled_text};
-pub(crate) use super::mrtr_gate::check_capabilities;
-use super::seal::{self, Sealer, purpose};
-use super::spent::{Spend, Spender};
-use super::tool::InputRequired;
 use crate::mux::Principal;
 use crate::protocol::{ClientCapabilities, McpError};
+use crate::suite::common::InputRequired;
+use crate::suite::sealing::seal::{self, Sealer, purpose};
+use crate::suite::sealing::spent::{Spend, Spender};
+pub(crate) use answers::{elicited, roots, sampled_text};
+pub(crate) use gate::check_capabilities;
 
 /// What a request is bound to: the state sealed for one cannot be replayed on another.
 #[derive(Clone, Debug)]
@@ -235,6 +238,8 @@ pub(crate) fn input_required_result(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::suite::common::BoxFuture;
+    use crate::suite::sealing::spent::{SpentError, SpentRecord, SpentStates, Store};
 
     fn caps(v: Value) -> ClientCapabilities {
         ClientCapabilities(v.as_object().unwrap().clone())
@@ -245,9 +250,7 @@ mod tests {
     }
 
     fn spent() -> Spender {
-        Spender::new(super::super::spent::Store::Local(
-            super::super::spent::SpentStates::new(16),
-        ))
+        Spender::new(Store::Local(SpentStates::new(16)))
     }
 
     /// [`parse_retry`] run to completion (the in-memory record never waits).
@@ -388,13 +391,13 @@ mod tests {
     #[test]
     fn an_unreachable_record_refuses_the_retry() {
         struct Down;
-        impl super::super::SpentRecord for Down {
+        impl SpentRecord for Down {
             fn spend(
                 &self,
                 _nonce: u64,
                 _expires_at_ms: u64,
-            ) -> super::super::BoxFuture<Result<Spend, super::super::SpentError>> {
-                Box::pin(async { Err(super::super::SpentError::Unavailable("down".into())) })
+            ) -> BoxFuture<Result<Spend, SpentError>> {
+                Box::pin(async { Err(SpentError::Unavailable("down".into())) })
             }
         }
         let sealer = Sealer::new([3; 32]);
@@ -408,9 +411,7 @@ mod tests {
         )
         .unwrap()["requestState"]
             .clone();
-        let down = Spender::new(super::super::spent::Store::Shared(std::sync::Arc::new(
-            Down,
-        )));
+        let down = Spender::new(Store::Shared(std::sync::Arc::new(Down)));
         let err = parse(
             &sealer,
             &down,
