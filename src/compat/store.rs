@@ -30,7 +30,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use super::{LegacyStream, SessionState};
 use crate::protocol::{LogLevel, McpError};
 use crate::runtime::SessionStreamControl;
-use crate::suite::seal;
+use crate::suite::sealing::seal;
 
 /// Which session an operation is about, and under whom its state counts.
 #[derive(Clone, Copy, Debug)]

@@ -178,7 +178,7 @@ impl<H: SubscriptionHandler> Suite<H> {
         };
         let mut out = Vec::new();
         for param in &schema.headers {
-            let value = match schema::lookup(arguments, &param.path) {
+            let value = match schemas::lookup(arguments, &param.path) {
                 Some(v @ (Value::String(_) | Value::Bool(_))) => v.clone(),
                 Some(Value::Number(n)) if n.is_i64() || n.is_u64() => Value::Number(n.clone()),
                 _ => continue,

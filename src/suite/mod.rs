@@ -6,41 +6,44 @@
 //! `x-mcp-header`, pagination cursors, multi round-trip requests (MRTR) and
 //! cache hints.
 //!
-//! Files, by idea: `builder` (settings), `dispatch` (capabilities, routing,
-//! discover), `paging`, `tools_call`, `requests` (prompts, resources,
-//! completion); the catalog (`catalog`, `ordered`, `events`); the items
-//! (`describe` for what tools and prompts share, `tool`, `prompt`,
-//! `prompt_result`, `resource`, `completion`, `content`, `input_required`);
-//! schemas (`schema`, `headers`, `typed`); MRTR and tokens (`mrtr`,
-//! `mrtr_gate`, `mrtr_answers`, `seal`).
+//! # The house: folders by idea, imports downward only
+//!
+//! Each folder imports only the folders listed for it (always through
+//! `crate::suite::<folder>::…`); nothing imports the suite root, which
+//! re-exports the public items (`genmcp::suite::X`). The order bottom-up is
+//! `common` < `sealing` < `mrtr`, `tasks`, `schemas` < `tools`, `prompts`,
+//! `resources`, `completions` < `catalog` < the root, so the graph has no cycle.
+//! (Doc links may point anywhere; they are not imports.)
+//!
+//! | folder | holds | may import |
+//! |---|---|---|
+//! | `common/` | [`BoxFuture`], content blocks and results ([`Content`], [`CallToolResult`], [`ResourceContents`], [`ToolOutcome`]), the MRTR round [`InputRequired`], the descriptor [`Builder`] and [`Icon`] | nothing in the suite |
+//! | `sealing/` | `seal` (HMAC-sealed cursors and request states), [`secret`] (the key), `spent` (spent request states, [`SpentRecord`]) | `common` |
+//! | `mrtr/` | request-state binding and retry parsing, the client-capability gate, readers of answers | `common`, `sealing` |
+//! | `tasks/` | the tasks extension ([`TaskSupport`], [`TaskCx`], the supervisor) | `common`, `sealing` |
+//! | `schemas/` | compiled input/output schemas ([`ToolError`]), `x-mcp-header`, schemas and arguments from Rust types ([`input_schema`], [`CallError`], [`NoArgs`]) | `common` |
+//! | `tools/` | [`Tool`], [`ToolCall`], [`ToolDescriptor`], [`ToolBuilder`] | `common`, `mrtr`, `tasks`, `schemas` |
+//! | `prompts/` | [`Prompt`], [`PromptBuilder`], [`prompt_arguments`], what a prompt returns ([`GetPromptResult`]) | `common`, `mrtr`, `schemas` |
+//! | `resources/` | [`ResourceProvider`], [`ResourceSet`], [`ReadOutcome`], URI templates ([`ResourceTemplate`]) | `common`, `mrtr` |
+//! | `completions/` | [`Completer`] and `completion/complete` parsing | `common` |
+//! | `catalog/` | [`Catalog`] (insertion-ordered), its events and [`CatalogSubscriptions`] | `tools`, `prompts`, `resources`, `completions`, `schemas` |
+//! | root | [`Suite`]: `builder` (settings), `dispatch` (capabilities, routing, discover), `paging`, `tools_call`, `requests` (prompts, resources, completion), unit `tests` | everything above |
 
 mod builder;
 mod catalog;
-mod completion;
-mod content;
-mod describe;
+mod common;
+mod completions;
 mod dispatch;
-mod events;
-mod headers;
-mod input_required;
 mod mrtr;
-mod mrtr_answers;
-mod mrtr_gate;
-mod ordered;
 mod paging;
-mod prompt;
-mod prompt_result;
+mod prompts;
 mod requests;
-mod resource;
-mod schema;
-pub(crate) mod seal;
-pub mod secret;
-mod spent;
+mod resources;
+mod schemas;
+pub(crate) mod sealing;
 pub mod tasks;
-mod template;
-mod tool;
+mod tools;
 mod tools_call;
-mod typed;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -48,29 +51,31 @@ use std::time::Duration;
 use serde_json::{Map, Value, json};
 
 pub use builder::SuiteBuilder;
-pub use catalog::{Catalog, WeakCatalog};
-pub use completion::{
+pub use catalog::{
+    Catalog, CatalogEvent, CatalogStreamState, CatalogSubscriptions, WeakCatalog, topics,
+};
+pub use common::{
+    BoxFuture, Builder, CallToolResult, Content, Icon, InputRequired, ResourceContents, ToolOutcome,
+};
+pub use completions::{
     Completer, Completion, CompletionRef, CompletionRequest, Completions, FnCompleter, MAX_VALUES,
     completer_fn,
 };
-pub use content::{CallToolResult, Content, ResourceContents};
-pub use describe::{Builder, Icon};
-pub use events::{CatalogEvent, CatalogStreamState, CatalogSubscriptions, topics};
-pub use prompt::{
+pub use prompts::{
     FnPrompt, GetPromptResult, Prompt, PromptArgument, PromptBuilder, PromptDescriptor, PromptGet,
-    PromptMessage, PromptOutcome, PromptParts, Role,
+    PromptMessage, PromptOutcome, PromptParts, Role, prompt_arguments,
 };
-pub use resource::{
+pub use resources::{
     ReadOutcome, ReadResult, Resource, ResourceProvider, ResourceRead, ResourceSet,
     ResourceTemplate,
 };
-pub use schema::{MAX_REPORTED_ERRORS, ToolError};
-pub use tasks::{TaskConfig, TaskCx, TaskStatus, TaskSupport};
-pub use tool::{
-    BoxFuture, FnTool, InputRequired, Tool, ToolBuilder, ToolCall, ToolDescriptor, ToolOutcome,
-    ToolParts,
+pub use schemas::{CallError, MAX_REPORTED_ERRORS, NoArgs, ToolError, input_schema, output_schema};
+pub use sealing::secret;
+pub use sealing::spent::{
+    DEFAULT_MAX_SPENT_REQUEST_STATES, Spend, SpentError, SpentRecord, SpentRefusals,
 };
-pub use typed::{CallError, NoArgs, input_schema, output_schema, prompt_arguments};
+pub use tasks::{TaskConfig, TaskCx, TaskStatus, TaskSupport};
+pub use tools::{FnTool, Tool, ToolBuilder, ToolCall, ToolDescriptor, ToolParts};
 
 use crate::mux::{Channel, Principal};
 use crate::protocol::{
@@ -79,9 +84,8 @@ use crate::protocol::{
 };
 use crate::subscription::{NoSubscriptions, SubscriptionHandler};
 use mrtr::{Binding, Retry};
-use seal::{Sealer, purpose};
-pub use spent::{DEFAULT_MAX_SPENT_REQUEST_STATES, Spend, SpentError, SpentRecord, SpentRefusals};
-use spent::{Spender, SpentStates, Store};
+use sealing::seal::{self, Sealer, purpose};
+use sealing::spent::{Spender, SpentStates, Store};
 
 /// Default page size of the four list methods.
 pub const DEFAULT_PAGE_SIZE: usize = 500;

@@ -33,7 +33,7 @@ impl<H: SubscriptionHandler> Suite<H> {
         let prompt = self.inner.catalog.prompt(name).ok_or_else(|| {
             McpError::invalid_params_with(format!("Unknown prompt: {name}"), json!({"name": name}))
         })?;
-        let arguments = prompt::check_arguments(prompt.descriptor(), &params)?;
+        let arguments = prompts::check_arguments(prompt.descriptor(), &params)?;
         let binding = Binding::new(methods::PROMPTS_GET, name, &json!(arguments))
             .by(channel.assigns().get::<Principal>());
         let retry = self.retry(&params, &binding).await?;
@@ -163,7 +163,7 @@ impl<H: SubscriptionHandler> Suite<H> {
         let completer = catalog
             .completer()
             .ok_or_else(|| McpError::MethodNotFound(methods::COMPLETE.into()))?;
-        let (reference, argument, value, context) = completion::parse_request(&params)?;
+        let (reference, argument, value, context) = completions::parse_request(&params)?;
         match &reference {
             CompletionRef::Prompt(name) => {
                 let prompt = catalog.prompt(name).ok_or_else(|| {

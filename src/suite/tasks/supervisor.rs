@@ -19,8 +19,8 @@ use super::watch::Watchers;
 use crate::mux::Channel;
 use crate::protocol::McpError;
 use crate::protocol::error::ErrorObject;
-use crate::suite::tool::{BoxFuture, ToolOutcome};
-use crate::suite::{CallToolResult, InputRequired, seal};
+use crate::suite::common::{BoxFuture, CallToolResult, InputRequired, ToolOutcome};
+use crate::suite::sealing::seal;
 
 /// What a supervised task's future yields: the tool's answer, or a panic.
 type Settled = Result<Result<ToolOutcome, McpError>, Box<dyn std::any::Any + Send>>;

@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 
 use crate::compat::{ClientInit, StateKey};
 use crate::protocol::McpError;
-use crate::suite::seal::{self, Sealer, purpose};
+use crate::suite::sealing::seal::{self, Sealer, purpose};
 
 /// The `Mcp-Session-Id` header.
 pub(crate) const SESSION_HEADER: &str = "mcp-session-id";

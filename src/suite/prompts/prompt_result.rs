@@ -3,8 +3,7 @@
 use serde::Serialize;
 use serde_json::{Map, Value};
 
-use super::content::Content;
-use super::input_required::InputRequired;
+use crate::suite::common::{Content, InputRequired};
 
 /// `role` of a prompt message.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]

@@ -2,8 +2,8 @@
 //! icons, `_meta` and any other descriptor field. [`ToolBuilder`] and
 //! [`PromptBuilder`] are both a [`Builder`], so these setters exist once.
 //!
-//! [`ToolBuilder`]: super::ToolBuilder
-//! [`PromptBuilder`]: super::PromptBuilder
+//! [`ToolBuilder`]: crate::suite::ToolBuilder
+//! [`PromptBuilder`]: crate::suite::PromptBuilder
 
 use serde::Serialize;
 use serde_json::{Map, Value};
@@ -94,8 +94,8 @@ impl Common {
 }
 
 /// A builder of a described item: the setters a tool and a prompt share, and
-/// a kind-specific part `K` ([`ToolParts`](super::ToolParts) or
-/// [`PromptParts`](super::PromptParts)) with its own setters and finishers.
+/// a kind-specific part `K` ([`ToolParts`](crate::suite::ToolParts) or
+/// [`PromptParts`](crate::suite::PromptParts)) with its own setters and finishers.
 ///
 /// ```
 /// use genmcp::suite::{Icon, ToolBuilder, PromptBuilder};

@@ -12,9 +12,9 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value, json};
 
-use super::tool::BoxFuture;
 use crate::mux::Channel;
 use crate::protocol::McpError;
+use crate::suite::common::BoxFuture;
 
 /// Most values in one completion result (spec bound).
 pub const MAX_VALUES: usize = 100;

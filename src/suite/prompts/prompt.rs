@@ -8,12 +8,12 @@ use schemars::JsonSchema;
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 
-use super::describe::{Builder, Common};
 pub use super::prompt_result::{GetPromptResult, PromptMessage, PromptOutcome, Role};
-use super::tool::BoxFuture;
-use super::typed;
 use crate::mux::Channel;
 use crate::protocol::McpError;
+use crate::suite::common::{BoxFuture, Builder, Common};
+use crate::suite::mrtr;
+use crate::suite::schemas::typed;
 
 /// One declared prompt argument.
 #[derive(Clone, Debug, PartialEq)]
@@ -47,6 +47,33 @@ impl PromptArgument {
         }
         Value::Object(map)
     }
+}
+
+/// The prompt arguments of type `T`: one per property of its (object)
+/// schema, in field order, with the property's `title` and `description` (doc
+/// comments) and `required` when the schema requires it. Fields should be
+/// `String` or `Option<String>`: prompt arguments are strings.
+pub fn prompt_arguments<T: JsonSchema + ?Sized>() -> Vec<PromptArgument> {
+    let schema = typed::input_schema::<T>();
+    let required: Vec<&str> = schema
+        .get("required")
+        .and_then(Value::as_array)
+        .map(|r| r.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    let Some(props) = schema.get("properties").and_then(Value::as_object) else {
+        return Vec::new();
+    };
+    props
+        .iter()
+        .map(|(name, prop)| {
+            let text = |k: &str| prop.get(k).and_then(Value::as_str).map(str::to_owned);
+            let mut arg =
+                PromptArgument::new(name.clone(), None, required.contains(&name.as_str()));
+            arg.title = text("title");
+            arg.description = text("description");
+            arg
+        })
+        .collect()
 }
 
 /// What `prompts/list` says about a prompt.
@@ -115,7 +142,7 @@ impl PromptGet {
 
     /// The `content` of an accepted elicitation answer to input request `key`.
     pub fn elicited(&self, key: &str) -> Option<&Map<String, Value>> {
-        super::mrtr::elicited(&self.input_responses, key)
+        mrtr::elicited(&self.input_responses, key)
     }
 }
 
@@ -245,7 +272,7 @@ impl Builder<PromptParts> {
         F: Fn(A, PromptGet) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = Result<PromptOutcome, McpError>> + Send + 'static,
     {
-        self.kind.arguments = typed::prompt_arguments::<A>();
+        self.kind.arguments = prompt_arguments::<A>();
         let name = self.common.name.clone();
         FnPrompt {
             descriptor: self.descriptor(),

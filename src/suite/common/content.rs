@@ -1,7 +1,9 @@
-//! Content blocks and tool results.
+//! Content blocks and tool results ([`CallToolResult`], [`ToolOutcome`]).
 
 use serde::Serialize;
 use serde_json::{Map, Value};
+
+use super::input_required::InputRequired;
 
 /// The contents of a resource: text or a base64 blob.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -193,5 +195,27 @@ impl CallToolResult {
             map.insert("isError".into(), Value::Bool(true));
         }
         map
+    }
+}
+
+/// What a tool returns.
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub enum ToolOutcome {
+    /// Done.
+    Complete(CallToolResult),
+    /// Needs input from the client first.
+    InputRequired(InputRequired),
+}
+
+impl From<CallToolResult> for ToolOutcome {
+    fn from(r: CallToolResult) -> Self {
+        ToolOutcome::Complete(r)
+    }
+}
+
+impl From<InputRequired> for ToolOutcome {
+    fn from(r: InputRequired) -> Self {
+        ToolOutcome::InputRequired(r)
     }
 }

@@ -9,11 +9,11 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
-use super::content::ResourceContents;
 pub use super::template::ResourceTemplate;
-use super::tool::{BoxFuture, InputRequired};
 use crate::mux::Channel;
 use crate::protocol::{CacheHint, McpError};
+use crate::suite::common::{BoxFuture, InputRequired, ResourceContents};
+use crate::suite::mrtr;
 
 /// A resource as listed by `resources/list`.
 #[derive(Clone, Debug, PartialEq)]
@@ -127,7 +127,7 @@ impl ResourceRead {
 
     /// The `content` of an accepted elicitation answer to input request `key`.
     pub fn elicited(&self, key: &str) -> Option<&Map<String, Value>> {
-        super::mrtr::elicited(&self.input_responses, key)
+        mrtr::elicited(&self.input_responses, key)
     }
 }
 

@@ -5,18 +5,21 @@
 //! Tools and prompts are served in insertion order (replacing one keeps its
 //! place); resource providers are listed in insertion order too.
 
+mod events;
+mod ordered;
+
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
 
-use super::completion::Completer;
-use super::events::{CatalogEvent, topics};
-use super::ordered::Ordered;
-use super::prompt::Prompt;
-use super::resource::ResourceProvider;
-use super::schema::{CompiledSchema, ToolError};
-use super::tool::Tool;
 use crate::protocol::SubscriptionCapabilities;
 use crate::pubsub::Bus;
+use crate::suite::completions::Completer;
+use crate::suite::prompts::Prompt;
+use crate::suite::resources::ResourceProvider;
+use crate::suite::schemas::{CompiledSchema, ToolError};
+use crate::suite::tools::Tool;
+pub use events::{CatalogEvent, CatalogStreamState, CatalogSubscriptions, topics};
+use ordered::Ordered;
 
 /// A tool with its compiled input schema (or why it did not compile).
 pub(crate) struct ToolEntry {

@@ -7,9 +7,9 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 
 use serde_json::{Value, json};
 
-use super::content::CallToolResult;
 use super::headers::{HeaderParam, header_params};
 use crate::protocol::McpError;
+use crate::suite::common::CallToolResult;
 
 /// Most validation errors reported in one `-32602` `data.errors`.
 pub const MAX_REPORTED_ERRORS: usize = 20;

@@ -1,7 +1,6 @@
 //! Tools: the descriptor served by `tools/list` and the trait `tools/call` runs.
 
 use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
 
 use schemars::JsonSchema;
@@ -9,16 +8,12 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value, json};
 
-use super::content::CallToolResult;
-use super::describe::{Builder, Common};
-pub use super::input_required::InputRequired;
-use super::tasks::{TaskCx, TaskSupport};
-use super::typed::{self, CallError};
 use crate::mux::Channel;
 use crate::protocol::McpError;
-
-/// A boxed `Send` future.
-pub type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;
+use crate::suite::common::{BoxFuture, Builder, Common, ToolOutcome};
+use crate::suite::mrtr;
+use crate::suite::schemas::typed::{self, CallError};
+use crate::suite::tasks::{TaskCx, TaskSupport};
 
 /// What `tools/list` says about a tool. `input_schema` (and `output_schema`) are
 /// served verbatim.
@@ -115,39 +110,17 @@ impl ToolCall {
     /// The `content` of an accepted elicitation answer to input request `key`
     /// (`{"action":"accept","content":{...}}`); `None` if absent, declined or cancelled.
     pub fn elicited(&self, key: &str) -> Option<&Map<String, Value>> {
-        super::mrtr::elicited(&self.input_responses, key)
+        mrtr::elicited(&self.input_responses, key)
     }
 
     /// The text of a sampling answer to input request `key`, if it is text.
     pub fn sampled_text(&self, key: &str) -> Option<&str> {
-        super::mrtr::sampled_text(&self.input_responses, key)
+        mrtr::sampled_text(&self.input_responses, key)
     }
 
     /// The root URIs of a `roots/list` answer to input request `key`.
     pub fn roots(&self, key: &str) -> Option<Vec<&str>> {
-        super::mrtr::roots(&self.input_responses, key)
-    }
-}
-
-/// What a tool returns.
-#[derive(Clone, Debug, PartialEq)]
-#[non_exhaustive]
-pub enum ToolOutcome {
-    /// Done.
-    Complete(CallToolResult),
-    /// Needs input from the client first.
-    InputRequired(InputRequired),
-}
-
-impl From<CallToolResult> for ToolOutcome {
-    fn from(r: CallToolResult) -> Self {
-        ToolOutcome::Complete(r)
-    }
-}
-
-impl From<InputRequired> for ToolOutcome {
-    fn from(r: InputRequired) -> Self {
-        ToolOutcome::InputRequired(r)
+        mrtr::roots(&self.input_responses, key)
     }
 }
 
@@ -205,7 +178,7 @@ pub struct ToolParts {
 /// handler.
 ///
 /// A typed tool takes its arguments as a Rust type and returns a Rust type;
-/// both schemas are generated (see [`input_schema`](super::input_schema)):
+/// both schemas are generated (see [`input_schema`](crate::suite::input_schema)):
 ///
 /// ```
 /// use genmcp::suite::{CallError, Tool, ToolBuilder};

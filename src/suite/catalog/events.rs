@@ -2,7 +2,7 @@
 //! the subscription handler that turns them into list-changed and
 //! resource-updated notifications on listen streams.
 
-use super::catalog::Catalog;
+use super::Catalog;
 use crate::mux::Channel;
 use crate::protocol::{Notification, SubscriptionCapabilities, SubscriptionFilter};
 use crate::pubsub::{BusSubscription, Inbox};

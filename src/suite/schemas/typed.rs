@@ -16,12 +16,9 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
-use super::content::CallToolResult;
-use super::input_required::InputRequired;
-use super::prompt::PromptArgument;
-use super::schema::truncate;
-use super::tool::ToolOutcome;
+use super::schema::{MAX_MESSAGE_LEN, truncate};
 use crate::protocol::McpError;
+use crate::suite::common::{CallToolResult, InputRequired, ToolOutcome};
 
 fn generate<T: JsonSchema + ?Sized>(contract: Contract) -> Value {
     let settings = SchemaSettings::draft2020_12().with(|s| {
@@ -80,38 +77,11 @@ pub fn output_schema<T: JsonSchema + ?Sized>() -> Value {
     generate::<T>(Contract::Serialize)
 }
 
-/// The prompt arguments of type `T`: one per property of its (object)
-/// schema, in field order, with the property's `title` and `description` (doc
-/// comments) and `required` when the schema requires it. Fields should be
-/// `String` or `Option<String>`: prompt arguments are strings.
-pub fn prompt_arguments<T: JsonSchema + ?Sized>() -> Vec<PromptArgument> {
-    let schema = input_schema::<T>();
-    let required: Vec<&str> = schema
-        .get("required")
-        .and_then(Value::as_array)
-        .map(|r| r.iter().filter_map(Value::as_str).collect())
-        .unwrap_or_default();
-    let Some(props) = schema.get("properties").and_then(Value::as_object) else {
-        return Vec::new();
-    };
-    props
-        .iter()
-        .map(|(name, prop)| {
-            let text = |k: &str| prop.get(k).and_then(Value::as_str).map(str::to_owned);
-            let mut arg =
-                PromptArgument::new(name.clone(), None, required.contains(&name.as_str()));
-            arg.title = text("title");
-            arg.description = text("description");
-            arg
-        })
-        .collect()
-}
-
 /// The `-32602` a deserialization failure gives: the same shape as a schema
 /// validation failure (`data.errors[]` with `instancePath`, `schemaPath`,
 /// `message`).
 fn invalid(what: &str, error: &serde_json::Error) -> McpError {
-    let message = truncate(error.to_string(), super::schema::MAX_MESSAGE_LEN);
+    let message = truncate(error.to_string(), MAX_MESSAGE_LEN);
     McpError::invalid_params_with(
         format!("Invalid params: {what}: {message}"),
         json!({"errors": [{"instancePath": "", "schemaPath": "", "message": message}]}),
@@ -292,7 +262,7 @@ mod tests {
         assert_eq!(result.structured_content, Some(json!({"a": 1})));
         assert_eq!(
             result.content,
-            vec![super::super::Content::text(r#"{"a":1}"#)]
+            vec![crate::suite::common::Content::text(r#"{"a":1}"#)]
         );
         let ToolOutcome::Complete(failed) = finish::<()>("t", Err(CallError::tool("no"))).unwrap()
         else {

@@ -150,8 +150,7 @@ pub(crate) fn lookup<'a>(arguments: &'a Map<String, Value>, path: &[String]) -> 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::suite::ToolError;
-    use crate::suite::schema::CompiledSchema;
+    use crate::suite::schemas::schema::{CompiledSchema, ToolError};
     use serde_json::json;
 
     #[test]

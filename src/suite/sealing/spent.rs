@@ -18,7 +18,7 @@
 //! That record is per process. Nodes that share a sealing key must share the
 //! record too, or a state spent on one node can be replayed once on each
 //! other node: [`SpentRecord`] is the seam
-//! ([`super::SuiteBuilder::spent_record`]); `genmcp serve --bus redis://…`
+//! ([`crate::suite::SuiteBuilder::spent_record`]); `genmcp serve --bus redis://…`
 //! plugs in a Redis-backed one (`crate::apps::shared_spent`, `docs/auth.md`).
 
 use std::cmp::Reverse;
@@ -26,7 +26,7 @@ use std::collections::{BinaryHeap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use super::tool::BoxFuture;
+use crate::suite::common::BoxFuture;
 
 /// Default number of unexpired spent request states remembered per suite.
 pub const DEFAULT_MAX_SPENT_REQUEST_STATES: usize = 100_000;
@@ -59,9 +59,9 @@ pub enum SpentError {
 
 /// Where a suite records the MRTR `requestState`s it has honoured, so that
 /// each is honoured at most once. The default is an in-memory record of this
-/// process ([`super::SuiteBuilder::max_spent_request_states`]); nodes sharing
+/// process ([`crate::suite::SuiteBuilder::max_spent_request_states`]); nodes sharing
 /// a sealing key share one through this trait
-/// ([`super::SuiteBuilder::spent_record`]).
+/// ([`crate::suite::SuiteBuilder::spent_record`]).
 ///
 /// `spend` is called only for a state whose seal, binding (method, name,
 /// arguments, principal) and expiry have been verified. It must record
@@ -99,7 +99,7 @@ pub trait SpentRecord: Send + Sync + 'static {
 
 /// Retries whose `requestState` the spent record refused, since start, by
 /// why: exported as `genmcp_spent_refusals_total{reason}` on the admin
-/// listener ([`super::Suite::spent_refusals`]).
+/// listener ([`crate::suite::Suite::spent_refusals`]).
 ///
 /// ```
 /// let refusals = genmcp::suite::SpentRefusals::default();
@@ -140,7 +140,7 @@ impl SpentRefusals {
 pub(crate) enum Store {
     /// This process's record (the default).
     Local(SpentStates),
-    /// A record given to [`super::SuiteBuilder::spent_record`].
+    /// A record given to [`crate::suite::SuiteBuilder::spent_record`].
     Shared(Arc<dyn SpentRecord>),
 }
 

@@ -3,8 +3,8 @@
 
 use serde_json::{Map, Value, json};
 
-use super::tool::InputRequired;
 use crate::protocol::{ClientCapabilities, McpError};
+use crate::suite::common::InputRequired;
 
 /// The capability an input request needs, as a `ClientCapabilities` fragment,
 /// or `None` when `caps` declares it. Unknown methods are `-32603` (a server bug).

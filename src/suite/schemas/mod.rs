@@ -1,0 +1,12 @@
+//! JSON Schemas of tools and prompts: compiling and checking a tool's input
+//! and output schemas (`schema`), its `x-mcp-header` annotations (`headers`),
+//! and schemas generated from Rust types with typed arguments and results
+//! (`typed`). Imports only `common`.
+
+mod headers;
+mod schema;
+pub(crate) mod typed;
+
+pub(crate) use schema::{CompiledSchema, lookup};
+pub use schema::{MAX_REPORTED_ERRORS, ToolError};
+pub use typed::{CallError, NoArgs, input_schema, output_schema};
