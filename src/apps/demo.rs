@@ -502,6 +502,6 @@ pub fn suite_with_tasks(
     if let Some(record) = super::shared_spent::RedisSpentRecord::for_bus(&bus) {
         builder = builder.spent_record(record);
     }
-    let suite = builder.build();
+    let suite = builder.shared_tasks(&bus).build();
     (suite, bus)
 }

@@ -92,7 +92,7 @@ pub enum McpError {
 }
 
 /// The JSON-RPC `error` object.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, serde::Deserialize)]
 pub struct ErrorObject {
     /// The numeric code.
     pub code: i64,

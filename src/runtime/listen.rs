@@ -79,11 +79,11 @@ pub async fn spawn_listen<H: SubscriptionHandler>(
         server.limits().spill_limit,
     );
     let mut filter = filter;
-    filter.task_ids = suite.watchable_task_ids(&filter.task_ids, &channel);
+    let watchable = suite.watchable_task_ids(&filter.task_ids, &channel).await;
+    filter.task_ids = watchable.ids();
     let on_open = (!filter.task_ids.is_empty()).then(|| {
         let tasks = suite.task_supervisor();
-        let ids = filter.task_ids.clone();
-        Box::new(move |channel: &Channel| tasks.watch(&ids, channel)) as OnOpen
+        Box::new(move |channel: &Channel| tasks.watch_all(&watchable, channel)) as OnOpen
     });
     let mut completion = Map::new();
     completion.insert("resultType".into(), Value::from("complete"));

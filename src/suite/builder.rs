@@ -25,6 +25,7 @@ pub struct SuiteBuilder<H> {
     logging: bool,
     catalog: Catalog,
     task_config: TaskConfig,
+    shared_tasks: Option<tasks::SharedTasks>,
     handler: H,
 }
 
@@ -49,6 +50,7 @@ impl Suite<NoSubscriptions> {
             logging: false,
             catalog: Catalog::new(),
             task_config: TaskConfig::default(),
+            shared_tasks: None,
             handler: NoSubscriptions,
         }
     }
@@ -217,6 +219,7 @@ impl<H: SubscriptionHandler> SuiteBuilder<H> {
             logging: self.logging,
             catalog: self.catalog,
             task_config: self.task_config,
+            shared_tasks: self.shared_tasks,
             handler,
         }
     }
@@ -226,6 +229,22 @@ impl<H: SubscriptionHandler> SuiteBuilder<H> {
     /// [`TaskSupport`] other than `Forbidden`.
     pub fn tasks(mut self, config: TaskConfig) -> Self {
         self.task_config = config;
+        self
+    }
+
+    /// Shares tasks with the other nodes of a Redis `bus`: records copied to
+    /// the bus's Redis server, readable, updatable and cancellable from any
+    /// node, status on every node's listen streams, and a lease per node
+    /// ([`TaskConfig::lease`]) so a lost node's tasks end `failed` (see
+    /// `docs/tasks.md`). Nothing changes for an embedded bus (one node).
+    /// `genmcp serve --bus redis://…` does this.
+    pub fn shared_tasks(
+        mut self,
+        bus: &crate::pubsub::Bus<crate::mux::SharedNotification>,
+    ) -> Self {
+        if let Some(keys) = bus.once() {
+            self.shared_tasks = Some(tasks::SharedTasks::new(keys, bus.clone()));
+        }
         self
     }
 
@@ -255,7 +274,13 @@ impl<H: SubscriptionHandler> SuiteBuilder<H> {
                 }),
                 logging: self.logging,
                 catalog: self.catalog,
-                tasks: tasks::Tasks::new(self.task_config),
+                tasks: {
+                    let tasks = tasks::Tasks::new(self.task_config);
+                    if let Some(shared) = self.shared_tasks {
+                        tasks.share(shared);
+                    }
+                    tasks
+                },
             }),
             handler: Arc::new(self.handler),
         }

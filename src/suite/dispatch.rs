@@ -104,14 +104,22 @@ impl<H: SubscriptionHandler> Suite<H> {
     }
 
     /// Keeps, of a listen's `notifications.taskIds`, the ids the request on
-    /// `channel` may watch: its owner's own known tasks (another principal's
-    /// look unknown, so they are left out without a word), and none when
-    /// no tool runs as a task.
-    pub(crate) fn watchable_task_ids(&self, ids: &[String], channel: &Channel) -> Vec<String> {
+    /// `channel` may watch: its owner's own known tasks, on this node or
+    /// (shared through Redis) another (another principal's look unknown, so
+    /// they are left out without a word), and none when no tool runs as a
+    /// task.
+    pub(crate) async fn watchable_task_ids(
+        &self,
+        ids: &[String],
+        channel: &Channel,
+    ) -> tasks::Watchable {
         if ids.is_empty() || !self.serves_tasks() {
-            return Vec::new();
+            return tasks::Watchable::default();
         }
-        self.inner.tasks.watchable(ids, &tasks::owner_of(channel))
+        self.inner
+            .tasks
+            .watchable_any(ids, &tasks::owner_of(channel))
+            .await
     }
 
     /// Whether the unary `method` is served to the request on `channel`: exactly
@@ -215,7 +223,7 @@ impl<H: SubscriptionHandler> Suite<H> {
                 methods::RESOURCES_READ => suite.read_resource(params, channel).await?,
                 methods::COMPLETE => suite.complete(params, channel).await?,
                 m if tasks::is_task_method(m) => {
-                    tasks::answer(&suite.inner.tasks, m, &params, &channel)?
+                    tasks::answer(&suite.inner.tasks, m, &params, &channel).await?
                 }
                 _ => return Err(McpError::MethodNotFound(method)),
             };

@@ -105,18 +105,22 @@ impl<H: SubscriptionHandler> Suite<H> {
         if declared && support != TaskSupport::Forbidden {
             let tool = entry.tool.clone();
             let checked = entry.clone();
-            let started = self.inner.tasks.start(
-                tasks::owner_of(&channel),
-                support == TaskSupport::Required,
-                move |cx| {
-                    call.task = Some(cx);
-                    tool.call(call)
-                },
-                move |result| match &checked.schema {
-                    Ok(schema) => schema.check_output(&name, result),
-                    Err(_) => result,
-                },
-            )?;
+            let started = self
+                .inner
+                .tasks
+                .start(
+                    tasks::owner_of(&channel),
+                    support == TaskSupport::Required,
+                    move |cx| {
+                        call.task = Some(cx);
+                        tool.call(call)
+                    },
+                    move |result| match &checked.schema {
+                        Ok(schema) => schema.check_output(&name, result),
+                        Err(_) => result,
+                    },
+                )
+                .await?;
             return match started {
                 tasks::Started::Mrtr(round) => self.input_required(round, &channel, &binding),
                 tasks::Started::Direct(result) => Ok(result.into_map()),

@@ -165,13 +165,21 @@ pub(crate) fn run(args: ServeArgs) -> ExitCode {
         let spent = genmcp::apps::shared_spent::RedisSpentRecord::for_bus(&bus);
         match (serve.conformance, serve.stdio) {
             (true, false) => {
-                let suite =
-                    genmcp::apps::fixtures::suite_for_node_with_tasks(secret, spent, serve.tasks);
+                let suite = genmcp::apps::fixtures::suite_for_node_with_tasks(
+                    secret,
+                    spent,
+                    serve.tasks,
+                    Some(&bus),
+                );
                 http::serve(suite, serve.config).await
             }
             (true, true) => {
-                let suite =
-                    genmcp::apps::fixtures::suite_for_node_with_tasks(secret, spent, serve.tasks);
+                let suite = genmcp::apps::fixtures::suite_for_node_with_tasks(
+                    secret,
+                    spent,
+                    serve.tasks,
+                    Some(&bus),
+                );
                 genmcp::transport::stdio::serve(suite, stdio_config).await
             }
             (false, false) => {

@@ -109,6 +109,11 @@ pub(crate) struct ServeArgs {
     /// (default 1,000); past it 429.
     #[arg(long, value_name = "N")]
     max_tasks_per_principal: Option<NonZeroUsize>,
+    /// With `--bus`: how long a node's lease on its running tasks lasts
+    /// without renewal, in seconds (default 30); when a node dies its
+    /// unfinished tasks read `failed` at most this long after.
+    #[arg(long, value_name = "SECONDS")]
+    task_lease: Option<NonZeroU64>,
 }
 
 /// How the server names itself and counts clients: the resource URL, the
@@ -179,6 +184,9 @@ impl ServeArgs {
         }
         if let Some(n) = self.max_tasks_per_principal {
             config = config.max_tasks_per_principal(n.get());
+        }
+        if let Some(secs) = self.task_lease {
+            config = config.lease(std::time::Duration::from_secs(secs.get()));
         }
         config
     }

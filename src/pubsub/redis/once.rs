@@ -1,5 +1,5 @@
-//! [`RedisOnce`]: set-once keys (`SET NX`) on the bus's Redis server, run on
-//! the bus's Redis thread.
+//! [`RedisOnce`]: keys with an expiry on the bus's Redis server (set-once
+//! claims, revisioned records), run on the bus's Redis thread.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -54,6 +54,85 @@ impl RedisOnce {
     /// [`RedisBusConfig::command_timeout`]: super::RedisBusConfig::command_timeout
     /// [`RedisBusConfig::max_claims`]: super::RedisBusConfig::max_claims
     pub async fn claim(&self, name: &str, expires_at_ms: u64) -> Result<bool, BusError> {
+        let mut set = ::redis::cmd("SET");
+        set.arg(self.key(name))
+            .arg(1)
+            .arg("NX")
+            .arg("PXAT")
+            .arg(expires_at_ms);
+        let set: Option<String> = self.run("SET", set).await?;
+        Ok(set.is_some())
+    }
+
+    /// This node's id on the bus (random per process, 16 hex digits): what
+    /// its messages carry, and a name for what it owns in Redis.
+    pub fn node(&self) -> String {
+        format!("{:016x}", self.link.node)
+    }
+
+    /// Stores `value` under `<prefix><name>` until `expires_at_ms` (by
+    /// Redis's clock), unless the key holds a newer revision: the value's
+    /// first bytes must be `{"rev":N,` and it is stored only when `N` is
+    /// greater than the stored one's (so concurrent writers never leave an
+    /// older value last). Returns whether it was stored. Fails as
+    /// [`RedisOnce::claim`] does.
+    pub async fn put_newer(
+        &self,
+        name: &str,
+        rev: u64,
+        value: Vec<u8>,
+        expires_at_ms: u64,
+    ) -> Result<bool, BusError> {
+        const SCRIPT: &str = r#"
+local cur = redis.call('GET', KEYS[1])
+if cur then
+  local rev = tonumber(string.match(cur, '^{"rev":(%d+),'))
+  if rev and rev >= tonumber(ARGV[2]) then return 0 end
+end
+redis.call('SET', KEYS[1], ARGV[1], 'PXAT', ARGV[3])
+return 1
+"#;
+        let mut eval = ::redis::cmd("EVAL");
+        eval.arg(SCRIPT)
+            .arg(1)
+            .arg(self.key(name))
+            .arg(value)
+            .arg(rev)
+            .arg(expires_at_ms);
+        let stored: i64 = self.run("EVAL", eval).await?;
+        Ok(stored == 1)
+    }
+
+    /// Sets `<prefix><name>` to `value` until `expires_at_ms`. Fails as
+    /// [`RedisOnce::claim`] does.
+    pub async fn put(&self, name: &str, value: &[u8], expires_at_ms: u64) -> Result<(), BusError> {
+        let mut set = ::redis::cmd("SET");
+        set.arg(self.key(name))
+            .arg(value)
+            .arg("PXAT")
+            .arg(expires_at_ms);
+        let _: Option<String> = self.run("SET", set).await?;
+        Ok(())
+    }
+
+    /// The value of `<prefix><name>`, `None` when unset or expired. Fails as
+    /// [`RedisOnce::claim`] does.
+    pub async fn get(&self, name: &str) -> Result<Option<Vec<u8>>, BusError> {
+        let mut get = ::redis::cmd("GET");
+        get.arg(self.key(name));
+        self.run("GET", get).await
+    }
+
+    fn key(&self, name: &str) -> String {
+        format!("{}{name}", self.link.prefix)
+    }
+
+    /// Runs `cmd` on the bus's Redis thread within the command timeout,
+    /// holding one of the `max_claims` permits.
+    async fn run<T>(&self, what: &str, cmd: ::redis::Cmd) -> Result<T, BusError>
+    where
+        T: ::redis::FromRedisValue + Send + 'static,
+    {
         let link = &self.link;
         if !link.connected.load(Ordering::Acquire) {
             return Err(link.unavailable());
@@ -69,18 +148,17 @@ impl RedisOnce {
             .map_err(|_| BusError::Busy {
                 capacity: link.max_claims,
             })?;
-        let key = format!("{}{name}", link.prefix);
         let timeout = link.command_timeout;
         let task = runtime.spawn(async move {
             let _permit = permit;
-            let mut set = ::redis::cmd("SET");
-            set.arg(key).arg(1).arg("NX").arg("PXAT").arg(expires_at_ms);
-            tokio::time::timeout(timeout, set.query_async::<Option<String>>(&mut conn)).await
+            tokio::time::timeout(timeout, cmd.query_async::<T>(&mut conn)).await
         });
         match task.await {
-            Ok(Ok(Ok(set))) => Ok(set.is_some()),
-            Ok(Ok(Err(e))) => Err(link.unavailable_because(format!("SET failed: {e}"))),
-            Ok(Err(_)) => Err(link.unavailable_because(format!("SET unanswered in {timeout:?}"))),
+            Ok(Ok(Ok(answer))) => Ok(answer),
+            Ok(Ok(Err(e))) => Err(link.unavailable_because(format!("{what} failed: {e}"))),
+            Ok(Err(_)) => {
+                Err(link.unavailable_because(format!("{what} unanswered in {timeout:?}")))
+            }
             Err(_) => Err(link.unavailable_because("the bus was dropped".into())),
         }
     }

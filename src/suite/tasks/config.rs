@@ -17,6 +17,8 @@ pub const DEFAULT_MAX_RESULT_BYTES: usize = 1024 * 1024;
 pub const DEFAULT_MAX_RETAINED_RESULT_BYTES: usize = 256 * 1024 * 1024;
 /// Default time a cancelled task has to stop on its own before it is aborted.
 pub const DEFAULT_CANCEL_GRACE: Duration = Duration::from_secs(5);
+/// Default [`TaskConfig::lease`]: how soon a task of a lost node reads `failed`.
+pub const DEFAULT_TASK_LEASE: Duration = Duration::from_secs(30);
 /// Default `pollIntervalMs` suggested to clients.
 pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_millis(500);
 
@@ -48,6 +50,11 @@ pub struct TaskConfig {
     pub max_retained_result_bytes: usize,
     /// How long a cancelled task may run on before it is aborted.
     pub cancel_grace: Duration,
+    /// With tasks shared through Redis: how long a node's lease on its
+    /// running tasks lasts without renewal (renewed every third of it). When
+    /// a node dies its unfinished tasks read `failed` at most this long after
+    /// its last renewal.
+    pub lease: Duration,
 }
 
 impl Default for TaskConfig {
@@ -61,6 +68,7 @@ impl Default for TaskConfig {
             max_result_bytes: DEFAULT_MAX_RESULT_BYTES,
             max_retained_result_bytes: DEFAULT_MAX_RETAINED_RESULT_BYTES,
             cancel_grace: DEFAULT_CANCEL_GRACE,
+            lease: DEFAULT_TASK_LEASE,
         }
     }
 }
@@ -99,6 +107,12 @@ impl TaskConfig {
     /// Sets [`TaskConfig::max_retained_result_bytes`].
     pub fn max_retained_result_bytes(mut self, n: usize) -> Self {
         self.max_retained_result_bytes = n;
+        self
+    }
+
+    /// Sets [`TaskConfig::lease`] (at least one second).
+    pub fn lease(mut self, lease: Duration) -> Self {
+        self.lease = lease.max(Duration::from_secs(1));
         self
     }
 

@@ -13,6 +13,8 @@
 mod config;
 mod cx;
 mod record;
+mod remote;
+mod shared;
 
 pub(crate) use record::iso8601;
 mod status;
@@ -24,9 +26,11 @@ mod wire;
 pub use config::{
     DEFAULT_CANCEL_GRACE, DEFAULT_MAX_RESULT_BYTES, DEFAULT_MAX_RETAINED_RESULT_BYTES,
     DEFAULT_MAX_RETAINED_TASKS, DEFAULT_MAX_RUNNING_TASKS, DEFAULT_MAX_TASKS_PER_PRINCIPAL,
-    DEFAULT_POLL_INTERVAL, DEFAULT_TASK_TTL, TaskConfig,
+    DEFAULT_POLL_INTERVAL, DEFAULT_TASK_LEASE, DEFAULT_TASK_TTL, TaskConfig,
 };
 pub use cx::{InputAnswer, InputGone, TaskCx};
+pub(crate) use remote::Watchable;
+pub(crate) use shared::SharedTasks;
 pub use status::TaskStatus;
 pub use store::TaskStats;
 pub(crate) use supervisor::{Started, Tasks};

@@ -33,6 +33,8 @@ pub(crate) struct TaskRecord {
     /// Outstanding input requests: key -> `{method, params}`.
     pub input_requests: Map<String, Value>,
     pub outcome: Option<Outcome>,
+    /// Bumped by every stored change.
+    pub rev: u64,
 }
 
 impl TaskRecord {

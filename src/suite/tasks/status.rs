@@ -1,9 +1,9 @@
 //! A task's status and the one rule for changing it.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// Where a task is in its life (`Task.status` on the wire).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum TaskStatus {

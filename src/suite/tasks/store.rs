@@ -190,6 +190,8 @@ impl TaskStore for MemoryStore {
         if !change(&mut next) {
             return None;
         }
+        // Every stored change is a new revision (what a shared copy orders by).
+        next.rev += 1;
         *record = next.clone();
         if !was_terminal && next.status.is_terminal() {
             t.unfinish(&next.owner);
@@ -237,6 +239,7 @@ mod tests {
             poll_interval_ms: 500,
             input_requests: Map::new(),
             outcome: None,
+            rev: 0,
         }
     }
 

@@ -13,12 +13,14 @@ use tokio::sync::oneshot;
 use super::config::TaskConfig;
 use super::cx::{CancelSignal, TaskCx};
 use super::record::{Outcome, TaskRecord};
+use super::shared::SharedTasks;
 use super::status::{TaskStatus, allows};
 use super::store::{MemoryStore, TaskStats, TaskStore};
 use super::watch::Watchers;
-use crate::mux::Channel;
+use crate::mux::{Channel, SharedNotification};
 use crate::protocol::McpError;
 use crate::protocol::error::ErrorObject;
+use crate::pubsub::BusSubscription;
 use crate::suite::common::{BoxFuture, CallToolResult, InputRequired, ToolOutcome};
 use crate::suite::sealing::seal;
 
@@ -35,14 +37,24 @@ struct Live {
     issued: u64,
 }
 
-struct Shared {
-    config: TaskConfig,
-    store: Arc<dyn TaskStore>,
+pub(super) struct Shared {
+    pub(super) config: TaskConfig,
+    pub(super) store: Arc<dyn TaskStore>,
     live: Mutex<HashMap<String, Live>>,
     /// Set by [`Tasks::drain`]: no new task starts.
     draining: AtomicBool,
     /// Listen streams hearing `notifications/tasks`.
-    watchers: Watchers,
+    pub(super) watchers: Watchers,
+    /// Tasks shared through Redis, when set.
+    pub(super) remote: std::sync::OnceLock<SharedTasks>,
+    /// With `remote`: the copies of stored changes on their way to Redis.
+    pub(super) mirror: std::sync::OnceLock<tokio::sync::mpsc::Sender<TaskRecord>>,
+    /// With `remote`: this node's lease, copy writer and control topic run.
+    pub(super) started: tokio::sync::OnceCell<()>,
+    /// With `remote`: the control topic of this node's tasks.
+    pub(super) control: Mutex<Option<BusSubscription<SharedNotification>>>,
+    /// With `remote`: local streams watching other nodes' tasks.
+    pub(super) remote_watch: Mutex<Vec<(Channel, BusSubscription<SharedNotification>)>>,
 }
 
 /// How a `tools/call` that may become a task was answered.
@@ -60,7 +72,7 @@ pub(crate) enum Started {
 /// The task supervisor of a suite. Cheap to clone.
 #[derive(Clone)]
 pub(crate) struct Tasks {
-    shared: Arc<Shared>,
+    pub(super) shared: Arc<Shared>,
 }
 
 impl std::fmt::Debug for Tasks {
@@ -71,7 +83,7 @@ impl std::fmt::Debug for Tasks {
     }
 }
 
-fn not_found() -> McpError {
+pub(super) fn not_found() -> McpError {
     // The same answer for unknown, expired and another principal's tasks.
     McpError::invalid_params("Invalid params: unknown taskId")
 }
@@ -96,6 +108,11 @@ impl Tasks {
                 live: Mutex::new(HashMap::new()),
                 draining: AtomicBool::new(false),
                 watchers: Watchers::default(),
+                remote: std::sync::OnceLock::new(),
+                mirror: std::sync::OnceLock::new(),
+                started: tokio::sync::OnceCell::new(),
+                control: Mutex::new(None),
+                remote_watch: Mutex::new(Vec::new()),
             }),
         }
     }
@@ -158,12 +175,17 @@ impl Tasks {
         Some(record)
     }
 
-    /// Sends the task's state now to the listen streams watching it.
+    /// Sends the task's state now to the listen streams watching it, and
+    /// with tasks shared through Redis, to the other nodes.
     fn announce(&self, id: &str) {
         let store = &self.shared.store;
-        self.shared
+        let current = self
+            .shared
             .watchers
             .announce(id, || store.get(id, seal::now_ms()));
+        if let Some(record) = current {
+            self.mirror(record);
+        }
     }
 
     /// The ids of `ids` a listen by `owner` may watch: known, unexpired and
@@ -202,13 +224,14 @@ impl Tasks {
     /// finishes at once answers directly unless `required`; otherwise the task
     /// record exists before this returns its `CreateTaskResult`, and the work
     /// goes on under the supervisor.
-    pub(crate) fn start(
+    pub(crate) async fn start(
         &self,
         owner: String,
         required: bool,
         run: impl FnOnce(TaskCx) -> BoxFuture<Result<ToolOutcome, McpError>>,
         finish: impl FnOnce(CallToolResult) -> CallToolResult + Send + 'static,
     ) -> Result<Started, McpError> {
+        self.start_sharing().await?;
         if self.shared.draining.load(Ordering::SeqCst) {
             return Err(McpError::internal(
                 "Internal error: server shutting down; no new task starts",
@@ -231,6 +254,7 @@ impl Tasks {
                 .max(1),
             input_requests: Map::new(),
             outcome: None,
+            rev: 0,
         };
         self.shared.store.insert(record, config, now)?;
         let cancel = Arc::new(CancelSignal::default());
@@ -280,11 +304,18 @@ impl Tasks {
                 }
             }
         }
-        self.shared
+        let record = self
+            .shared
             .store
             .get(&id, seal::now_ms())
-            .map(|r| Started::Task(r.create_result()))
-            .ok_or_else(|| McpError::internal("Internal error: the task expired at once"))
+            .ok_or_else(|| McpError::internal("Internal error: the task expired at once"))?;
+        // Shared: durable in Redis before the client hears of it.
+        if let Err(error) = self.share_created(&record).await {
+            self.stop(&id, std::time::Duration::ZERO);
+            self.discard(&id);
+            return Err(error);
+        }
+        Ok(Started::Task(record.create_result()))
     }
 
     /// Forgets a task that never became one (MRTR round, direct answer).
@@ -479,7 +510,7 @@ impl Tasks {
     }
 
     /// Tells the work of `id` to stop and aborts it after `grace`.
-    fn stop(&self, id: &str, grace: std::time::Duration) {
+    pub(super) fn stop(&self, id: &str, grace: std::time::Duration) {
         let abort = {
             let live = self.live();
             let Some(live) = live.get(id) else {

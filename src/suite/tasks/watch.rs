@@ -12,18 +12,13 @@ use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use super::record::TaskRecord;
-use crate::mux::{Channel, SharedNotification};
-use crate::protocol::{Notification, methods};
+use super::shared::status_notification;
+use crate::mux::Channel;
 
 /// Who watches which task.
 #[derive(Default)]
 pub(crate) struct Watchers {
     map: Mutex<HashMap<String, Vec<Channel>>>,
-}
-
-/// `notifications/tasks` with the full `DetailedTask` of `record`.
-fn status_notification(record: &TaskRecord) -> SharedNotification {
-    SharedNotification::new(Notification::new(methods::TASK_STATUS, record.detailed()))
 }
 
 impl Watchers {
@@ -55,28 +50,35 @@ impl Watchers {
         }
     }
 
-    /// Tells the watchers of `id` its state now (`current`); after a
-    /// terminal state, or when the task is gone, nobody watches it any more.
-    /// Reads the state under the lock, so two changes racing each other are
-    /// both announced with the later state, never the earlier one last.
-    pub(crate) fn announce(&self, id: &str, current: impl FnOnce() -> Option<TaskRecord>) {
+    /// Tells the watchers of `id` its state now (`current`, read under the
+    /// lock, so two changes racing each other are both announced with the
+    /// later state, never the earlier one last); after a terminal state, or
+    /// when the task is gone, nobody watches it any more. Returns the state
+    /// it read.
+    pub(crate) fn announce(
+        &self,
+        id: &str,
+        current: impl FnOnce() -> Option<TaskRecord>,
+    ) -> Option<TaskRecord> {
         let mut map = self.lock();
+        let record = current();
         let Some(watching) = map.get_mut(id) else {
-            return;
+            return record;
         };
-        let Some(record) = current() else {
+        let Some(now) = &record else {
             map.remove(id);
-            return;
+            return None;
         };
-        let notification = status_notification(&record);
+        let notification = status_notification(now);
         watching.retain(|channel| {
             // A refused send (stream ended, overflowed) lets the channel go;
             // the stream notices an overflow itself.
             channel.send_shared(notification.clone()).is_ok()
         });
-        if record.status.is_terminal() || watching.is_empty() {
+        if now.status.is_terminal() || watching.is_empty() {
             map.remove(id);
         }
+        record
     }
 
     /// Forgets the watchers of tasks that are gone (expired).
@@ -115,6 +117,7 @@ mod tests {
             poll_interval_ms: 100,
             input_requests: Map::new(),
             outcome: None,
+            rev: 0,
         }
     }
 

@@ -48,7 +48,7 @@ pub(crate) fn task_id(channel: &Channel, params: &Map<String, Value>) -> Result<
 /// `tasks`. The order of checks: the extension (`-32021`), `taskId`
 /// (`-32602`), then the lookup (`-32602` for unknown, expired and another
 /// principal's tasks alike).
-pub(crate) fn answer(
+pub(crate) async fn answer(
     tasks: &super::Tasks,
     method: &str,
     params: &Map<String, Value>,
@@ -57,7 +57,7 @@ pub(crate) fn answer(
     let id = task_id(channel, params)?;
     let owner = owner_of(channel);
     let mut result = match method {
-        METHOD_GET => tasks.get(&id, &owner)?,
+        METHOD_GET => tasks.get_any(&id, &owner).await?,
         METHOD_UPDATE => {
             let empty = Map::new();
             let responses = match params.get("inputResponses") {
@@ -69,11 +69,11 @@ pub(crate) fn answer(
                     ));
                 }
             };
-            tasks.update(&id, &owner, responses)?;
+            tasks.update_any(&id, &owner, responses).await?;
             Map::new()
         }
         METHOD_CANCEL => {
-            tasks.cancel(&id, &owner)?;
+            tasks.cancel_any(&id, &owner).await?;
             Map::new()
         }
         other => return Err(McpError::MethodNotFound(other.to_owned())),

@@ -1,0 +1,338 @@
+//! The supervisor's side of tasks shared through Redis (see `shared`): the
+//! lease, the copy writer, the control topic, and the methods that answer
+//! for tasks running on another node.
+
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use serde_json::{Map, Value};
+
+use super::record::{Outcome, TaskRecord};
+use super::shared::{Control, SharedTasks, parse_control, status_notification, unavailable};
+use super::status::TaskStatus;
+use super::supervisor::{Shared, Tasks, not_found};
+use crate::mux::{Channel, SharedNotification};
+use crate::protocol::McpError;
+use crate::pubsub::{DeliverFuture, Inbox, InboxError, InboxSink};
+use crate::suite::sealing::seal;
+
+/// Copies of stored changes waiting for Redis (one writer, in order); past
+/// it a copy is written on its own (revisions keep the newest).
+const MIRROR_QUEUE: usize = 4_096;
+/// How long a `tasks/update` or `tasks/cancel` forwarded to another node
+/// waits for the change to show in the shared copy.
+const FORWARD_WAIT: Duration = Duration::from_secs(2);
+
+fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// The tasks a listen may watch: its own known tasks, here and elsewhere.
+#[derive(Default)]
+pub(crate) struct Watchable {
+    local: Vec<String>,
+    remote: Vec<TaskRecord>,
+}
+
+impl Watchable {
+    /// Every accepted id, sorted.
+    pub(crate) fn ids(&self) -> Vec<String> {
+        let mut ids: Vec<String> = self.local.clone();
+        ids.extend(self.remote.iter().map(|r| r.id.clone()));
+        ids.sort_unstable();
+        ids.dedup();
+        ids
+    }
+}
+
+impl Tasks {
+    /// Shares this supervisor's tasks through `remote` (set once).
+    pub(crate) fn share(&self, remote: SharedTasks) {
+        let _ = self.shared.remote.set(remote);
+    }
+
+    fn remote(&self) -> Option<&SharedTasks> {
+        self.shared.remote.get()
+    }
+
+    /// Once, before the first task: takes this node's lease (a failure is the
+    /// caller's error: no task is created), then starts renewing it, the copy
+    /// writer and the control topic.
+    pub(super) async fn start_sharing(&self) -> Result<(), McpError> {
+        let Some(remote) = self.remote().cloned() else {
+            return Ok(());
+        };
+        let shared = &self.shared;
+        let lease = shared.config.lease;
+        shared
+            .started
+            .get_or_try_init(|| async {
+                remote
+                    .renew(seal::now_ms() + millis(lease))
+                    .await
+                    .map_err(|e| unavailable(&e))?;
+                let (tx, rx) = tokio::sync::mpsc::channel(MIRROR_QUEUE);
+                let _ = shared.mirror.set(tx);
+                tokio::spawn(write_copies(remote.clone(), rx));
+                tokio::spawn(renew_lease(remote.clone(), Arc::downgrade(shared), lease));
+                let sink = ControlSink(Arc::downgrade(shared));
+                *lock(&shared.control) =
+                    Some(remote.control_topic(Inbox::from_sink(Arc::new(sink))));
+                Ok(())
+            })
+            .await
+            .map(drop)
+    }
+
+    /// A new task's first copy, awaited: the task exists for every node
+    /// before its `CreateTaskResult` is sent.
+    pub(super) async fn share_created(&self, record: &TaskRecord) -> Result<(), McpError> {
+        let Some(remote) = self.remote() else {
+            return Ok(());
+        };
+        remote.put(record).await.map_err(|e| unavailable(&e))?;
+        Ok(())
+    }
+
+    /// Queues a copy of a stored change for Redis (and the other nodes'
+    /// watchers).
+    pub(super) fn mirror(&self, record: TaskRecord) {
+        let Some(tx) = self.shared.mirror.get() else {
+            return;
+        };
+        if let Err(tokio::sync::mpsc::error::TrySendError::Full(record)) = tx.try_send(record)
+            && let Some(remote) = self.remote().cloned()
+        {
+            tracing::warn!(task = %record.id, "task copy queue full; writing this one on its own");
+            tokio::spawn(async move {
+                if let Err(e) = remote.put(&record).await {
+                    tracing::warn!(task = %record.id, error = %e, "task copy not stored");
+                }
+            });
+        }
+    }
+
+    /// Whether task `id` lives in this process (running or finished).
+    fn is_local(&self, id: &str) -> bool {
+        self.shared.store.get(id, seal::now_ms()).is_some()
+    }
+
+    /// Another node's task `id` for `owner`, with that node; a task whose
+    /// node lost its lease while it was unfinished is ended `failed` here.
+    async fn remote_record(&self, id: &str, owner: &str) -> Result<(TaskRecord, String), McpError> {
+        let Some(remote) = self.remote() else {
+            return Err(not_found());
+        };
+        let found = remote.get(id).await.map_err(|e| unavailable(&e))?;
+        let Some((record, node)) = found else {
+            return Err(not_found());
+        };
+        if record.owner != owner || record.expires_ms() <= seal::now_ms() {
+            return Err(not_found());
+        }
+        if !record.status.is_terminal()
+            && node != remote.node()
+            && !remote.alive(&node).await.map_err(|e| unavailable(&e))?
+        {
+            return Ok((lost(remote, record).await, node));
+        }
+        Ok((record, node))
+    }
+
+    /// `tasks/get` on any node.
+    pub(crate) async fn get_any(
+        &self,
+        id: &str,
+        owner: &str,
+    ) -> Result<Map<String, Value>, McpError> {
+        if self.remote().is_none() || self.is_local(id) {
+            return self.get(id, owner);
+        }
+        Ok(self.remote_record(id, owner).await?.0.detailed())
+    }
+
+    /// `tasks/update` on any node: another node's task gets the answers over
+    /// the bus; this waits (at most 2 s) until its copy shows them.
+    pub(crate) async fn update_any(
+        &self,
+        id: &str,
+        owner: &str,
+        responses: &Map<String, Value>,
+    ) -> Result<(), McpError> {
+        if self.remote().is_none() || self.is_local(id) {
+            return self.update(id, owner, responses);
+        }
+        let (record, node) = self.remote_record(id, owner).await?;
+        if record.status != TaskStatus::InputRequired {
+            return Ok(());
+        }
+        let answers: Map<String, Value> = responses
+            .iter()
+            .filter(|(k, _)| record.input_requests.contains_key(*k))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        if answers.is_empty() {
+            return Ok(());
+        }
+        self.forward(&node, &record, owner, Control::Update(answers))
+            .await
+    }
+
+    /// `tasks/cancel` on any node: another node's task is cancelled over the
+    /// bus; this waits (at most 2 s) until its copy shows it.
+    pub(crate) async fn cancel_any(&self, id: &str, owner: &str) -> Result<(), McpError> {
+        if self.remote().is_none() || self.is_local(id) {
+            return self.cancel(id, owner);
+        }
+        let (record, node) = self.remote_record(id, owner).await?;
+        if record.status.is_terminal() {
+            return Ok(());
+        }
+        self.forward(&node, &record, owner, Control::Cancel).await
+    }
+
+    async fn forward(
+        &self,
+        node: &str,
+        record: &TaskRecord,
+        owner: &str,
+        control: Control,
+    ) -> Result<(), McpError> {
+        let Some(remote) = self.remote() else {
+            return Err(not_found());
+        };
+        remote
+            .send_control(node, &record.id, owner, control)
+            .await
+            .map_err(|e| unavailable(&e))?;
+        let until = tokio::time::Instant::now() + FORWARD_WAIT;
+        while tokio::time::Instant::now() < until {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            match remote.get(&record.id).await {
+                Ok(Some((now, _))) if now.rev > record.rev => return Ok(()),
+                Ok(None) => return Ok(()),
+                _ => {}
+            }
+        }
+        tracing::debug!(task = %record.id, "forwarded task change not seen within 2 s");
+        Ok(())
+    }
+
+    /// The ids of `ids` a listen by `owner` may watch, here or on another
+    /// node (with their current state). Redis unreachable: other nodes'
+    /// tasks are left out (closed).
+    pub(crate) async fn watchable_any(&self, ids: &[String], owner: &str) -> Watchable {
+        let local = self.watchable(ids, owner);
+        let mut remote = Vec::new();
+        if self.remote().is_some() {
+            for id in ids {
+                if local.binary_search(id).is_ok() || self.is_local(id) {
+                    continue;
+                }
+                if let Ok((record, _)) = self.remote_record(id, owner).await {
+                    remote.push(record);
+                }
+            }
+        }
+        Watchable { local, remote }
+    }
+
+    /// Makes the acknowledged listen `channel` hear the tasks of `watchable`:
+    /// this node's through its watchers, other nodes' through their status
+    /// topics (each one's state at the listen first).
+    pub(crate) fn watch_all(&self, watchable: &Watchable, channel: &Channel) {
+        self.watch(&watchable.local, channel);
+        let Some(remote) = self.remote() else {
+            return;
+        };
+        let mut subs = lock(&self.shared.remote_watch);
+        subs.retain(|(watching, _)| !watching.is_closed());
+        for record in &watchable.remote {
+            let _ = channel.send_shared(status_notification(record));
+            if !record.status.is_terminal() {
+                subs.push((
+                    channel.clone(),
+                    remote.watch_status(&record.id, channel.clone()),
+                ));
+            }
+        }
+    }
+}
+
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// Ends another node's unfinished task `failed`: its node lost its lease.
+async fn lost(remote: &SharedTasks, mut record: TaskRecord) -> TaskRecord {
+    let error = McpError::internal("Internal error: the node running this task was lost");
+    record.status = TaskStatus::Failed;
+    record.outcome = Some(Outcome::Error(error.to_error_object()));
+    record.input_requests.clear();
+    record.updated_ms = seal::now_ms();
+    record.rev += 1;
+    match remote.put(&record).await {
+        Ok(true) => remote.publish_status(&record),
+        Ok(false) => {}
+        Err(e) => tracing::warn!(task = %record.id, error = %e, "lost task not recorded"),
+    }
+    tracing::warn!(task = %record.id, "task ended failed: its node was lost");
+    record
+}
+
+/// Writes the copies in order, and publishes each stored one's status.
+async fn write_copies(remote: SharedTasks, mut rx: tokio::sync::mpsc::Receiver<TaskRecord>) {
+    while let Some(record) = rx.recv().await {
+        match remote.put(&record).await {
+            Ok(true) => remote.publish_status(&record),
+            Ok(false) => {}
+            Err(e) => tracing::warn!(task = %record.id, error = %e, "task copy not stored"),
+        }
+    }
+}
+
+/// Renews this node's lease every third of it, for as long as the
+/// supervisor lives.
+async fn renew_lease(remote: SharedTasks, shared: Weak<Shared>, lease: Duration) {
+    loop {
+        tokio::time::sleep(lease / 3).await;
+        if shared.strong_count() == 0 {
+            return;
+        }
+        if let Err(e) = remote.renew(seal::now_ms() + millis(lease)).await {
+            tracing::warn!(error = %e, "task lease not renewed");
+        }
+    }
+}
+
+/// Applies the control messages other nodes send for this node's tasks.
+struct ControlSink(Weak<Shared>);
+
+impl InboxSink<SharedNotification> for ControlSink {
+    fn try_deliver(&self, msg: SharedNotification) -> Result<(), InboxError> {
+        let Some(shared) = self.0.upgrade() else {
+            return Err(InboxError::Closed);
+        };
+        let tasks = Tasks { shared };
+        if let Some((id, owner, control)) = parse_control(&msg) {
+            // The sender checked the owner against the copy; checked again.
+            let applied = match control {
+                Control::Cancel => tasks.cancel(&id, &owner),
+                Control::Update(answers) => tasks.update(&id, &owner, &answers),
+            };
+            if let Err(e) = applied {
+                tracing::debug!(task = %id, error = %e, "control message for a task not applied");
+            }
+        }
+        Ok(())
+    }
+
+    fn deliver(&self, msg: SharedNotification) -> DeliverFuture {
+        let done = self.try_deliver(msg);
+        Box::pin(async move { done })
+    }
+
+    fn is_closed(&self) -> bool {
+        self.0.strong_count() == 0
+    }
+}
