@@ -109,6 +109,10 @@ pub(crate) struct ServeArgs {
     /// (default 1,000); past it 429.
     #[arg(long, value_name = "N")]
     max_tasks_per_principal: Option<NonZeroUsize>,
+    /// Task records kept, finished or not, until their TTL ends (default
+    /// 100,000); past it new tasks get 429.
+    #[arg(long, value_name = "N")]
+    max_retained_tasks: Option<NonZeroUsize>,
 }
 
 /// How the server names itself and counts clients: the resource URL, the
@@ -179,6 +183,9 @@ impl ServeArgs {
         }
         if let Some(n) = self.max_tasks_per_principal {
             config = config.max_tasks_per_principal(n.get());
+        }
+        if let Some(n) = self.max_retained_tasks {
+            config = config.max_retained_tasks(n.get());
         }
         config
     }
