@@ -101,6 +101,43 @@ fn every_mode_and_kind_measures_both_servers_and_reports_a_ratio() {
 }
 
 #[test]
+fn the_tasks_mode_sees_every_task_finished_and_its_record_still_kept() {
+    let report = bench(&["--mode", "tasks", "--tasks", "200", "--rounds", "1"]);
+    let rows: Vec<&str> = report.lines().filter(|l| l.starts_with("1 |")).collect();
+    assert_eq!(rows.len(), 1, "{report}");
+    let cells: Vec<&str> = rows[0].split(" | ").collect();
+    // round, idle, with tasks, ratio, delta, bytes per task, completed, still kept, tasks/s
+    assert_eq!(cells.len(), 9, "{report}");
+    assert_eq!(cells[6], "200/200", "every task seen completed: {report}");
+    assert_eq!(cells[7], "100/100", "every second task read back: {report}");
+    assert!(cells[1].parse::<u64>().is_ok_and(|kib| kib > 0), "{report}");
+    assert!(
+        report.contains("median bytes per finished task:"),
+        "{report}"
+    );
+}
+
+#[test]
+fn the_tasks_flag_and_the_stream_flags_stay_in_their_modes() {
+    for (args, says) in [
+        (&["--tasks", "5"][..], "--tasks: only with --mode tasks"),
+        (
+            &["--mode", "tasks", "--streams", "3", "--json", "x.json"],
+            "--streams, --json: only with the stream modes",
+        ),
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_genmcp"))
+            .arg("bench")
+            .args(args)
+            .output()
+            .expect("genmcp bench runs");
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains(says), "{args:?}: {stderr}");
+    }
+}
+
+#[test]
 fn bad_arguments_are_refused_with_usage() {
     let out = Command::new(env!("CARGO_BIN_EXE_genmcp"))
         .args(["bench", "--mode", "nope"])

@@ -1,7 +1,8 @@
 //! The load generator: real loopback HTTP/1.1 clients, the same for every
 //! server it drives. Listens are raw sockets whose SSE events are counted as
 //! they arrive ([`FrameCounter`]: a SIMD search for `\ndata:`, no JSON
-//! parsing); `burst` is an ordinary `tools/call`.
+//! parsing); `burst` is an ordinary `tools/call`; a [`Session`] sends
+//! request after request on one keep-alive connection (the tasks mode).
 //!
 //! What keeps the client far above what a server sends: each listen is a
 //! task that waits for its socket to be readable and then drains it with
@@ -43,6 +44,15 @@ fn meta() -> Value {
            "io.modelcontextprotocol/clientCapabilities": {}})
 }
 
+/// The tasks extension.
+pub const TASKS_EXTENSION: &str = "io.modelcontextprotocol/tasks";
+
+/// `_meta` of a request that declares the tasks extension.
+pub fn tasks_meta() -> Value {
+    json!({"io.modelcontextprotocol/protocolVersion": PROTOCOL,
+           "io.modelcontextprotocol/clientCapabilities": {"extensions": {TASKS_EXTENSION: {}}}})
+}
+
 /// What the client has done so far, shared with whoever watches it (the
 /// stall check, the progress line).
 #[derive(Debug, Default)]
@@ -60,6 +70,20 @@ impl Progress {
     }
 }
 
+/// A whole `POST` request: the MCP headers (`Mcp-Name` when given) and `body`.
+fn request(addr: SocketAddr, path: &str, body: &Value, method: &str, name: Option<&str>) -> String {
+    let body = body.to_string();
+    let name = name
+        .map(|n| format!("Mcp-Name: {n}\r\n"))
+        .unwrap_or_default();
+    format!(
+        "POST {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\n\
+         Accept: application/json, text/event-stream\r\nMCP-Protocol-Version: {PROTOCOL}\r\n\
+         Mcp-Method: {method}\r\n{name}Content-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+}
+
 async fn post(
     addr: SocketAddr,
     path: &str,
@@ -67,19 +91,105 @@ async fn post(
     method: &str,
     name: Option<&str>,
 ) -> std::io::Result<TcpStream> {
-    let body = body.to_string();
-    let name = name
-        .map(|n| format!("Mcp-Name: {n}\r\n"))
-        .unwrap_or_default();
-    let head = format!(
-        "POST {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\n\
-         Accept: application/json, text/event-stream\r\nMCP-Protocol-Version: {PROTOCOL}\r\n\
-         Mcp-Method: {method}\r\n{name}Content-Length: {}\r\n\r\n{body}",
-        body.len()
-    );
     let mut s = source::connect(addr).await?;
-    s.write_all(head.as_bytes()).await?;
+    s.write_all(request(addr, path, body, method, name).as_bytes())
+        .await?;
     Ok(s)
+}
+
+/// The longest a [`Session`] waits for one answer.
+const ANSWER_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// One keep-alive HTTP/1.1 connection that sends request after request and
+/// reads each answer (a JSON body with `Content-Length`, as genmcp answers
+/// every request but a listen).
+pub struct Session {
+    socket: TcpStream,
+    addr: SocketAddr,
+    path: String,
+    /// Bytes read past the last answer.
+    buf: Vec<u8>,
+}
+
+/// Where the blank line after the head of an answer ends, if it is in `buf`.
+fn head_end(buf: &[u8]) -> Option<usize> {
+    buf.windows(4).position(|w| w == b"\r\n\r\n").map(|i| i + 4)
+}
+
+/// The status code and `Content-Length` of an answer's head.
+fn parse_head(head: &[u8]) -> std::io::Result<(u16, usize)> {
+    let head = std::str::from_utf8(head).map_err(|_| io_err("answer head is not UTF-8"))?;
+    let mut lines = head.split("\r\n");
+    let status = lines
+        .next()
+        .and_then(|l| l.split(' ').nth(1))
+        .and_then(|c| c.parse().ok())
+        .ok_or_else(|| io_err(format!("bad status line in {head:?}")))?;
+    let mut length = None;
+    for line in lines {
+        let Some((key, value)) = line.split_once(':') else {
+            continue;
+        };
+        if key.eq_ignore_ascii_case("content-length") {
+            length = value.trim().parse().ok();
+        } else if key.eq_ignore_ascii_case("transfer-encoding") {
+            return Err(io_err(format!(
+                "a streamed answer where JSON was expected: {head:?}"
+            )));
+        }
+    }
+    let length = length.ok_or_else(|| io_err(format!("no Content-Length in {head:?}")))?;
+    Ok((status, length))
+}
+
+impl Session {
+    /// Connects to the MCP endpoint `path` of `addr` (from the loopback
+    /// source address [`source::connect`] picks: sessions opened together
+    /// share one, so one principal).
+    pub async fn open(addr: SocketAddr, path: &str) -> std::io::Result<Session> {
+        Ok(Session {
+            socket: source::connect(addr).await?,
+            addr,
+            path: path.to_owned(),
+            buf: Vec::with_capacity(4096),
+        })
+    }
+
+    /// Sends `body` as `method` (with `Mcp-Name: name` when given); the
+    /// answer's HTTP status and JSON body.
+    pub async fn call(
+        &mut self,
+        body: &Value,
+        method: &str,
+        name: Option<&str>,
+    ) -> std::io::Result<(u16, Value)> {
+        let req = request(self.addr, &self.path, body, method, name);
+        self.socket.write_all(req.as_bytes()).await?;
+        tokio::time::timeout(ANSWER_TIMEOUT, self.answer())
+            .await
+            .map_err(|_| io_err(format!("{method}: no answer within 60 s")))?
+    }
+
+    async fn answer(&mut self) -> std::io::Result<(u16, Value)> {
+        let mut chunk = [0u8; 8192];
+        let (status, start, end) = loop {
+            if let Some(at) = head_end(&self.buf) {
+                let (status, length) = parse_head(&self.buf[..at])?;
+                if self.buf.len() >= at + length {
+                    break (status, at, at + length);
+                }
+            }
+            let n = self.socket.read(&mut chunk).await?;
+            if n == 0 {
+                return Err(io_err("the server closed the connection"));
+            }
+            self.buf.extend_from_slice(&chunk[..n]);
+        };
+        let body = serde_json::from_slice(&self.buf[start..end])
+            .map_err(|e| io_err(format!("answer is not JSON: {e}")))?;
+        self.buf.drain(..end);
+        Ok((status, body))
+    }
 }
 
 /// An open listen stream whose acknowledgement has arrived.

@@ -27,6 +27,9 @@
 //! against three sharing the Redis server, `burst` on node 1 and the listens
 //! on nodes 2 and 3.
 //!
+//! `genmcp bench --mode tasks` ([`tasks`]) is of another kind: one server,
+//! the resident memory of N finished tasks against the same server idle.
+//!
 //! A run can be kept as JSON ([`json`]), compared with an earlier one
 //! ([`json::compare`]) and drawn ([`plot`]).
 
@@ -41,6 +44,7 @@ pub mod progress;
 pub mod report;
 pub mod servers;
 pub mod source;
+pub mod tasks;
 
 use std::io::IsTerminal as _;
 use std::net::SocketAddr;

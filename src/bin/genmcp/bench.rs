@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Args, ValueEnum};
+use genmcp::apps::bench::tasks::{DEFAULT_TASKS, TasksConfig};
 use genmcp::apps::bench::{BenchConfig, Kind, Mode, Outputs};
 
 #[derive(Args, Debug)]
@@ -57,6 +58,9 @@ pub(crate) struct BenchArgs {
     /// nodes 2 and 3); throughput or latency.
     #[arg(long, value_name = "REDIS_URL", conflicts_with = "url")]
     cross_node: Option<String>,
+    /// Tasks mode: finished tasks per round (default 100,000).
+    #[arg(long, value_name = "N")]
+    tasks: Option<NonZeroUsize>,
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -67,6 +71,9 @@ enum BenchMode {
     Latency,
     /// Resident memory per idle open stream.
     Memory,
+    /// Resident memory per finished task kept (against the same server
+    /// idle); one `genmcp serve --conformance` per round.
+    Tasks,
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -82,7 +89,7 @@ impl BenchArgs {
         let mode = match self.mode {
             BenchMode::Throughput => Mode::Throughput,
             BenchMode::Latency => Mode::Latency,
-            BenchMode::Memory => Mode::Memory,
+            BenchMode::Memory | BenchMode::Tasks => Mode::Memory,
         };
         let streams = self.streams.map_or(100, NonZeroUsize::get);
         let mut cfg = BenchConfig::new(mode, streams);
@@ -108,11 +115,62 @@ impl BenchArgs {
         cfg.cross_node.clone_from(&self.cross_node);
         cfg
     }
+
+    /// The flags of the stream modes given with `--mode tasks` (or
+    /// `--tasks` without it).
+    fn misplaced_flags(&self) -> Vec<&'static str> {
+        let tasks = matches!(self.mode, BenchMode::Tasks);
+        if !tasks {
+            return if self.tasks.is_some() {
+                vec!["--tasks"]
+            } else {
+                Vec::new()
+            };
+        }
+        [
+            ("--kind", !matches!(self.kind, BenchKind::Tools)),
+            ("--streams", self.streams.is_some()),
+            ("--events", self.events.is_some()),
+            ("--rate", self.rate.is_some()),
+            ("--json", self.json.is_some()),
+            ("--compare", self.compare.is_some()),
+            ("--plot", self.plot.is_some()),
+            ("--url", self.url.is_some()),
+            ("--cross-node", self.cross_node.is_some()),
+        ]
+        .into_iter()
+        .filter_map(|(flag, given)| given.then_some(flag))
+        .collect()
+    }
+
+    fn tasks_config(&self) -> TasksConfig {
+        let mut cfg = TasksConfig::new(self.tasks.map_or(DEFAULT_TASKS, NonZeroUsize::get));
+        if let Some(n) = self.rounds {
+            cfg.rounds = n.get();
+        }
+        if let Some(n) = self.client_threads {
+            cfg.client_threads = n.get();
+        }
+        cfg
+    }
 }
 
 /// Runs `genmcp bench`, starting servers from this very binary.
 pub(crate) fn run(args: &BenchArgs) -> ExitCode {
+    let misplaced = args.misplaced_flags();
+    if !misplaced.is_empty() {
+        let (these, mode) = if matches!(args.mode, BenchMode::Tasks) {
+            (misplaced.join(", "), "the stream modes")
+        } else {
+            ("--tasks".to_owned(), "--mode tasks")
+        };
+        eprintln!("error: {these}: only with {mode}");
+        return ExitCode::from(2);
+    }
     match std::env::current_exe() {
+        Ok(exe) if matches!(args.mode, BenchMode::Tasks) => {
+            genmcp::apps::bench::tasks::cli(&args.tasks_config(), &exe)
+        }
         Ok(exe) => {
             let mut outputs = Outputs::default();
             outputs.json.clone_from(&args.json);

@@ -114,6 +114,10 @@ pub(crate) struct ServeArgs {
     /// unfinished tasks read `failed` at most this long after.
     #[arg(long, value_name = "SECONDS")]
     task_lease: Option<NonZeroU64>,
+    /// Task records kept, finished or not, until their TTL ends (default
+    /// 100,000); past it new tasks get 429.
+    #[arg(long, value_name = "N")]
+    max_retained_tasks: Option<NonZeroUsize>,
 }
 
 /// How the server names itself and counts clients: the resource URL, the
@@ -187,6 +191,9 @@ impl ServeArgs {
         }
         if let Some(secs) = self.task_lease {
             config = config.lease(std::time::Duration::from_secs(secs.get()));
+        }
+        if let Some(n) = self.max_retained_tasks {
+            config = config.max_retained_tasks(n.get());
         }
         config
     }
