@@ -255,12 +255,13 @@ fn losing_redis_completes_streams_fails_publishes_and_heals_without_restart() {
         "tools/call",
         json!({"name": "add_note", "arguments": {"text": "while down"}}),
     );
-    let added = r.json()["result"].clone();
-    assert_eq!(added["isError"], true, "{added}");
-    let text = added["content"][0]["text"].as_str().unwrap_or_default();
+    // The notes live in Redis too: nothing is stored, and the client is told
+    // so (never where Redis is).
+    let added = r.json();
+    assert_eq!(added["error"]["code"], -32603, "{added}");
     assert_eq!(
-        text, "the change was made on this node only: event bus unavailable",
-        "{added}"
+        added["error"]["message"],
+        "Internal error: the notes store is unavailable; retry later"
     );
     for leak in [
         &redis.url()[..],
@@ -270,6 +271,7 @@ fn losing_redis_completes_streams_fails_publishes_and_heals_without_restart() {
         "Redis",
     ] {
         assert!(!refused.to_string().contains(leak), "{leak} in {refused}");
+        assert!(!added.to_string().contains(leak), "{leak} in {added}");
     }
 
     // Listens opened while Redis is down are served locally and get the
@@ -580,4 +582,58 @@ fn a_publish_over_max_payload_fails_clearly_and_a_smaller_one_is_sent() {
         other => panic!("an 8 KiB publish with a 4 KiB bound: {other:?}"),
     }
     assert!(bus.try_publish(topics::TOOLS, numbered(0, 1)).is_ok());
+}
+
+#[test]
+fn every_node_reads_and_changes_the_same_notes() {
+    let redis = RedisServer::start();
+    let prefix = "t-notes:";
+    let buses: Vec<Events> = (0..3).map(|_| redis_bus(&redis.url(), prefix)).collect();
+    let nodes: Vec<ServerThread> = buses.iter().map(|b| node(b, None)).collect();
+    let tool_call = |n: usize, name: &str, args: Value| -> Value {
+        let r = call(
+            nodes[n].addr,
+            json!(1),
+            "tools/call",
+            json!({"name": name, "arguments": args}),
+        );
+        r.json()["result"].clone()
+    };
+    let read = |n: usize, uri: &str| -> Value {
+        call(
+            nodes[n].addr,
+            json!(2),
+            "resources/read",
+            json!({"uri": uri}),
+        )
+        .json()
+    };
+    // Added on node 0 and on node 1 at once: distinct URIs, both everywhere.
+    let a = tool_call(0, "add_note", json!({"text": "from zero"}));
+    let b = tool_call(1, "add_note", json!({"text": "from one"}));
+    let (a, b) = (
+        a["content"][0]["text"].as_str().unwrap().to_owned(),
+        b["content"][0]["text"].as_str().unwrap().to_owned(),
+    );
+    assert_ne!(a, b);
+    for n in 0..3 {
+        assert_eq!(read(n, &a)["result"]["contents"][0]["text"], "from zero");
+        assert_eq!(read(n, &b)["result"]["contents"][0]["text"], "from one");
+        let listed = call(nodes[n].addr, json!(3), "resources/list", json!({})).json();
+        let uris: Vec<&str> = listed["result"]["resources"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|r| r["uri"].as_str())
+            .collect();
+        assert_eq!(uris, vec![a.as_str(), b.as_str()], "node {n}");
+    }
+    // Updated on node 2, deleted on node 1: every node sees it (a missing
+    // resource is -32602 at 2026-07-28).
+    let updated = tool_call(2, "add_note", json!({"uri": a, "text": "changed"}));
+    assert_eq!(updated["isError"], Value::Null, "{updated}");
+    assert_eq!(read(0, &a)["result"]["contents"][0]["text"], "changed");
+    tool_call(1, "delete_note", json!({"uri": b}));
+    assert_eq!(read(0, &b)["error"]["code"], -32602);
+    assert_eq!(read(2, &b)["error"]["code"], -32602);
 }

@@ -2,12 +2,9 @@
 //! publish change events on an embedded bus, a subscription handler that turns
 //! them into notifications, and a `burst` tool for throughput measurement.
 
-use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
-
 use serde_json::{Value, json};
 
+pub use super::notes::Notes;
 use crate::mux::{Channel, Principal, SharedNotification};
 use crate::protocol::McpError;
 use crate::protocol::{Implementation, Notification, SubscriptionCapabilities, SubscriptionFilter};
@@ -158,51 +155,6 @@ impl SubscriptionHandler for NotesSubscriptions {
     }
 }
 
-/// The in-memory notes store.
-#[derive(Clone, Default)]
-pub struct Notes {
-    notes: Arc<Mutex<BTreeMap<String, String>>>,
-    next: Arc<AtomicU64>,
-}
-
-impl Notes {
-    /// Stores a note, returning its URI.
-    pub fn add(&self, text: &str) -> String {
-        let id = self.next.fetch_add(1, Ordering::Relaxed) + 1;
-        let uri = format!("note://{id}");
-        self.lock().insert(uri.clone(), text.to_owned());
-        uri
-    }
-
-    /// Replaces a note's text; false if there is no such note.
-    pub fn update(&self, uri: &str, text: &str) -> bool {
-        match self.lock().get_mut(uri) {
-            Some(t) => {
-                *t = text.to_owned();
-                true
-            }
-            None => false,
-        }
-    }
-
-    /// Deletes a note; false if there is no such note.
-    pub fn delete(&self, uri: &str) -> bool {
-        self.lock().remove(uri).is_some()
-    }
-
-    /// Every note, by URI.
-    pub fn all(&self) -> Vec<(String, String)> {
-        self.lock()
-            .iter()
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect()
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, String>> {
-        self.notes.lock().unwrap_or_else(|p| p.into_inner())
-    }
-}
-
 /// The notes, served as resources (`resources/list`, `resources/read`).
 impl ResourceProvider for Notes {
     fn prefix(&self) -> &str {
@@ -210,21 +162,24 @@ impl ResourceProvider for Notes {
     }
 
     fn list(&self, _channel: &Channel) -> BoxFuture<Result<Vec<Resource>, McpError>> {
-        let resources = self
-            .all()
-            .into_iter()
-            .map(|(uri, _)| {
-                let name = uri.trim_start_matches("note://").to_owned();
-                Resource::new(uri, format!("note {name}")).mime_type("text/plain")
-            })
-            .collect();
-        Box::pin(async move { Ok(resources) })
+        let notes = self.clone();
+        Box::pin(async move {
+            Ok(notes
+                .all()
+                .await?
+                .into_iter()
+                .map(|(uri, _)| {
+                    let name = uri.trim_start_matches("note://").to_owned();
+                    Resource::new(uri, format!("note {name}")).mime_type("text/plain")
+                })
+                .collect())
+        })
     }
 
     fn read(&self, read: ResourceRead) -> BoxFuture<Result<ReadOutcome, McpError>> {
-        let text = self.lock().get(&read.uri).cloned();
+        let notes = self.clone();
         Box::pin(async move {
-            Ok(match text {
+            Ok(match notes.get(&read.uri).await? {
                 Some(text) => ResourceContents::text(read.uri, "text/plain", text).into(),
                 None => ReadOutcome::NotFound,
             })
@@ -279,7 +234,8 @@ pub fn suite_with_tasks(
     secret: Option<[u8; 32]>,
     tasks: TaskConfig,
 ) -> (Suite<NotesSubscriptions>, Bus<SharedNotification>) {
-    let notes = Notes::default();
+    // On a Redis bus every node shares the notes.
+    let notes = bus.once().map(Notes::shared).unwrap_or_default();
     let catalog = Catalog::new();
     catalog.add_resources(notes.clone());
     catalog.add_tool(super::demo_export::export_tool(notes.clone()));
@@ -300,7 +256,7 @@ pub fn suite_with_tasks(
                 async move {
                     let text = text_arg(&call.arguments, "text").unwrap_or_default();
                     match text_arg(&call.arguments, "uri") {
-                        Some(uri) if notes.update(&uri, &text) => {
+                        Some(uri) if notes.update(&uri, &text).await? => {
                             if let Err((_, e)) =
                                 bus.try_publish(topics::NOTE_UPDATES, note_updated(&uri))
                             {
@@ -310,7 +266,7 @@ pub fn suite_with_tasks(
                         }
                         Some(uri) => Ok(CallToolResult::error(format!("no note {uri}")).into()),
                         None => {
-                            let uri = notes.add(&text);
+                            let uri = notes.add(&text).await?;
                             let sent = bus
                                 .try_publish(topics::NOTES, notes_changed())
                                 .and(bus.try_publish(topics::NOTE_UPDATES, note_updated(&uri)));
@@ -337,7 +293,7 @@ pub fn suite_with_tasks(
                 let (notes, bus) = (n.clone(), b.clone());
                 async move {
                     let uri = text_arg(&call.arguments, "uri").unwrap_or_default();
-                    if !notes.delete(&uri) {
+                    if !notes.delete(&uri).await? {
                         return Ok(CallToolResult::error(format!("no note {uri}")).into());
                     }
                     let sent = bus

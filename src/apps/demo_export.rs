@@ -7,6 +7,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use super::demo::Notes;
+use crate::protocol::McpError;
 use crate::suite::{CallToolResult, FnTool, InputRequired, TaskSupport, ToolBuilder};
 
 /// How long each of the export's two steps takes.
@@ -38,7 +39,7 @@ pub(crate) fn export_tool(notes: Notes) -> FnTool {
                 let Some(task) = call.task() else {
                     return match call.elicited("confirm") {
                         Some(c) if c.get("confirm").and_then(Value::as_bool) == Some(true) => {
-                            Ok(summary(&notes).into())
+                            Ok(summary(&notes).await?.into())
                         }
                         Some(_) => Ok(CallToolResult::text("export cancelled by the user").into()),
                         None => Ok(InputRequired::new()
@@ -51,7 +52,7 @@ pub(crate) fn export_tool(notes: Notes) -> FnTool {
                     _ = tokio::time::sleep(STEP) => {}
                     _ = task.cancelled() => return Ok(CallToolResult::text("export cancelled").into()),
                 }
-                let count = notes.all().len();
+                let count = notes.all().await?.len();
                 let answer = task
                     .elicit(&format!("Export {count} notes?"), confirm_schema())
                     .await;
@@ -63,14 +64,14 @@ pub(crate) fn export_tool(notes: Notes) -> FnTool {
                     _ = tokio::time::sleep(STEP) => {}
                     _ = task.cancelled() => return Ok(CallToolResult::text("export cancelled").into()),
                 }
-                Ok(summary(&notes).into())
+                Ok(summary(&notes).await?.into())
             }
         })
 }
 
-fn summary(notes: &Notes) -> CallToolResult {
-    let all = notes.all();
+async fn summary(notes: &Notes) -> Result<CallToolResult, McpError> {
+    let all = notes.all().await?;
     let summary =
         json!({"exported": all.len(), "uris": all.iter().map(|(u, _)| u).collect::<Vec<_>>()});
-    CallToolResult::text(summary.to_string()).with_structured(summary)
+    Ok(CallToolResult::text(summary.to_string()).with_structured(summary))
 }

@@ -7,4 +7,5 @@ mod demo_export;
 pub mod fixtures;
 pub mod logging;
 pub mod node;
+pub mod notes;
 pub mod shared_spent;

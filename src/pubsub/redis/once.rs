@@ -123,8 +123,18 @@ return 1
         self.run("GET", get).await
     }
 
-    fn key(&self, name: &str) -> String {
+    /// `<prefix><name>`: the key `name` stands for.
+    pub(crate) fn key(&self, name: &str) -> String {
         format!("{}{name}", self.link.prefix)
+    }
+
+    /// Runs `cmd` (its keys from [`RedisOnce::key`]) on the bus's Redis
+    /// thread; fails as [`RedisOnce::claim`] does.
+    pub(crate) async fn query<T>(&self, cmd: ::redis::Cmd) -> Result<T, BusError>
+    where
+        T: ::redis::FromRedisValue + Send + 'static,
+    {
+        self.run("command", cmd).await
     }
 
     /// Runs `cmd` on the bus's Redis thread within the command timeout,
