@@ -616,10 +616,10 @@ fn every_node_reads_and_changes_the_same_notes() {
         b["content"][0]["text"].as_str().unwrap().to_owned(),
     );
     assert_ne!(a, b);
-    for n in 0..3 {
+    for (n, srv) in nodes.iter().enumerate() {
         assert_eq!(read(n, &a)["result"]["contents"][0]["text"], "from zero");
         assert_eq!(read(n, &b)["result"]["contents"][0]["text"], "from one");
-        let listed = call(nodes[n].addr, json!(3), "resources/list", json!({})).json();
+        let listed = call(srv.addr, json!(3), "resources/list", json!({})).json();
         let uris: Vec<&str> = listed["result"]["resources"]
             .as_array()
             .unwrap()
