@@ -305,3 +305,22 @@ fn without_redis_no_task_is_created_and_other_nodes_tasks_are_not_read() {
     // A still answers for its own task.
     assert_eq!(get(&a, "alice", &id)["result"]["status"], "working");
 }
+
+#[test]
+fn a_drained_nodes_running_tasks_read_failed_everywhere_at_once() {
+    let redis = RedisServer::start();
+    let bus_b: Events = redis_bus(&redis.url(), "t-drain:");
+    let b = node(&bus_b, Duration::from_secs(30));
+    let bus_a: Events = redis_bus(&redis.url(), "t-drain:");
+    let a = node(&bus_a, Duration::from_secs(30));
+    let id = start(&a, "alice", "long");
+    wait_status(&b, "alice", &id, "working");
+    // A graceful stop (the drain), far within the 30 s lease: node B reads
+    // how the task ended, not a lost node.
+    drop(a);
+    let failed = wait_status(&b, "alice", &id, "failed");
+    assert_eq!(
+        failed["error"]["message"],
+        "Internal error: server shutting down"
+    );
+}

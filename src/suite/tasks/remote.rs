@@ -112,6 +112,21 @@ impl Tasks {
         }
     }
 
+    /// Copies task `id`'s record to Redis now (and announces it to the
+    /// other nodes), awaited.
+    pub(super) async fn copy_now(&self, id: &str) {
+        let (Some(remote), Some(record)) =
+            (self.remote(), self.shared.store.get(id, seal::now_ms()))
+        else {
+            return;
+        };
+        match remote.put(&record).await {
+            Ok(true) => remote.publish_status(&record),
+            Ok(false) => {}
+            Err(e) => tracing::warn!(task = %id, error = %e, "task copy not stored"),
+        }
+    }
+
     /// Whether task `id` lives in this process (running or finished).
     fn is_local(&self, id: &str) -> bool {
         self.shared.store.get(id, seal::now_ms()).is_some()

@@ -552,6 +552,9 @@ impl Tasks {
             let error = McpError::internal("Internal error: server shutting down");
             // Logged once the status is recorded (what the drain test reads).
             if self.fail(&id, error.to_error_object()).is_some() {
+                // Shared: in Redis before the process exits, not left to
+                // the copy writer (other nodes would wait out the lease).
+                self.copy_now(&id).await;
                 tracing::warn!(task = %id, "task ended failed: server shutting down");
             }
             if let Some(live) = self.live().remove(&id) {
