@@ -6,14 +6,12 @@
 
 mod common;
 
-use std::sync::Arc;
 use std::time::Duration;
 
-use common::{Exchange, VERSION, headers, post, request};
+use common::tasks::{EXT, as_principal, bearer_config, meta, send_as};
+use common::{Exchange, headers, request};
 use genmcp::prelude::*;
 use serde_json::{Value, json};
-
-const EXT: &str = "io.modelcontextprotocol/tasks";
 
 fn suite() -> Suite {
     let catalog = Catalog::new();
@@ -49,42 +47,12 @@ fn suite() -> Suite {
         .build()
 }
 
-/// Requests belong to the principal named by `Authorization: Bearer <name>`.
 fn serve() -> ServerThread {
-    let mut http = common::config();
-    http.assigns = Some(Arc::new(|req: &actix_web::HttpRequest| {
-        let who = req
-            .headers()
-            .get("authorization")
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "))
-            .unwrap_or("anonymous");
-        Ok(Assigns::new().with(Principal::new(who)))
-    }));
-    ServerThread::spawn(suite, http).expect("server starts")
+    ServerThread::spawn(suite, bearer_config()).expect("server starts")
 }
 
-fn meta(declared: bool) -> Value {
-    let caps = if declared {
-        json!({"elicitation": {}, "extensions": {EXT: {}}})
-    } else {
-        json!({})
-    };
-    json!({
-        "io.modelcontextprotocol/protocolVersion": VERSION,
-        "io.modelcontextprotocol/clientCapabilities": caps,
-    })
-}
-
-fn with_auth(mut h: Vec<(String, String)>, who: &str) -> Vec<(String, String)> {
-    h.push(("Authorization".into(), format!("Bearer {who}")));
-    h
-}
-
-fn send(srv: &ServerThread, who: &str, method: &str, name: &str, mut params: Value) -> Value {
-    params["_meta"] = meta(true);
-    let h = with_auth(headers(method, Some(name)), who);
-    post(srv.addr, &h, &request(json!(1), method, params)).json()
+fn send(srv: &ServerThread, who: &str, method: &str, name: &str, params: Value) -> Value {
+    send_as(srv.addr, who, method, name, params, true).json()
 }
 
 fn start(srv: &ServerThread, who: &str, tool: &str) -> String {
@@ -109,7 +77,7 @@ fn listen(srv: &ServerThread, who: &str, declared: bool, notifications: Value) -
         "subscriptions/listen",
         json!({"notifications": notifications, "_meta": meta(declared)}),
     );
-    let h = with_auth(headers("subscriptions/listen", None), who);
+    let h = as_principal(headers("subscriptions/listen", None), who);
     let stream = Exchange::open(srv.addr, &h, body.to_string().as_bytes());
     stream.set_timeout(Duration::from_secs(10));
     stream

@@ -9,11 +9,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use common::{VERSION, headers, post, request, wait_until};
+use common::tasks::{EXT, as_principal, bearer_config, meta, send_as};
+use common::{headers, post, request, wait_until};
 use genmcp::prelude::*;
 use serde_json::{Value, json};
-
-const EXT: &str = "io.modelcontextprotocol/tasks";
 
 fn text(t: impl Into<String>) -> Result<ToolOutcome, McpError> {
     Ok(CallToolResult::text(t).into())
@@ -128,30 +127,9 @@ fn suite(config: TaskConfig, finished: Arc<AtomicBool>) -> Suite {
 fn serve(config: TaskConfig) -> (ServerThread, Arc<AtomicBool>) {
     let finished = Arc::new(AtomicBool::new(false));
     let flag = finished.clone();
-    let mut http = common::config();
-    http.assigns = Some(Arc::new(|req: &actix_web::HttpRequest| {
-        let who = req
-            .headers()
-            .get("authorization")
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "))
-            .unwrap_or("anonymous");
-        Ok(Assigns::new().with(Principal::new(who)))
-    }));
-    let srv = ServerThread::spawn(move || suite(config, flag), http).expect("server starts");
+    let srv =
+        ServerThread::spawn(move || suite(config, flag), bearer_config()).expect("server starts");
     (srv, finished)
-}
-
-fn meta(declared: bool) -> Value {
-    let caps = if declared {
-        json!({"elicitation": {}, "extensions": {EXT: {}}})
-    } else {
-        json!({})
-    };
-    json!({
-        "io.modelcontextprotocol/protocolVersion": VERSION,
-        "io.modelcontextprotocol/clientCapabilities": caps,
-    })
 }
 
 fn send(
@@ -159,13 +137,10 @@ fn send(
     who: &str,
     method: &str,
     name: &str,
-    mut params: Value,
+    params: Value,
     declared: bool,
 ) -> common::Response {
-    params["_meta"] = meta(declared);
-    let mut h = headers(method, Some(name));
-    h.push(("Authorization".into(), format!("Bearer {who}")));
-    post(srv.addr, &h, &request(json!(1), method, params))
+    send_as(srv.addr, who, method, name, params, declared)
 }
 
 /// `tools/call` declaring the extension; the whole response.
@@ -292,8 +267,7 @@ fn without_the_extension_a_call_is_answered_directly_and_task_methods_get_32021(
     let id = start(&srv, "ada", "sleep", json!({"ms": 5_000}));
     let mut params = json!({"taskId": id, "_meta": meta(true)});
     params["taskId"] = json!(id);
-    let mut h = headers("tasks/get", Some("another-id"));
-    h.push(("Authorization".into(), "Bearer ada".into()));
+    let h = as_principal(headers("tasks/get", Some("another-id")), "ada");
     let r = post(srv.addr, &h, &request(json!(2), "tasks/get", params));
     assert_eq!(
         (r.status, r.json()["error"]["code"].clone()),

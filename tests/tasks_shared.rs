@@ -6,16 +6,14 @@
 
 mod common;
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use common::redis_server::{RedisServer, redis_bus};
-use common::{Exchange, VERSION, headers, post, request, wait_until};
+use common::tasks::{self, as_principal, bearer_config, send_as};
+use common::{Exchange, headers, post, request, wait_until};
 use genmcp::mux::SharedNotification;
 use genmcp::prelude::*;
 use serde_json::{Value, json};
-
-const EXT: &str = "io.modelcontextprotocol/tasks";
 
 type Events = Bus<SharedNotification>;
 
@@ -63,34 +61,16 @@ fn suite(bus: Events, lease: Duration) -> Suite {
 /// A node on its own port; requests belong to `Authorization: Bearer <name>`
 /// (without one, to the client address).
 fn node(bus: &Events, lease: Duration) -> ServerThread {
-    let mut config = common::config();
-    config.assigns = Some(Arc::new(|req: &actix_web::HttpRequest| {
-        let who = req
-            .headers()
-            .get("authorization")
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "));
-        Ok(match who {
-            Some(who) => Assigns::new().with(Principal::new(who)),
-            None => Assigns::new(),
-        })
-    }));
     let bus = bus.clone();
-    ServerThread::spawn(move || suite(bus, lease), config).expect("node starts")
+    ServerThread::spawn(move || suite(bus, lease), bearer_config()).expect("node starts")
 }
 
 fn meta() -> Value {
-    json!({
-        "io.modelcontextprotocol/protocolVersion": VERSION,
-        "io.modelcontextprotocol/clientCapabilities": {"elicitation": {}, "extensions": {EXT: {}}},
-    })
+    tasks::meta(true)
 }
 
-fn send(srv: &ServerThread, who: &str, method: &str, name: &str, mut params: Value) -> Value {
-    params["_meta"] = meta();
-    let mut h = headers(method, Some(name));
-    h.push(("Authorization".into(), format!("Bearer {who}")));
-    post(srv.addr, &h, &request(json!(1), method, params)).json()
+fn send(srv: &ServerThread, who: &str, method: &str, name: &str, params: Value) -> Value {
+    send_as(srv.addr, who, method, name, params, true).json()
 }
 
 fn start(srv: &ServerThread, who: &str, tool: &str) -> String {
@@ -125,8 +105,7 @@ fn listen(srv: &ServerThread, who: &str, ids: &[&str]) -> Exchange {
         "subscriptions/listen",
         json!({"notifications": {"taskIds": ids}, "_meta": meta()}),
     );
-    let mut h = headers("subscriptions/listen", None);
-    h.push(("Authorization".into(), format!("Bearer {who}")));
+    let h = as_principal(headers("subscriptions/listen", None), who);
     let stream = Exchange::open(srv.addr, &h, body.to_string().as_bytes());
     stream.set_timeout(Duration::from_secs(10));
     stream

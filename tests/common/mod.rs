@@ -9,6 +9,7 @@ pub mod quiet;
 pub mod redis_server;
 pub mod request_state;
 pub mod stdio_child;
+pub mod tasks;
 pub mod user_server;
 
 use std::io::{BufRead, BufReader, Read, Write};
