@@ -8,7 +8,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::tasks::{EXT, as_principal, bearer_config, meta, send_as};
+use common::tasks::{EXT, as_principal, bearer_config, call_as, meta, start_task};
 use common::{Exchange, headers, request};
 use genmcp::prelude::*;
 use serde_json::{Value, json};
@@ -52,19 +52,11 @@ fn serve() -> ServerThread {
 }
 
 fn send(srv: &ServerThread, who: &str, method: &str, name: &str, params: Value) -> Value {
-    send_as(srv.addr, who, method, name, params, true).json()
+    call_as(srv.addr, who, method, name, params)
 }
 
 fn start(srv: &ServerThread, who: &str, tool: &str) -> String {
-    let r = send(
-        srv,
-        who,
-        "tools/call",
-        tool,
-        json!({"name": tool, "arguments": {}}),
-    );
-    assert_eq!(r["result"]["resultType"], "task", "{r}");
-    r["result"]["taskId"].as_str().expect("taskId").to_owned()
+    start_task(srv.addr, who, tool)
 }
 
 fn get(srv: &ServerThread, who: &str, id: &str) -> Value {

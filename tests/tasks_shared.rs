@@ -9,7 +9,7 @@ mod common;
 use std::time::Duration;
 
 use common::redis_server::{RedisServer, redis_bus};
-use common::tasks::{self, as_principal, bearer_config, send_as};
+use common::tasks::{self, as_principal, bearer_config, call_as, start_task};
 use common::{Exchange, headers, post, request, wait_until};
 use genmcp::mux::SharedNotification;
 use genmcp::prelude::*;
@@ -70,19 +70,11 @@ fn meta() -> Value {
 }
 
 fn send(srv: &ServerThread, who: &str, method: &str, name: &str, params: Value) -> Value {
-    send_as(srv.addr, who, method, name, params, true).json()
+    call_as(srv.addr, who, method, name, params)
 }
 
 fn start(srv: &ServerThread, who: &str, tool: &str) -> String {
-    let r = send(
-        srv,
-        who,
-        "tools/call",
-        tool,
-        json!({"name": tool, "arguments": {}}),
-    );
-    assert_eq!(r["result"]["resultType"], "task", "{r}");
-    r["result"]["taskId"].as_str().expect("taskId").to_owned()
+    start_task(srv.addr, who, tool)
 }
 
 fn get(srv: &ServerThread, who: &str, id: &str) -> Value {

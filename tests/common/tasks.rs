@@ -63,3 +63,21 @@ pub fn send_as(
     let h = as_principal(headers(method, Some(name)), who);
     post(addr, &h, &request(json!(1), method, params))
 }
+
+/// [`send_as`] declaring the extension; the body.
+pub fn call_as(addr: SocketAddr, who: &str, method: &str, name: &str, params: Value) -> Value {
+    send_as(addr, who, method, name, params, true).json()
+}
+
+/// Starts `tool` (no arguments) as a task owned by `who`; its id.
+pub fn start_task(addr: SocketAddr, who: &str, tool: &str) -> String {
+    let r = call_as(
+        addr,
+        who,
+        "tools/call",
+        tool,
+        json!({"name": tool, "arguments": {}}),
+    );
+    assert_eq!(r["result"]["resultType"], "task", "{r}");
+    r["result"]["taskId"].as_str().expect("taskId").to_owned()
+}
