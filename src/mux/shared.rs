@@ -3,6 +3,7 @@
 use std::sync::{Arc, OnceLock};
 
 use bytes::Bytes;
+use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
 use crate::protocol::{Notification, keys, methods};
@@ -101,34 +102,98 @@ fn put_json<T: serde::Serialize + ?Sized>(out: &mut Vec<u8>, value: &T) {
     let _ = serde_json::to_writer(&mut *out, value);
 }
 
+/// Which filter entry `method` needs; `param` reads a string parameter.
+fn kind_of(method: &str, param: impl Fn(&str) -> Option<String>) -> Kind {
+    match method {
+        methods::TOOLS_LIST_CHANGED => Kind::ToolsListChanged,
+        methods::PROMPTS_LIST_CHANGED => Kind::PromptsListChanged,
+        methods::RESOURCES_LIST_CHANGED => Kind::ResourcesListChanged,
+        methods::RESOURCES_UPDATED => match param("uri") {
+            Some(uri) => Kind::ResourcesUpdated(uri.into()),
+            None => Kind::Other,
+        },
+        methods::TASK_STATUS => match param("taskId") {
+            Some(id) => Kind::TaskStatus(id.into()),
+            None => Kind::Other,
+        },
+        _ => Kind::Other,
+    }
+}
+
+/// A value to write into the encoded text: a JSON tree, or text already
+/// encoded (read from another node, spliced as is).
+#[derive(Clone, Copy)]
+enum Val<'a> {
+    Tree(&'a Value),
+    Raw(&'a RawValue),
+}
+
 /// Appends `,"key":value` for each entry.
-fn put_entries<'a>(out: &mut Vec<u8>, entries: impl Iterator<Item = (&'a String, &'a Value)>) {
+fn put_vals<'a>(out: &mut Vec<u8>, entries: impl Iterator<Item = (&'a str, Val<'a>)>) {
     for (key, value) in entries {
         out.push(b',');
         put_json(out, key);
         out.push(b':');
-        put_json(out, value);
+        match value {
+            Val::Tree(v) => put_json(out, v),
+            Val::Raw(raw) => out.extend_from_slice(raw.get().as_bytes()),
+        }
     }
+}
+
+/// One JSON object's entries in order, keeping the first position and the last
+/// value of a repeated key (as a `serde_json::Map` reads them).
+#[derive(Default)]
+struct RawEntries<'a>(Vec<(String, &'a RawValue)>);
+
+impl<'de: 'a, 'a> serde::Deserialize<'de> for RawEntries<'a> {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Visit<'a>(std::marker::PhantomData<&'a ()>);
+        impl<'de: 'a, 'a> serde::de::Visitor<'de> for Visit<'a> {
+            type Value = RawEntries<'a>;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a JSON object")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<Self::Value, A::Error> {
+                let mut entries: Vec<(String, &'a RawValue)> = Vec::new();
+                let mut index: std::collections::HashMap<String, usize> = Default::default();
+                while let Some((key, value)) = map.next_entry::<String, &'a RawValue>()? {
+                    match index.get(&key) {
+                        Some(&at) => entries[at].1 = value,
+                        None => {
+                            index.insert(key.clone(), entries.len());
+                            entries.push((key, value));
+                        }
+                    }
+                }
+                Ok(RawEntries(entries))
+            }
+        }
+        deserializer.deserialize_map(Visit(std::marker::PhantomData))
+    }
+}
+
+impl RawEntries<'_> {
+    fn get(&self, key: &str) -> Option<&RawValue> {
+        self.0.iter().find(|(k, _)| k == key).map(|(_, v)| *v)
+    }
+}
+
+/// A string value's text, if `raw` is a JSON string.
+fn raw_str(raw: Option<&RawValue>) -> Option<String> {
+    raw.and_then(|r| serde_json::from_str::<String>(r.get()).ok())
 }
 
 impl SharedNotification {
     /// Encodes `notification` once.
     pub fn new(notification: Notification) -> Self {
         let Notification { method, mut params } = notification;
-        let kind = match method.as_str() {
-            methods::TOOLS_LIST_CHANGED => Kind::ToolsListChanged,
-            methods::PROMPTS_LIST_CHANGED => Kind::PromptsListChanged,
-            methods::RESOURCES_LIST_CHANGED => Kind::ResourcesListChanged,
-            methods::RESOURCES_UPDATED => match params.get("uri").and_then(Value::as_str) {
-                Some(uri) => Kind::ResourcesUpdated(uri.into()),
-                None => Kind::Other,
-            },
-            methods::TASK_STATUS => match params.get("taskId").and_then(Value::as_str) {
-                Some(id) => Kind::TaskStatus(id.into()),
-                None => Kind::Other,
-            },
-            _ => Kind::Other,
-        };
+        let kind = kind_of(&method, |key| {
+            params.get(key).and_then(Value::as_str).map(str::to_owned)
+        });
         let meta = match params.shift_remove("_meta") {
             Some(Value::Object(mut meta)) => {
                 meta.shift_remove(keys::SUBSCRIPTION_ID);
@@ -137,27 +202,81 @@ impl SharedNotification {
             // `_meta` must be an object; anything else cannot carry the id.
             _ => Map::new(),
         };
+        Self::assemble(
+            method.into(),
+            kind,
+            meta.iter().map(|(k, v)| (k.as_str(), Val::Tree(v))),
+            !meta.is_empty(),
+            params.iter().map(|(k, v)| (k.as_str(), Val::Tree(v))),
+        )
+    }
+
+    /// Reads one notification's JSON-RPC text as the Redis bus carries it
+    /// (its `Serialize` form) and encodes it for the streams of this node,
+    /// copying its values' text as it came: no JSON tree is built, nothing
+    /// is encoded twice. The same result as deserializing it.
+    pub(crate) fn from_wire(text: &str) -> Result<Self, serde_json::Error> {
+        #[derive(serde::Deserialize)]
+        struct Wire<'a> {
+            method: String,
+            #[serde(default, borrow)]
+            params: RawEntries<'a>,
+        }
+        let Wire { method, params } = serde_json::from_str(text)?;
+        let kind = kind_of(&method, |key| raw_str(params.get(key)));
+        let meta = match params.get("_meta") {
+            // `_meta` must be an object; anything else cannot carry the id.
+            Some(raw) => serde_json::from_str::<RawEntries<'_>>(raw.get()).unwrap_or_default(),
+            None => RawEntries::default(),
+        };
+        let meta: Vec<_> = meta
+            .0
+            .iter()
+            .filter(|(k, _)| k != keys::SUBSCRIPTION_ID)
+            .map(|(k, v)| (k.as_str(), Val::Raw(v)))
+            .collect();
+        Ok(Self::assemble(
+            method.into(),
+            kind,
+            meta.iter().copied(),
+            !meta.is_empty(),
+            params
+                .0
+                .iter()
+                .filter(|(k, _)| k != "_meta")
+                .map(|(k, v)| (k.as_str(), Val::Raw(v))),
+        ))
+    }
+
+    /// The head (up to the subscription id) and tail (after it) of the text.
+    fn assemble<'a>(
+        method: Box<str>,
+        kind: Kind,
+        meta: impl Iterator<Item = (&'a str, Val<'a>)>,
+        meta_rest: bool,
+        params: impl Iterator<Item = (&'a str, Val<'a>)>,
+    ) -> Self {
         let mut head = Vec::with_capacity(96 + method.len());
         head.extend_from_slice(br#"{"jsonrpc":"2.0","method":"#);
-        put_json(&mut head, &method);
+        put_json(&mut head, &*method);
         head.extend_from_slice(br#","params":{"#);
         let prefix_len = head.len();
         head.extend_from_slice(br#""_meta":{"#);
         put_json(&mut head, keys::SUBSCRIPTION_ID);
         head.push(b':');
         let mut tail = Vec::with_capacity(16);
-        put_entries(&mut tail, meta.iter());
+        put_vals(&mut tail, meta);
         tail.push(b'}');
-        put_entries(&mut tail, params.iter());
+        put_vals(&mut tail, params);
         tail.extend_from_slice(b"}}");
         SharedNotification {
             inner: Arc::new(Inner {
-                method: method.into(),
+                method,
                 kind,
                 head: head.into(),
                 tail: tail.into(),
                 prefix_len,
-                meta_rest: !meta.is_empty(),
+                meta_rest,
                 legacy: OnceLock::new(),
             }),
         }
@@ -230,6 +349,37 @@ mod tests {
         let back: Vec<SharedNotification> = serde_json::from_str(&text).expect("deserializes");
         assert_eq!(back[0].uri(), Some("note://1"));
         assert_eq!(spliced(&back[0], "7"), spliced(&shared, "7"));
+    }
+
+    #[test]
+    fn read_from_the_wire_it_is_what_deserializing_gives() {
+        let texts = [
+            r#"{"jsonrpc":"2.0","method":"notifications/resources/updated","params":{"uri":"a://\"x\"","_meta":{"trace":[1,2],"io.modelcontextprotocol/subscriptionId":"forged"},"extra":{"k":"v"}}}"#,
+            r#"{"jsonrpc":"2.0","method":"notifications/tools/list_changed","params":{}}"#,
+            r#"{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}"#,
+            r#"{"method":"notifications/tasks","params":{"taskId":"t1","a":1,"a":2,"_meta":"nope","b":null}}"#,
+            r#"{"method":"notifications/resources/updated","params":{"uri":7}}"#,
+        ];
+        for text in texts {
+            let fast = SharedNotification::from_wire(text).expect("reads");
+            let slow: SharedNotification = serde_json::from_str(text).expect("deserializes");
+            assert_eq!(fast.parts(), slow.parts(), "{text}");
+            assert_eq!(fast.kind(), slow.kind(), "{text}");
+            assert_eq!(fast.legacy(), slow.legacy(), "{text}");
+            assert_eq!(fast.method(), slow.method());
+        }
+        for bad in [
+            "[]",
+            r#"{"params":{}}"#,
+            r#"{"method":"m","params":[1]}"#,
+            "{",
+        ] {
+            assert!(SharedNotification::from_wire(bad).is_err(), "{bad}");
+            assert!(
+                serde_json::from_str::<SharedNotification>(bad).is_err(),
+                "{bad}"
+            );
+        }
     }
 
     #[test]

@@ -3,101 +3,186 @@
 //! whatever carries events between nodes.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 use super::Inbox;
 
 type Subscribers<M> = Vec<(u64, Inbox<M>)>;
 
+/// One topic: its subscribers, behind a lock of its own, so a fan-out on one
+/// topic never waits for another's.
+struct Topic<M> {
+    subs: Mutex<Subscribers<M>>,
+    /// Set (under `subs`' lock) when the last subscriber went: the topic is
+    /// leaving the map and takes no new subscriber; [`Topics::add`] makes a
+    /// fresh one instead. Read without the lock by `add` under the map's lock.
+    removed: AtomicBool,
+}
+
+impl<M> Topic<M> {
+    fn with(first: (u64, Inbox<M>)) -> Arc<Self> {
+        Arc::new(Topic {
+            subs: Mutex::new(vec![first]),
+            removed: AtomicBool::new(false),
+        })
+    }
+
+    fn is_removed(&self) -> bool {
+        self.removed.load(Ordering::Acquire)
+    }
+}
+
 /// Topics → subscribed inboxes. A topic exists while it has a subscriber.
+///
+/// Two levels of locks, never held together: the map's (`RwLock`, held only
+/// to find, add or remove a topic) and each topic's own (`Mutex`, held for its
+/// fan-out: `try_send`s, which never block). So a publish on one topic never
+/// waits for another topic's fan-out, and no lock is held across an `.await`.
 pub(crate) struct Topics<M> {
-    map: Mutex<HashMap<String, Subscribers<M>>>,
+    map: RwLock<HashMap<String, Arc<Topic<M>>>>,
     next_id: AtomicU64,
 }
 
 pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    // A panic while holding this lock cannot leave the map inconsistent
+    // A panic while holding this lock cannot leave the state inconsistent
     // (every critical section is a single insert/retain), so poisoning is ignored.
     m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn read<T>(m: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
+    m.read().unwrap_or_else(|p| p.into_inner())
+}
+
+fn write<T>(m: &RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {
+    m.write().unwrap_or_else(|p| p.into_inner())
 }
 
 impl<M> Topics<M> {
     pub(crate) fn new() -> Self {
         Topics {
-            map: Mutex::new(HashMap::new()),
+            map: RwLock::new(HashMap::new()),
             next_id: AtomicU64::new(1),
         }
+    }
+
+    /// The topic `topic`, if it has subscribers; the map's lock is released
+    /// on return.
+    fn get(&self, topic: &str) -> Option<Arc<Topic<M>>> {
+        read(&self.map).get(topic).cloned()
     }
 
     /// Adds `inbox` to `topic`: its subscription id, and whether the topic is new.
     pub(crate) fn add(&self, topic: &str, inbox: Inbox<M>) -> (u64, bool) {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        let mut map = lock(&self.map);
-        let subs = map.entry(topic.to_owned()).or_default();
-        let new = subs.is_empty();
-        subs.push((id, inbox));
-        (id, new)
+        loop {
+            let existing = {
+                let mut map = write(&self.map);
+                match map.get(topic) {
+                    Some(t) if !t.is_removed() => t.clone(),
+                    // None, or one whose last subscriber just went (its
+                    // remover takes it out of the map only if it is still
+                    // this one): a fresh topic, made with its subscriber.
+                    _ => {
+                        map.insert(topic.to_owned(), Topic::with((id, inbox)));
+                        return (id, true);
+                    }
+                }
+            };
+            // The topic's lock is taken without the map's (it may be held by
+            // a fan-out).
+            let mut subs = lock(&existing.subs);
+            if !existing.is_removed() {
+                subs.push((id, inbox));
+                return (id, false);
+            }
+            // Emptied meanwhile: try again, with a fresh topic.
+        }
     }
 
     /// Removes subscription `id`; whether that removed the topic.
     pub(crate) fn remove(&self, topic: &str, id: u64) -> bool {
-        let mut map = lock(&self.map);
-        let Some(subs) = map.get_mut(topic) else {
+        let Some(t) = self.get(topic) else {
             return false;
         };
-        subs.retain(|(i, _)| *i != id);
-        if subs.is_empty() {
-            map.remove(topic);
-            return true;
+        let emptied = {
+            let mut subs = lock(&t.subs);
+            subs.retain(|(i, _)| *i != id);
+            mark_if_empty(&t, &subs)
+        };
+        if emptied {
+            self.forget(topic, &t);
         }
-        false
+        emptied
+    }
+
+    /// Takes the emptied topic `t` out of the map, unless a fresh one already
+    /// replaced it.
+    fn forget(&self, topic: &str, t: &Arc<Topic<M>>) {
+        let mut map = write(&self.map);
+        if map.get(topic).is_some_and(|cur| Arc::ptr_eq(cur, t)) {
+            map.remove(topic);
+        }
     }
 
     /// How many topics have a subscriber.
     pub(crate) fn len(&self) -> usize {
-        lock(&self.map).len()
+        read(&self.map).values().filter(|t| !t.is_removed()).count()
     }
 
     /// Every topic with a subscriber.
     pub(crate) fn names(&self) -> Vec<String> {
-        lock(&self.map).keys().cloned().collect()
+        read(&self.map)
+            .iter()
+            .filter(|(_, t)| !t.is_removed())
+            .map(|(name, _)| name.clone())
+            .collect()
     }
+}
+
+/// Marks `t` removed if `subs` (its subscribers, locked) is empty; whether it did.
+fn mark_if_empty<M>(t: &Topic<M>, subs: &Subscribers<M>) -> bool {
+    if subs.is_empty() && !t.is_removed() {
+        t.removed.store(true, Ordering::Release);
+        return true;
+    }
+    false
 }
 
 impl<M: Clone + Send + 'static> Topics<M> {
     /// The live inboxes of `topic`.
     pub(crate) fn subscribers(&self, topic: &str) -> Vec<Inbox<M>> {
-        lock(&self.map)
-            .get(topic)
-            .map(|subs| {
-                subs.iter()
-                    .filter(|(_, i)| !i.is_closed())
-                    .map(|(_, i)| i.clone())
-                    .collect()
-            })
-            .unwrap_or_default()
+        let Some(t) = self.get(topic) else {
+            return Vec::new();
+        };
+        lock(&t.subs)
+            .iter()
+            .filter(|(_, i)| !i.is_closed())
+            .map(|(_, i)| i.clone())
+            .collect()
     }
 
     /// Hands `msgs`, in order, to each subscriber without waiting; a subscriber
     /// that refuses one (full: ended as `Overflow`; or ended) is dropped. Returns
     /// how many took them all, and whether the topic went away.
     pub(crate) fn deliver(&self, topic: &str, msgs: &[M]) -> (usize, bool) {
-        let mut map = lock(&self.map);
-        let Some(subs) = map.get_mut(topic) else {
+        let Some(t) = self.get(topic) else {
             return (0, false);
         };
         let mut delivered = 0;
-        // `try_send` never blocks, so holding the lock here is short.
-        subs.retain(|(_, inbox)| {
-            let took_all = msgs.iter().all(|msg| inbox.try_send(msg.clone()).is_ok());
-            delivered += usize::from(took_all);
-            took_all
-        });
-        let gone = subs.is_empty();
+        let gone = {
+            // Only this topic's lock; `try_send` never blocks.
+            let mut subs = lock(&t.subs);
+            subs.retain(|(_, inbox)| {
+                let took_all = msgs.iter().all(|msg| inbox.try_send(msg.clone()).is_ok());
+                delivered += usize::from(took_all);
+                took_all
+            });
+            mark_if_empty(&t, &subs)
+        };
         if gone {
-            map.remove(topic);
+            self.forget(topic, &t);
         }
         (delivered, gone)
     }
@@ -113,10 +198,13 @@ impl<M: Clone + Send + 'static> Topics<M> {
         let mut took_all = 0;
         let mut full = Vec::new();
         {
-            // `try_offer` never blocks, so the lock is held only for the walk;
-            // only the inboxes that were full are cloned out of it.
-            let map = lock(&self.map);
-            for (_, inbox) in map.get(topic).into_iter().flatten() {
+            // `try_offer` never blocks, so the topic's lock is held only for
+            // the walk; only the inboxes that were full are cloned out of it.
+            let Some(t) = self.get(topic) else {
+                return 0;
+            };
+            let subs = lock(&t.subs);
+            for (_, inbox) in subs.iter() {
                 match offer_all(inbox, msgs) {
                     Offered::All => took_all += 1,
                     Offered::Ended => {}
@@ -153,11 +241,20 @@ impl<M: Clone + Send + 'static> Topics<M> {
     /// Asks every subscriber to complete ([`Inbox::complete`]) and forgets
     /// them all: they depended on something that is gone.
     pub(crate) fn complete_all(&self) -> usize {
-        let drained: Vec<Subscribers<M>> = lock(&self.map).drain().map(|(_, s)| s).collect();
+        let drained: Vec<Arc<Topic<M>>> = write(&self.map).drain().map(|(_, t)| t).collect();
         let mut n = 0;
-        for (_, inbox) in drained.iter().flatten() {
-            inbox.complete();
-            n += 1;
+        for t in drained {
+            // Marked removed under its lock: a subscriber added after this
+            // goes to a fresh topic; one added before is completed here.
+            let subs = {
+                let mut subs = lock(&t.subs);
+                t.removed.store(true, Ordering::Release);
+                std::mem::take(&mut *subs)
+            };
+            for (_, inbox) in &subs {
+                inbox.complete();
+                n += 1;
+            }
         }
         n
     }

@@ -427,6 +427,7 @@ pub(crate) mod test_sink {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::Mutex;
     use test_sink::recorder;
 
     #[test]
@@ -536,6 +537,107 @@ mod tests {
         assert_eq!(got, burst, "the fast stream got the burst in order");
         // Ended: never waited on again.
         assert_eq!(bus.inner.local.deliver_wait("t", &[7], stall).await, 1);
+    }
+
+    /// A sink whose first delivery blocks until released: a fan-out that
+    /// takes long.
+    struct Blocking {
+        entered: Mutex<Option<std::sync::mpsc::Sender<()>>>,
+        release: Mutex<std::sync::mpsc::Receiver<()>>,
+    }
+
+    impl InboxSink<u32> for Blocking {
+        fn try_deliver(&self, _msg: u32) -> Result<(), InboxError> {
+            if let Some(entered) = local::lock(&self.entered).take() {
+                let _ = entered.send(());
+                let _ = local::lock(&self.release).recv();
+            }
+            Ok(())
+        }
+        fn deliver(&self, msg: u32) -> DeliverFuture {
+            let r = self.try_deliver(msg);
+            Box::pin(async move { r })
+        }
+        fn is_closed(&self) -> bool {
+            false
+        }
+    }
+
+    #[test]
+    fn a_publish_does_not_wait_for_another_topics_fan_out() {
+        use std::sync::mpsc::channel;
+        use std::time::Duration;
+        let bus: Bus<u32> = Bus::new();
+        let (entered_tx, entered) = channel();
+        let (release, release_rx) = channel();
+        let blocking = Arc::new(Blocking {
+            entered: Mutex::new(Some(entered_tx)),
+            release: Mutex::new(release_rx),
+        });
+        let _b = bus.subscribe("b", Inbox::from_sink(blocking));
+        let a = recorder(10);
+        let _a = bus.subscribe("a", Inbox::from_sink(a.clone()));
+        let on_b = std::thread::spawn({
+            let bus = bus.clone();
+            move || bus.publish("b", 1)
+        });
+        entered
+            .recv_timeout(Duration::from_secs(10))
+            .expect("the fan-out on b started");
+        // b's fan-out is in progress (its subscriber holds it): a publish on a
+        // and the bus's bookkeeping must not wait for it.
+        let (done_tx, done) = channel();
+        let on_a = std::thread::spawn({
+            let bus = bus.clone();
+            move || {
+                let n = bus.publish("a", 2);
+                let other = bus.subscribe("c", Inbox::from_sink(recorder(1)));
+                let topics = bus.topic_count();
+                drop(other);
+                let _ = done_tx.send((n, topics));
+            }
+        });
+        let finished = done.recv_timeout(Duration::from_secs(2));
+        // Released whatever happened, so that the test ends by itself.
+        let _ = release.send(());
+        assert_eq!(on_b.join().expect("b's publisher"), 1);
+        on_a.join().expect("a's publisher");
+        assert_eq!(
+            finished.expect("the publish on a finished while b's fan-out was in progress"),
+            (1, 3)
+        );
+        assert_eq!(*a.got.lock().unwrap(), vec![2]);
+        assert_eq!(bus.topic_count(), 2);
+    }
+
+    #[test]
+    fn a_topic_emptied_while_a_subscriber_arrives_stays_consistent() {
+        // Subscribe, unsubscribe and publish on one topic from several
+        // threads: whatever the interleaving, every live subscription is in
+        // the map and an empty topic is not.
+        let bus: Bus<u32> = Bus::new();
+        let threads: Vec<_> = (0..4)
+            .map(|_| {
+                let bus = bus.clone();
+                std::thread::spawn(move || {
+                    for i in 0..2_000 {
+                        let r = recorder(1_000_000);
+                        let sub = bus.subscribe("t", Inbox::from_sink(r.clone()));
+                        bus.publish("t", i);
+                        assert!(
+                            r.got.lock().unwrap().contains(&i),
+                            "a subscription sees a publish made after it"
+                        );
+                        drop(sub);
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().expect("no panic");
+        }
+        assert_eq!(bus.topic_count(), 0);
+        assert!(bus.inner.local.names().is_empty());
     }
 
     #[test]

@@ -52,7 +52,8 @@ use serde_json::{Map, Value, json};
 
 pub use builder::SuiteBuilder;
 pub use catalog::{
-    Catalog, CatalogEvent, CatalogStreamState, CatalogSubscriptions, WeakCatalog, topics,
+    Catalog, CatalogEvent, CatalogMessage, CatalogStreamState, CatalogSubscriptions, WeakCatalog,
+    topics,
 };
 pub use common::{
     BoxFuture, Builder, CallToolResult, Content, Icon, InputRequired, ResourceContents, ToolOutcome,

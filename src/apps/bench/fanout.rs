@@ -3,9 +3,10 @@
 //! N listen streams run on one actix System (one thread, so the figure is per
 //! core), each under its own connection with its own outbox and writer task,
 //! as on HTTP. Each event is one [`SharedNotification`] published on the
-//! embedded [`Bus`] in bursts of 32 ([`Bus::publish_batch`]); every stream's `handle_message` passes it to
-//! [`Channel::send_shared`]; each writer drains its outbox into a reused byte
-//! buffer, as the SSE body does. What is timed: from the first publish until
+//! embedded [`Bus`] in bursts of 32 ([`Bus::publish_batch`], or one
+//! [`Bus::publish`] per event: [`Fanout::run_each`]); every stream's
+//! `handle_message` passes it to [`Channel::send_shared`]; each writer drains
+//! its outbox into a reused byte buffer, as the SSE body does. What is timed: from the first publish until
 //! the writers have encoded every frame.
 
 use std::cell::Cell;
@@ -155,6 +156,17 @@ impl Fanout {
     /// Publishes `events` events to every stream and returns the time until the
     /// writer encoded all of them.
     pub fn run(&self, events: u64) -> Duration {
+        self.run_with(events, true)
+    }
+
+    /// Like [`Fanout::run`], but each event is its own [`Bus::publish`] (the
+    /// same bursts of 32 between waits): every event walks all the topic's
+    /// inboxes.
+    pub fn run_each(&self, events: u64) -> Duration {
+        self.run_with(events, false)
+    }
+
+    fn run_with(&self, events: u64, batched: bool) -> Duration {
         let notification = SharedNotification::new(Notification::tools_list_changed());
         let burst: Vec<SharedNotification> = (0..BATCH).map(|_| notification.clone()).collect();
         let start = Instant::now();
@@ -162,7 +174,13 @@ impl Fanout {
             let mut sent = 0;
             while sent < events {
                 let batch = BATCH.min(events - sent);
-                self.bus.publish_batch(TOPIC, &burst[..batch as usize]);
+                if batched {
+                    self.bus.publish_batch(TOPIC, &burst[..batch as usize]);
+                } else {
+                    for event in &burst[..batch as usize] {
+                        self.bus.publish(TOPIC, event.clone());
+                    }
+                }
                 sent += batch;
                 self.target
                     .set(self.target.get() + batch * self.streams as u64);

@@ -18,7 +18,7 @@ use crate::suite::prompts::Prompt;
 use crate::suite::resources::ResourceProvider;
 use crate::suite::schemas::{CompiledSchema, ToolError};
 use crate::suite::tools::Tool;
-pub use events::{CatalogEvent, CatalogStreamState, CatalogSubscriptions, topics};
+pub use events::{CatalogEvent, CatalogMessage, CatalogStreamState, CatalogSubscriptions, topics};
 use ordered::Ordered;
 
 /// A tool with its compiled input schema (or why it did not compile).
@@ -35,7 +35,7 @@ struct Inner {
     tools_enabled: AtomicBool,
     prompts_enabled: AtomicBool,
     resources_enabled: AtomicBool,
-    events: Bus<CatalogEvent>,
+    events: Bus<CatalogMessage>,
 }
 
 /// The tools, prompts, resources and completions a suite serves, changeable at
@@ -113,20 +113,16 @@ impl Catalog {
     }
 
     /// The bus on which catalog changes are published.
-    pub fn events(&self) -> &Bus<CatalogEvent> {
+    pub fn events(&self) -> &Bus<CatalogMessage> {
         &self.inner.events
     }
 
     /// Publishes `event` to every open listen stream that asked for it; returns
     /// the number of streams reached.
+    /// The event's notification is encoded once here, for all of them.
     pub fn publish(&self, event: CatalogEvent) -> usize {
-        let topic = match &event {
-            CatalogEvent::ToolsChanged => topics::TOOLS,
-            CatalogEvent::PromptsChanged => topics::PROMPTS,
-            CatalogEvent::ResourcesChanged => topics::RESOURCES,
-            CatalogEvent::ResourceUpdated(_) => topics::RESOURCE_UPDATED,
-        };
-        self.inner.events.publish(topic, event)
+        let msg = CatalogMessage::new(event);
+        self.inner.events.publish(msg.topic(), msg)
     }
 
     /// A handle that does not keep the catalog alive (for tools that change the
