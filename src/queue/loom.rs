@@ -121,3 +121,27 @@ fn a_reader_parked_on_an_empty_queue_is_woken_by_a_send() {
         sender.join().unwrap();
     });
 }
+
+#[test]
+fn storage_is_given_back_when_idle_while_senders_race_the_reader() {
+    ::loom::model(|| {
+        // A floor of one item: every push grows past it (a VecDeque starts
+        // at four), so each idle look of the reader shrinks, while the
+        // sender may queue between its two locks.
+        let (tx, mut rx) = with_idle_floor(1, 1);
+        let tx2 = tx.clone();
+        let sender = thread::spawn(move || {
+            for i in 1..=3 {
+                block_on(tx2.send(i)).unwrap();
+            }
+        });
+        for i in 1..=3 {
+            assert_eq!(block_on(rx.recv()), Some(i));
+        }
+        sender.join().unwrap();
+        assert_eq!(rx.try_recv(), Err(TryRecvError::Empty));
+        assert!(rx.capacity_held() <= 2, "{}", rx.capacity_held());
+        tx.try_send(4).unwrap();
+        assert_eq!(rx.try_recv(), Ok(4));
+    });
+}

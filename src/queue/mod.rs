@@ -25,6 +25,10 @@
 //! - **The reader going ends every wait.** Waiting senders fail with
 //!   [`Closed`], [`Sender::closed`] completes, queued items are dropped.
 //!
+//! And one it keeps for memory (unit tests and a loom model): storage a
+//! burst grew is given back when the reader next finds the queue empty,
+//! down to [`IDLE_FLOOR`] items, with no allocator call under the lock.
+//!
 //! File by file: `sender.rs` and `receiver.rs` are the two sides, `shared.rs`
 //! the state between them (slot count, waiting senders), `sync.rs` the
 //! primitives (std, or loom's under the `loom` feature), `loom.rs` the models.
@@ -57,7 +61,13 @@ use sync::Arc;
 /// assert_eq!(rx.try_recv(), Ok("a"));
 /// ```
 pub fn bounded<T>(capacity: usize) -> (Sender<T>, Receiver<T>) {
-    let shared = Arc::new(Shared::new(capacity));
+    with_idle_floor(capacity, IDLE_FLOOR)
+}
+
+/// [`bounded`] keeping `idle_floor` items of storage once idle (the loom
+/// models use a small floor, so that a short burst goes past it).
+fn with_idle_floor<T>(capacity: usize, idle_floor: usize) -> (Sender<T>, Receiver<T>) {
+    let shared = Arc::new(Shared::new(capacity, idle_floor));
     (
         Sender {
             shared: shared.clone(),
@@ -68,6 +78,19 @@ pub fn bounded<T>(capacity: usize) -> (Sender<T>, Receiver<T>) {
         },
     )
 }
+
+/// Items of storage the queue and its reader's batch each keep once idle
+/// (default 16).
+///
+/// Both grow with a burst, up to the queue's capacity (a connection's outbox
+/// and a stream's mailbox: 64 by default). When the reader finds nothing
+/// queued, each is shrunk back to this many items (and to no less than it
+/// holds): a stream that is idle again holds what an idle stream holds. 16
+/// covers the batches of ordinary traffic (a reply and its notifications, a
+/// handful of events between two reads), which then take and give back no
+/// memory; storage only ever shrinks when it grew past this. An outbox frame
+/// is 48 bytes, so the floor is 768 bytes per side.
+pub const IDLE_FLOOR: usize = 16;
 
 /// The queue's reader has gone.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]

@@ -4,8 +4,8 @@ use std::collections::VecDeque;
 use std::task::{Context, Poll};
 
 use super::TryRecvError;
-use super::shared::Shared;
-use super::sync::{Arc, Ordering, lock};
+use super::shared::{Inner, Shared};
+use super::sync::{Arc, MutexGuard, Ordering, lock};
 
 /// The receiving side of a bounded queue.
 pub struct Receiver<T> {
@@ -55,6 +55,7 @@ impl<T> Receiver<T> {
                 {
                     inner.reader = Some(cx.waker().clone());
                 }
+                shrink_when_idle(&self.shared, &mut self.batch, inner);
                 return Next::Empty;
             }
             std::mem::swap(&mut inner.queue, &mut self.batch);
@@ -68,6 +69,12 @@ impl<T> Receiver<T> {
             }
             None => Next::Empty,
         }
+    }
+
+    /// Storage held for items: the queue's and the batch's, in items.
+    #[cfg(test)]
+    pub(super) fn capacity_held(&self) -> usize {
+        lock(&self.shared.inner).queue.capacity() + self.batch.capacity()
     }
 
     /// The next item, or `None` once every sender has gone and nothing is left.
@@ -91,5 +98,34 @@ impl<T> Receiver<T> {
             Next::End => Err(TryRecvError::Disconnected),
             Next::Empty => Err(TryRecvError::Empty),
         }
+    }
+}
+
+/// Nothing is queued and the batch is empty (`inner` is locked): gives
+/// back the storage a burst grew (the queue's and the reader's batch), down
+/// to [`IDLE_FLOOR`](super::IDLE_FLOOR) items each. No allocator call
+/// happens under the lock: the batch (the reader's own) is shrunk outside
+/// it, then swapped in for the queue's storage if that is still empty (a
+/// pointer swap), and the queue's old storage is shrunk in turn. A sender queuing in between keeps its item and wakes the reader
+/// as usual; the queue's storage is then left for the next idle look.
+fn shrink_when_idle<T>(
+    shared: &Shared<T>,
+    batch: &mut VecDeque<T>,
+    inner: MutexGuard<'_, Inner<T>>,
+) {
+    let floor = shared.idle_floor;
+    let queue_grown = inner.queue.capacity() > floor;
+    if !queue_grown && batch.capacity() <= floor {
+        return;
+    }
+    drop(inner);
+    batch.shrink_to(floor);
+    if queue_grown {
+        let mut inner = lock(&shared.inner);
+        if inner.queue.is_empty() {
+            std::mem::swap(&mut inner.queue, batch);
+        }
+        drop(inner);
+        batch.shrink_to(floor);
     }
 }

@@ -23,6 +23,9 @@ pub(super) struct Shared<T> {
     /// a slot given back and a sender starting to wait cannot miss each other.
     slots: AtomicUsize,
     pub(super) capacity: usize,
+    /// Storage (in items) the queue and the reader's batch each keep once
+    /// idle: [`super::IDLE_FLOOR`], smaller in the loom models.
+    pub(super) idle_floor: usize,
     pub(super) senders: AtomicUsize,
     /// Set once the reader has gone (also in `Inner::gone`, read without the lock).
     pub(super) reader_gone: AtomicBool,
@@ -72,7 +75,7 @@ pub(super) enum Acquire {
 }
 
 impl<T> Shared<T> {
-    pub(super) fn new(capacity: usize) -> Self {
+    pub(super) fn new(capacity: usize, idle_floor: usize) -> Self {
         Shared {
             inner: Mutex::new(Inner {
                 queue: VecDeque::new(),
@@ -83,6 +86,7 @@ impl<T> Shared<T> {
             }),
             slots: AtomicUsize::new(0),
             capacity: capacity.max(1),
+            idle_floor,
             senders: AtomicUsize::new(1),
             reader_gone: AtomicBool::new(false),
         }

@@ -189,3 +189,60 @@ fn the_reader_going_drops_queued_items_and_ends_every_wait() {
     );
     assert!(matches!(tx.try_send(item), Err(TrySendError::Closed(_))));
 }
+
+#[test]
+fn storage_a_burst_grew_is_given_back_once_the_reader_finds_the_queue_empty() {
+    let (tx, mut rx) = bounded(256);
+    // Two full bursts: the first batch's storage goes back as the queue's
+    // at the second take, so both sides hold a burst's worth.
+    for _ in 0..2 {
+        for i in 0..256 {
+            tx.try_send(i).unwrap();
+        }
+        for i in 0..256 {
+            assert_eq!(rx.try_recv(), Ok(i));
+        }
+    }
+    assert!(rx.capacity_held() >= 2 * 256, "the burst grew both sides");
+    assert_eq!(rx.try_recv(), Err(TryRecvError::Empty));
+    assert!(
+        rx.capacity_held() <= 2 * IDLE_FLOOR,
+        "{}",
+        rx.capacity_held()
+    );
+
+    // The same through a reader that parks, and the queue still works.
+    for i in 0..256 {
+        tx.try_send(i).unwrap();
+    }
+    let waker = futures_util::task::noop_waker();
+    let mut cx = Context::from_waker(&waker);
+    for i in 0..256 {
+        assert_eq!(rx.poll_recv(&mut cx), Poll::Ready(Some(i)));
+    }
+    assert_eq!(rx.poll_recv(&mut cx), Poll::Pending);
+    assert!(
+        rx.capacity_held() <= 2 * IDLE_FLOOR,
+        "{}",
+        rx.capacity_held()
+    );
+    tx.try_send(7).unwrap();
+    assert_eq!(rx.try_recv(), Ok(7));
+}
+
+#[test]
+fn traffic_within_the_floor_keeps_its_storage() {
+    let (tx, mut rx) = bounded(64);
+    for round in 0..3 {
+        for i in 0..IDLE_FLOOR {
+            tx.try_send(i).unwrap();
+        }
+        for i in 0..IDLE_FLOOR {
+            assert_eq!(rx.try_recv(), Ok(i));
+        }
+        assert_eq!(rx.try_recv(), Err(TryRecvError::Empty));
+        let held = rx.capacity_held();
+        assert!(held >= IDLE_FLOOR, "round {round}: storage is kept, {held}");
+        assert!(held <= 2 * IDLE_FLOOR, "round {round}: {held}");
+    }
+}

@@ -248,8 +248,20 @@ impl Listen {
         epoch: Option<Instant>,
         progress: Arc<Progress>,
     ) -> std::io::Result<Arrivals> {
+        self.receive_more(want, epoch, progress).await
+    }
+
+    /// [`Listen::receive`] keeping the stream open: reads until `want` more
+    /// events arrived (memory mode reads a burst, then leaves the stream idle).
+    pub async fn receive_more(
+        &mut self,
+        want: usize,
+        epoch: Option<Instant>,
+        progress: Arc<Progress>,
+    ) -> std::io::Result<Arrivals> {
         let mut times = Vec::with_capacity(if epoch.is_some() { want } else { 0 });
         let mut seen = self.extra.min(want);
+        self.extra -= seen;
         let stamp = |times: &mut Arrivals, n: usize| {
             if let Some(epoch) = epoch {
                 let at = u32::try_from(epoch.elapsed().as_micros()).unwrap_or(u32::MAX);
@@ -283,6 +295,9 @@ impl Listen {
                     }
                 }
             })?;
+            // Events past `want` (none from the bench's own servers) count
+            // towards the next call.
+            self.extra += got.saturating_sub(want - seen);
             let got = got.min(want - seen);
             if got > 0 {
                 stamp(&mut times, got);

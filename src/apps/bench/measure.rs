@@ -76,6 +76,29 @@ async fn open_spread(
     Ok(all)
 }
 
+/// Memory mode with `--events K`: one burst of K events to every open
+/// stream, each read in full, the streams kept open (idle again).
+async fn burst_and_drain(
+    cfg: &BenchConfig,
+    addr: SocketAddr,
+    path: &str,
+    streams: &mut [Listen],
+    progress: &Arc<Progress>,
+) -> std::io::Result<()> {
+    if cfg.events == 0 {
+        return Ok(());
+    }
+    let readers = streams
+        .iter_mut()
+        .map(|s| s.receive_more(cfg.events, None, progress.clone()));
+    let (_, received) = tokio::try_join!(
+        load::burst(addr, path, cfg.events, cfg.kind),
+        futures_util::future::try_join_all(readers),
+    )?;
+    drop(received);
+    Ok(())
+}
+
 type Readers = Vec<JoinHandle<std::io::Result<Arrivals>>>;
 
 fn spawn_readers(
@@ -207,17 +230,24 @@ pub fn measure_across(
                 let pid = pid
                     .ok_or_else(|| std::io::Error::other("memory mode needs the server's pid"))?
                     .to_string();
-                // One stream first, so one-time allocations are not counted.
-                let warm = load::open_many(burst_at, path, 1, cfg.kind, &progress).await?;
+                // One stream first (and, with events, one burst), so one-time
+                // allocations are not counted.
+                let mut warm = load::open_many(burst_at, path, 1, cfg.kind, &progress).await?;
+                burst_and_drain(cfg, burst_at, path, &mut warm, &progress).await?;
                 tokio::time::sleep(Duration::from_millis(300)).await;
                 let before = resident_kib_of(&pid);
                 let start = Instant::now();
                 let more = cfg.streams.saturating_sub(1).max(1);
-                let streams = load::open_many(burst_at, path, more, cfg.kind, &progress).await?;
+                let mut streams =
+                    load::open_many(burst_at, path, more, cfg.kind, &progress).await?;
                 let elapsed = start.elapsed();
+                // With events: every stream (the warm one too) gets a burst,
+                // reads it all, and is idle again when memory is read.
+                streams.append(&mut warm);
+                burst_and_drain(cfg, burst_at, path, &mut streams, &progress).await?;
                 tokio::time::sleep(Duration::from_millis(500)).await;
                 let after = resident_kib_of(&pid);
-                drop((warm, streams));
+                drop(streams);
                 Ok(Sample {
                     kib_per_stream: after.saturating_sub(before) as f64 / more as f64,
                     elapsed,

@@ -20,8 +20,8 @@
 //!
 //! Modes: `throughput` (S streams × K events, frames per second), `latency`
 //! (one event at a time at a fixed rate below saturation; publish-to-receive
-//! percentiles), `memory` (S idle streams; the server's resident memory per
-//! stream). The ratio genmcp / baseline measured in the same run is what
+//! percentiles), `memory` (S idle streams, optionally after one burst of K
+//! events each; the server's resident memory per stream). The ratio genmcp / baseline measured in the same run is what
 //! compares across machines and commits. With `--cross-node REDIS_URL`
 //! (throughput or latency) the comparison is one `genmcp serve --bus` node
 //! against three sharing the Redis server, `burst` on node 1 and the listens
@@ -94,7 +94,8 @@ pub struct BenchConfig {
     /// Concurrent streams (default 100).
     pub streams: usize,
     /// Events per stream (default: throughput 1,000,000 / streams; latency
-    /// 10 s of events, at most 1,000).
+    /// 10 s of events, at most 1,000; memory 0: with K, one burst of K
+    /// events every stream reads before memory is read, idle).
     pub events: usize,
     /// Rounds; each measures baseline then genmcp (default 3).
     pub rounds: usize,

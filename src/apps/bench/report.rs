@@ -78,7 +78,9 @@ impl Results {
         if let Some(name) = self.ratio_name() {
             columns.push_str(&format!(" | ratio {name}"));
         }
-        let load = if cfg.mode == Mode::Memory {
+        let load = if cfg.mode == Mode::Memory && cfg.events > 0 {
+            format!("{} streams, idle after {} events", cfg.streams, cfg.events)
+        } else if cfg.mode == Mode::Memory {
             format!("{} streams", cfg.streams)
         } else if cfg.mode == Mode::Latency {
             format!(

@@ -22,7 +22,8 @@ pub(crate) struct BenchArgs {
     #[arg(long, value_name = "S")]
     streams: Option<NonZeroUsize>,
     /// Events per stream (default: throughput 1,000,000 / S; latency 10 s
-    /// at --rate, at most 1,000).
+    /// at --rate, at most 1,000; memory: none, with K one burst of K events
+    /// that every stream reads before its memory is read idle).
     #[arg(long, value_name = "K")]
     events: Option<NonZeroUsize>,
     /// Rounds; each measures baseline then genmcp (default 3).

@@ -9,7 +9,7 @@ use crate::queue::TrySendError;
 
 use serde_json::{Map, Value};
 
-use super::{CLOSED, Channel, ChannelError, Frame, OPEN, OVERFLOW, lock};
+use super::{CLOSED, Channel, ChannelError, Frame, OPEN, OVERFLOW, SPILL_IDLE_FLOOR, lock};
 use crate::protocol::jsonrpc::encode_notification;
 use crate::protocol::{SubscriptionFilter, keys, methods};
 
@@ -173,6 +173,12 @@ impl Channel {
         std::sync::Arc::strong_count(&listen.tag) > 1 + pending.len()
     }
 
+    /// Storage the spill queue holds, in frames.
+    #[cfg(test)]
+    pub(crate) fn spill_capacity(&self) -> usize {
+        lock(&self.inner.pending).capacity()
+    }
+
     /// Whether frames wait in the spill queue for outbox room.
     pub(crate) fn has_pending(&self) -> bool {
         self.inner
@@ -224,6 +230,9 @@ impl Channel {
             }
             if pending.is_empty() {
                 listen.spilled.store(false, Ordering::Release);
+                // The spill is over: give back what it grew (a short
+                // reallocation under this lock, once per spill past the floor).
+                pending.shrink_to(SPILL_IDLE_FLOOR);
                 return Ok(());
             }
         }

@@ -16,6 +16,17 @@ use crate::protocol::{
 
 mod lifecycle;
 
+/// Frames of storage a listen stream's spill queue keeps once drained
+/// (default 8).
+///
+/// A spill grows the queue up to `Limits::spill_limit` frames (64 by
+/// default); once [`Channel`]'s flush has moved the last spilled frame into
+/// the outbox, the queue is shrunk back to this, so a stream that is idle
+/// again holds what an idle stream holds. A stream that never spills holds
+/// none at all, and a short spill (a few frames while the outbox is full)
+/// reuses these 8 (384 bytes) without allocating.
+pub(crate) const SPILL_IDLE_FLOOR: usize = 8;
+
 const OPEN: u8 = 0;
 const CLOSED: u8 = 1;
 const OVERFLOW: u8 = 2;
@@ -91,7 +102,8 @@ struct Inner {
     /// lock, so a send and a close (or the final frame) never interleave.
     state: AtomicU8,
     /// Frames of a listen stream waiting for outbox room, in order (bounded by
-    /// `spill_limit`); always empty for a request channel.
+    /// `spill_limit`; storage back to [`SPILL_IDLE_FLOOR`] once drained);
+    /// always empty for a request channel.
     pending: Mutex<VecDeque<Frame>>,
     last_progress: Mutex<Option<f64>>,
 }

@@ -261,3 +261,30 @@ fn a_shared_frame_always_carries_its_streams_id() {
     let v: Value = serde_json::from_slice(&out).expect("valid JSON");
     assert_eq!(v["params"]["_meta"][keys::SUBSCRIPTION_ID], "s-1");
 }
+
+#[tokio::test]
+async fn a_drained_spill_gives_its_storage_back() {
+    let (ch, mut rx) = listen(RequestId::Number(1), 64, 64);
+    ch.acknowledge(SubscriptionFilter::tools()).unwrap();
+    // The acknowledgement and 63 notifications fill the outbox; 50 spill.
+    for _ in 0..113 {
+        ch.send_notification(Notification::tools_list_changed())
+            .unwrap();
+    }
+    assert!(ch.has_pending());
+    assert!(ch.spill_capacity() >= 50);
+    for _ in 0..64 {
+        rx.try_recv().expect("a frame");
+    }
+    ch.flush().await.unwrap();
+    assert!(!ch.has_pending());
+    assert!(
+        ch.spill_capacity() <= SPILL_IDLE_FLOOR,
+        "a drained spill keeps {} frames of storage",
+        ch.spill_capacity()
+    );
+    for _ in 0..50 {
+        rx.try_recv().expect("a spilled frame");
+    }
+    assert!(rx.try_recv().is_err());
+}

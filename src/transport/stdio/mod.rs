@@ -21,13 +21,16 @@ use std::rc::Rc;
 use std::time::Duration;
 
 use actix::prelude::*;
-use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, BufReader};
 use tokio::task::AbortHandle;
 
 mod legacy;
+mod writer;
+
+use writer::write_frames;
 
 use super::dispatch::{Deadlines, ListenRequest, Routed, route, spawn_unary, validate_meta};
-use crate::mux::{Assigns, Frame, Outbox, OutboxReceiver, outbox};
+use crate::mux::{Assigns, Frame, Outbox, outbox};
 use crate::protocol::jsonrpc::encode_error;
 use crate::protocol::{Incoming, McpError, Request, RequestId, methods};
 use crate::runtime::{
@@ -154,46 +157,6 @@ impl<R: AsyncRead + Unpin> Lines<R> {
             }
         }
     }
-}
-
-/// Ready frames written together at most.
-const MAX_FRAMES_PER_WRITE: usize = 1024;
-/// Bytes written together at most.
-const MAX_WRITE_BYTES: usize = 256 * 1024;
-
-/// Writes frames as lines: each wake-up drains every ready frame (up to a
-/// bound) into one reused buffer, then one write and one flush. Frames of a
-/// cancelled stream still in the queue are dropped here, not counted.
-async fn write_frames<W: AsyncWrite + Unpin>(
-    mut rx: OutboxReceiver,
-    mut out: W,
-    server: Server,
-) -> io::Result<()> {
-    let mut buf = Vec::with_capacity(64 * 1024);
-    while let Some(frame) = rx.recv().await {
-        buf.clear();
-        let mut frames = 0;
-        let mut taken = 0;
-        let mut next = Some(frame);
-        while let Some(frame) = next.take() {
-            taken += 1;
-            if !frame.is_revoked() {
-                frame.write_to(&mut buf);
-                buf.push(b'\n');
-                frames += 1;
-            }
-            if taken < MAX_FRAMES_PER_WRITE && buf.len() < MAX_WRITE_BYTES {
-                next = rx.try_recv().ok();
-            }
-        }
-        if frames == 0 {
-            continue;
-        }
-        out.write_all(&buf).await?;
-        out.flush().await?;
-        server.count_frames(frames);
-    }
-    Ok(())
 }
 
 /// Writes an error response. The outbox is bounded: this waits for room, at most
