@@ -9,6 +9,15 @@ mod serve_args;
 
 use std::process::ExitCode;
 
+/// The binary's allocator, chosen by cargo feature (docs/benchmark.md,
+/// "Allocators"); the system allocator without one.
+#[cfg(feature = "mimalloc")]
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+#[cfg(all(feature = "jemalloc", not(feature = "mimalloc")))]
+#[global_allocator]
+static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 use clap::{Parser, Subcommand, ValueEnum};
 use genmcp::apps::logging::LogFormat;
 
