@@ -68,7 +68,7 @@ impl Tasks {
             .started
             .get_or_try_init(|| async {
                 remote
-                    .renew(seal::now_ms() + millis(lease))
+                    .renew(seal::expiry(lease))
                     .await
                     .map_err(|e| unavailable(&e))?;
                 let (tx, rx) = tokio::sync::mpsc::channel(MIRROR_QUEUE);
@@ -274,10 +274,6 @@ impl Tasks {
     }
 }
 
-fn millis(d: Duration) -> u64 {
-    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
-}
-
 /// Ends another node's unfinished task `failed`: its node lost its lease.
 async fn lost(remote: &SharedTasks, mut record: TaskRecord) -> TaskRecord {
     let error = McpError::internal("Internal error: the node running this task was lost");
@@ -314,7 +310,7 @@ async fn renew_lease(remote: SharedTasks, shared: Weak<Shared>, lease: Duration)
         if shared.strong_count() == 0 {
             return;
         }
-        if let Err(e) = remote.renew(seal::now_ms() + millis(lease)).await {
+        if let Err(e) = remote.renew(seal::expiry(lease)).await {
             tracing::warn!(error = %e, "task lease not renewed");
         }
     }

@@ -179,11 +179,14 @@ impl Tasks {
     /// with tasks shared through Redis, to the other nodes.
     fn announce(&self, id: &str) {
         let store = &self.shared.store;
-        let current = self
+        let watched = self
             .shared
             .watchers
             .announce(id, || store.get(id, seal::now_ms()));
-        if let Some(record) = current {
+        if self.shared.mirror.get().is_none() {
+            return;
+        }
+        if let Some(record) = watched.or_else(|| store.get(id, seal::now_ms())) {
             self.mirror(record);
         }
     }

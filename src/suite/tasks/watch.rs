@@ -53,18 +53,17 @@ impl Watchers {
     /// Tells the watchers of `id` its state now (`current`, read under the
     /// lock, so two changes racing each other are both announced with the
     /// later state, never the earlier one last); after a terminal state, or
-    /// when the task is gone, nobody watches it any more. Returns the state
-    /// it read.
+    /// when the task is gone, nobody watches it any more. `current` runs only
+    /// when someone watches `id` (a change nobody watches costs one lookup);
+    /// returns what it read.
     pub(crate) fn announce(
         &self,
         id: &str,
         current: impl FnOnce() -> Option<TaskRecord>,
     ) -> Option<TaskRecord> {
         let mut map = self.lock();
+        let watching = map.get_mut(id)?;
         let record = current();
-        let Some(watching) = map.get_mut(id) else {
-            return record;
-        };
         let Some(now) = &record else {
             map.remove(id);
             return None;
