@@ -79,21 +79,13 @@ impl serde::Serialize for SharedNotification {
     }
 }
 
-/// Read back from its JSON-RPC text and encoded once again, for every stream
-/// of the receiving node.
+/// Read back from its JSON-RPC text (what a Redis bus receives from another
+/// node) with [`SharedNotification::from_wire`]: its values' text is copied
+/// as it came, no JSON tree is built, nothing is encoded twice.
 impl<'de> serde::Deserialize<'de> for SharedNotification {
     fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        #[derive(serde::Deserialize)]
-        struct Wire {
-            method: String,
-            #[serde(default)]
-            params: Map<String, Value>,
-        }
-        let wire = Wire::deserialize(deserializer)?;
-        Ok(SharedNotification::new(Notification::new(
-            wire.method,
-            wire.params,
-        )))
+        let raw = Box::<serde_json::value::RawValue>::deserialize(deserializer)?;
+        SharedNotification::from_wire(raw.get()).map_err(serde::de::Error::custom)
     }
 }
 
@@ -214,7 +206,8 @@ impl SharedNotification {
     /// Reads one notification's JSON-RPC text as the Redis bus carries it
     /// (its `Serialize` form) and encodes it for the streams of this node,
     /// copying its values' text as it came: no JSON tree is built, nothing
-    /// is encoded twice. The same result as deserializing it.
+    /// is encoded twice. The same result as building it from the parsed
+    /// notification.
     pub(crate) fn from_wire(text: &str) -> Result<Self, serde_json::Error> {
         #[derive(serde::Deserialize)]
         struct Wire<'a> {
@@ -351,8 +344,23 @@ mod tests {
         assert_eq!(spliced(&back[0], "7"), spliced(&shared, "7"));
     }
 
+    /// The notification of `text` parsed into a tree, then encoded.
+    fn from_tree(text: &str) -> Result<SharedNotification, serde_json::Error> {
+        #[derive(serde::Deserialize)]
+        struct Wire {
+            method: String,
+            #[serde(default)]
+            params: Map<String, Value>,
+        }
+        let wire: Wire = serde_json::from_str(text)?;
+        Ok(SharedNotification::new(Notification::new(
+            wire.method,
+            wire.params,
+        )))
+    }
+
     #[test]
-    fn read_from_the_wire_it_is_what_deserializing_gives() {
+    fn read_from_the_wire_it_is_what_parsing_and_encoding_gives() {
         let texts = [
             r#"{"jsonrpc":"2.0","method":"notifications/resources/updated","params":{"uri":"a://\"x\"","_meta":{"trace":[1,2],"io.modelcontextprotocol/subscriptionId":"forged"},"extra":{"k":"v"}}}"#,
             r#"{"jsonrpc":"2.0","method":"notifications/tools/list_changed","params":{}}"#,
@@ -361,8 +369,8 @@ mod tests {
             r#"{"method":"notifications/resources/updated","params":{"uri":7}}"#,
         ];
         for text in texts {
-            let fast = SharedNotification::from_wire(text).expect("reads");
-            let slow: SharedNotification = serde_json::from_str(text).expect("deserializes");
+            let fast: SharedNotification = serde_json::from_str(text).expect("deserializes");
+            let slow = from_tree(text).expect("parses");
             assert_eq!(fast.parts(), slow.parts(), "{text}");
             assert_eq!(fast.kind(), slow.kind(), "{text}");
             assert_eq!(fast.legacy(), slow.legacy(), "{text}");
@@ -374,7 +382,7 @@ mod tests {
             r#"{"method":"m","params":[1]}"#,
             "{",
         ] {
-            assert!(SharedNotification::from_wire(bad).is_err(), "{bad}");
+            assert!(from_tree(bad).is_err(), "{bad}");
             assert!(
                 serde_json::from_str::<SharedNotification>(bad).is_err(),
                 "{bad}"

@@ -2,7 +2,6 @@
 //! this node's topics, delivers the other nodes' events, sends the queued
 //! publishes, and reconnects with back-off.
 
-use std::any::{Any, TypeId};
 use std::collections::HashSet;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
@@ -11,7 +10,6 @@ use std::time::Duration;
 use ::redis::aio::{MultiplexedConnection, PubSub};
 use futures_util::StreamExt;
 use serde::de::DeserializeOwned;
-use serde_json::value::RawValue;
 use tokio::sync::{mpsc, oneshot};
 
 use super::dropped::{self, DropReason};
@@ -19,7 +17,6 @@ use super::inbound::{Verdict, Verifier};
 use super::link::{Link, Outgoing};
 use super::wire::{self, Header};
 use super::{RedisBusConfig, StartMode};
-use crate::mux::SharedNotification;
 use crate::pubsub::local::lock;
 use crate::pubsub::{BusError, BusInner};
 
@@ -355,26 +352,6 @@ fn backoff_after_session(backoff: Duration, lasted: Duration, config: &RedisBusC
     }
 }
 
-/// Reads a publish of [`SharedNotification`]s with
-/// [`SharedNotification::from_wire`] (their values' text is kept, not parsed
-/// into a tree and encoded again); `None` for any other message type.
-fn read_shared<M: 'static>(body: &[u8]) -> Option<Result<Vec<M>, serde_json::Error>> {
-    if TypeId::of::<M>() != TypeId::of::<SharedNotification>() {
-        return None;
-    }
-    let read = serde_json::from_slice::<Vec<&RawValue>>(body).and_then(|raws| {
-        raws.into_iter()
-            .map(|raw| SharedNotification::from_wire(raw.get()))
-            .collect::<Result<Vec<_>, _>>()
-    });
-    Some(read.and_then(|msgs| {
-        (Box::new(msgs) as Box<dyn Any>)
-            .downcast::<Vec<M>>()
-            .map(|msgs| *msgs)
-            .map_err(|_| serde::de::Error::custom("not shared notifications"))
-    }))
-}
-
 /// Hands one checked message from Redis to this node's subscribers of its
 /// topic.
 async fn self_deliver<M: Clone + Send + DeserializeOwned + 'static>(
@@ -389,7 +366,7 @@ async fn self_deliver<M: Clone + Send + DeserializeOwned + 'static>(
     let Some(body) = msg.get_payload_bytes().get(wire::HEADER_LEN..) else {
         return;
     };
-    let msgs: Vec<M> = match read_shared(body).unwrap_or_else(|| serde_json::from_slice(body)) {
+    let msgs: Vec<M> = match serde_json::from_slice(body) {
         Ok(msgs) => msgs,
         Err(_) => {
             dropped::count(DropReason::Malformed, topic);
