@@ -80,7 +80,7 @@ impl serde::Serialize for SharedNotification {
 }
 
 /// Read back from its JSON-RPC text (what a Redis bus receives from another
-/// node) with [`SharedNotification::from_wire`]: its values' text is copied
+/// node) with `SharedNotification::from_wire`: its values' text is copied
 /// as it came, no JSON tree is built, nothing is encoded twice.
 impl<'de> serde::Deserialize<'de> for SharedNotification {
     fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
