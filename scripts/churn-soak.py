@@ -293,6 +293,12 @@ def main():
               f"{rss} KiB at the end ({rss - first:+d} KiB); "
               f"{unacked_failures[0]} listens dropped before their acknowledgement, "
               f"{server_closed[0]} ended by the server")
+        # The figure: growth over the run's second half (from the
+        # first sample at or after the midpoint to the last one).
+        mid = rows[-1][0] / 2
+        half = next((r for r in rows if r[0] >= mid), rows[-1])
+        print(f"second half: RSS {half[1]} KiB at {half[0]:.0f} s, {rss} KiB at "
+              f"{rows[-1][0]:.0f} s: {rss - half[1]:+d} KiB ({(rss - half[1]) / 1024:+.2f} MiB)")
         served = [r[3] for r in rows if r[3] is not None]
         if served:
             print(f"open streams on the server (from /metrics): min {min(served)}, "

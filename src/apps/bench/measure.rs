@@ -27,6 +27,34 @@ pub fn resident_kib_of(pid: &str) -> u64 {
         .unwrap_or(0)
 }
 
+/// Resident memory stops counting as falling when it has not gone below its
+/// lowest reading by more than this fraction for [`SETTLE_QUIET`].
+const SETTLE_SLACK: f64 = 0.002;
+/// How long resident memory must hold still to count as settled.
+const SETTLE_QUIET: Duration = Duration::from_secs(2);
+/// The longest memory mode waits for resident memory to settle.
+const SETTLE_MAX: Duration = Duration::from_secs(30);
+
+/// The resident memory of `pid` (KiB) once it has stopped falling: read every
+/// 250 ms until no reading for [`SETTLE_QUIET`] went below the lowest so far
+/// by more than [`SETTLE_SLACK`], at most [`SETTLE_MAX`]. An allocator that
+/// returns freed pages on a timer (jemalloc's decay, mimalloc's purge delay)
+/// is read after it has returned them, not half-way.
+async fn settled_resident_kib(pid: &str) -> u64 {
+    let start = Instant::now();
+    let mut low = resident_kib_of(pid);
+    let mut since = Instant::now();
+    while start.elapsed() < SETTLE_MAX && since.elapsed() < SETTLE_QUIET {
+        tokio::time::sleep(Duration::from_millis(250)).await;
+        let now = resident_kib_of(pid);
+        if (now as f64) < low as f64 * (1.0 - SETTLE_SLACK) {
+            since = Instant::now();
+        }
+        low = low.min(now);
+    }
+    low
+}
+
 /// CPU time this process has used (user + system, all threads), from
 /// `/proc/self/stat` (Linux, in 10 ms ticks), or `None`.
 fn cpu_time() -> Option<Duration> {
@@ -245,8 +273,7 @@ pub fn measure_across(
                 // reads it all, and is idle again when memory is read.
                 streams.append(&mut warm);
                 burst_and_drain(cfg, burst_at, path, &mut streams, &progress).await?;
-                tokio::time::sleep(Duration::from_millis(500)).await;
-                let after = resident_kib_of(&pid);
+                let after = settled_resident_kib(&pid).await;
                 drop(streams);
                 Ok(Sample {
                     kib_per_stream: after.saturating_sub(before) as f64 / more as f64,

@@ -3,6 +3,7 @@
 //! stdio; `genmcp bench` measures it. The flags are parsed by clap and mapped
 //! onto the library's configuration types, whose defaults they keep.
 
+mod allocator;
 mod bench;
 mod serve;
 mod serve_args;
@@ -10,7 +11,9 @@ mod serve_args;
 use std::process::ExitCode;
 
 /// The binary's allocator, chosen by cargo feature (docs/benchmark.md,
-/// "Allocators"); the system allocator without one.
+/// "Allocators"): jemalloc by default (tuned at start by
+/// [`allocator::tune`]), mimalloc with `--features mimalloc`, the system
+/// allocator with `--no-default-features`.
 #[cfg(feature = "mimalloc")]
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
@@ -75,6 +78,7 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    allocator::tune();
     let cli = Cli::parse();
     genmcp::apps::logging::init(match cli.log_format {
         LogFormatArg::Text => LogFormat::Text,
