@@ -94,6 +94,21 @@ impl RedisServer {
         );
     }
 
+    /// Stops (`SIGSTOP`) or continues (`SIGCONT`) the server: a hung Redis,
+    /// whose connections stay open and unanswered.
+    pub fn signal(&self, signal: &str) {
+        let pid = self
+            .child
+            .as_ref()
+            .map(|c| c.id())
+            .expect("a running server");
+        let status = Command::new("kill")
+            .args([signal, &pid.to_string()])
+            .status()
+            .expect("kill runs");
+        assert!(status.success(), "kill {signal} {pid}");
+    }
+
     /// Sends one command (RESP array of bulk strings) and returns the raw reply.
     pub fn command(&self, args: &[&str]) -> Option<String> {
         let addr = SocketAddr::from(([127, 0, 0, 1], self.port));

@@ -169,6 +169,78 @@ async fn slot_map(cmd: &mut ClusterConnection, timeout: Duration) -> Result<Vec<
     Ok(masters)
 }
 
+/// A shard connection and its push messages (sharded messages,
+/// `sunsubscribe`s, the disconnection).
+type ShardConn = (MultiplexedConnection, mpsc::UnboundedReceiver<PushInfo>);
+
+/// A RESP3 connection to `master` with the settings of `base` (credentials,
+/// database).
+async fn connect_shard(
+    base: &::redis::ConnectionInfo,
+    config: &RedisBusConfig,
+    master: &Master,
+) -> Result<ShardConn, String> {
+    let redis = base
+        .redis_settings()
+        .clone()
+        .set_protocol(ProtocolVersion::RESP3);
+    let info = base
+        .clone()
+        .set_addr(ConnectionAddr::Tcp(master.host.clone(), master.port))
+        .set_redis_settings(redis);
+    let client = ::redis::Client::open(info).map_err(|e| e.to_string())?;
+    let (tx, rx) = mpsc::unbounded_channel();
+    let settings = AsyncConnectionConfig::new()
+        .set_push_sender(tx)
+        .set_connection_timeout(Some(config.connect_timeout))
+        .set_response_timeout(Some(config.command_timeout));
+    match tokio::time::timeout(
+        config.connect_timeout,
+        client.get_multiplexed_async_connection_with_config(&settings),
+    )
+    .await
+    {
+        Ok(Ok(conn)) => Ok((conn, rx)),
+        Ok(Err(e)) => Err(format!("{}: {e}", master.addr())),
+        Err(_) => Err(format!(
+            "{}: no connection within {:?}",
+            master.addr(),
+            config.connect_timeout
+        )),
+    }
+}
+
+/// What one attempt to reach the lost shards found: the slot map (the last
+/// known one if it could not be read) and the masters newly connected or not.
+type Reached = (Vec<Master>, Vec<(Master, Result<ShardConn, String>)>);
+
+/// Reads the slot map again and connects to the masters not in `running`,
+/// all at once. Runs beside the shards' sessions (never holding them up).
+async fn reach(
+    mut cmd: ClusterConnection,
+    base: ::redis::ConnectionInfo,
+    config: RedisBusConfig,
+    known: Vec<Master>,
+    running: HashSet<String>,
+) -> Reached {
+    let masters = match slot_map(&mut cmd, config.command_timeout).await {
+        Ok(masters) => masters,
+        Err(e) => {
+            tracing::debug!(reason = %e, "event bus: Redis Cluster slot map unavailable");
+            known
+        }
+    };
+    let missing: Vec<Master> = masters
+        .iter()
+        .filter(|m| !running.contains(&m.addr()))
+        .cloned()
+        .collect();
+    let conns =
+        futures_util::future::join_all(missing.iter().map(|m| connect_shard(&base, &config, m)))
+            .await;
+    (masters, missing.into_iter().zip(conns).collect())
+}
+
 /// The Redis thread's state on a cluster.
 struct ClusterTask<M> {
     client: ::redis::cluster::ClusterClient,
@@ -207,44 +279,6 @@ impl<M: Clone + Send + DeserializeOwned + 'static> ClusterTask<M> {
             Ok(Err(e)) => Err(e.to_string()),
             Err(_) => Err(format!(
                 "no connection within {:?}",
-                self.config.connect_timeout
-            )),
-        }
-    }
-
-    /// A RESP3 connection to one master, its push messages (sharded messages,
-    /// `sunsubscribe`s, the disconnection) on `pushes`.
-    async fn connect_shard(
-        &self,
-        master: &Master,
-    ) -> Result<(MultiplexedConnection, mpsc::UnboundedReceiver<PushInfo>), String> {
-        let redis = self
-            .base
-            .redis_settings()
-            .clone()
-            .set_protocol(ProtocolVersion::RESP3);
-        let info = self
-            .base
-            .clone()
-            .set_addr(ConnectionAddr::Tcp(master.host.clone(), master.port))
-            .set_redis_settings(redis);
-        let client = ::redis::Client::open(info).map_err(|e| e.to_string())?;
-        let (tx, rx) = mpsc::unbounded_channel();
-        let settings = AsyncConnectionConfig::new()
-            .set_push_sender(tx)
-            .set_connection_timeout(Some(self.config.connect_timeout))
-            .set_response_timeout(Some(self.config.command_timeout));
-        match tokio::time::timeout(
-            self.config.connect_timeout,
-            client.get_multiplexed_async_connection_with_config(&settings),
-        )
-        .await
-        {
-            Ok(Ok(conn)) => Ok((conn, rx)),
-            Ok(Err(e)) => Err(format!("{}: {e}", master.addr())),
-            Err(_) => Err(format!(
-                "{}: no connection within {:?}",
-                master.addr(),
                 self.config.connect_timeout
             )),
         }
@@ -339,9 +373,15 @@ impl<M: Clone + Send + DeserializeOwned + 'static> ClusterTask<M> {
         let mut ready: HashSet<String> = HashSet::new();
         // First, every master must be reached (else the session fails, as a
         // single Redis that cannot be reached does).
+        let conns = futures_util::future::join_all(
+            masters
+                .iter()
+                .map(|m| connect_shard(&self.base, &self.config, m)),
+        )
+        .await;
         let mut pending = Vec::new();
-        for master in &masters {
-            match self.connect_shard(master).await {
+        for (master, conn) in masters.iter().zip(conns) {
+            match conn {
                 Ok(pair) => pending.push((master.clone(), pair)),
                 Err(e) => return End::Lost(format!("shard {e}")),
             }
@@ -356,6 +396,7 @@ impl<M: Clone + Send + DeserializeOwned + 'static> ClusterTask<M> {
         let mut batch: Vec<Outgoing> = Vec::with_capacity(256);
         let mut backoff = self.config.reconnect_min;
         let mut retry: Option<tokio::time::Instant> = None;
+        let mut reaching: Option<Pin<Box<dyn Future<Output = Reached>>>> = None;
         let link = self.link.clone();
         let bus = self.bus.clone();
         loop {
@@ -425,41 +466,62 @@ impl<M: Clone + Send + DeserializeOwned + 'static> ClusterTask<M> {
                         Some(at) => tokio::time::sleep_until(at).await,
                         None => std::future::pending().await,
                     }
-                } => {
+                }, if reaching.is_none() => {
                     retry = None;
-                    match slot_map(&mut cmd, timeout).await {
-                        Ok(map) => masters = map,
-                        Err(e) => tracing::debug!(url = %link.url, reason = %e, "event bus: slot map unavailable"),
+                    reaching = Some(Box::pin(reach(
+                        cmd.clone(),
+                        self.base.clone(),
+                        self.config.clone(),
+                        masters.clone(),
+                        running.keys().cloned().collect(),
+                    )));
+                }
+                (map, reached) = async {
+                    match reaching.as_mut() {
+                        Some(f) => f.await,
+                        None => std::future::pending().await,
                     }
-                    let mut down = Vec::new();
+                } => {
+                    reaching = None;
+                    masters = map;
                     for master in &masters {
-                        let addr = master.addr();
-                        if let Some(r) = running.get(&addr) {
-                            // A master that took over slots serves them now.
+                        // A master that took over slots serves them now.
+                        if let Some(r) = running.get(&master.addr()) {
                             let mut ranges = lock(&r.ranges);
                             if *ranges != master.ranges {
-                                *ranges = master.ranges.clone();
+                                ranges.clone_from(&master.ranges);
                                 let _ = r.topics.send(());
                             }
+                        }
+                    }
+                    for (master, conn) in reached {
+                        let addr = master.addr();
+                        if running.contains_key(&addr) {
                             continue;
                         }
-                        match self.connect_shard(master).await {
+                        match conn {
                             Ok((conn, pushes)) => {
                                 let verifier = self.take_verifier(&addr);
-                                let (run, fut) = self.shard(master.clone(), conn, pushes, verifier, ready_tx.clone());
+                                let (run, fut) = self.shard(master, conn, pushes, verifier, ready_tx.clone());
                                 running.insert(addr.clone(), run);
                                 shards.push(fut);
                                 tracing::info!(url = %link.url, shard = %addr, "event bus reached a Redis Cluster shard again");
                             }
                             Err(e) => {
                                 tracing::debug!(url = %link.url, shard = %addr, reason = %e, retry_in = ?backoff, "event bus: shard still unreachable");
-                                down.extend(master.ranges.iter().copied());
                             }
                         }
                     }
-                    // Slots no master serves are down too.
+                    // Down: the slots of every master without a session (one
+                    // lost while this attempt ran included).
+                    let down: Vec<(u16, u16)> = masters
+                        .iter()
+                        .filter(|m| !running.contains_key(&m.addr()))
+                        .flat_map(|m| m.ranges.iter().copied())
+                        .collect();
+                    let any_down = !down.is_empty();
                     *lock(&link.down) = down;
-                    if !lock(&link.down).is_empty() {
+                    if any_down {
                         backoff = next_backoff(backoff, &self.config);
                         retry = Some(tokio::time::Instant::now() + backoff);
                     } else {
