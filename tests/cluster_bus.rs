@@ -346,6 +346,8 @@ impl BinaryNode {
             .expect("genmcp starts");
         let stderr = child.stderr.take().expect("stderr");
         let (tx, rx) = std::sync::mpsc::channel();
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let lines = log.clone();
         std::thread::spawn(move || {
             for line in BufReader::new(stderr).lines() {
                 let Ok(line) = line else { break };
@@ -353,13 +355,20 @@ impl BinaryNode {
                 if v["fields"]["message"] == "genmcp listening" {
                     let _ = tx.send(v["fields"]["addr"].as_str().unwrap_or("").to_owned());
                 }
+                lines.lock().unwrap_or_else(|p| p.into_inner()).push(line);
             }
         });
-        let addr = rx
-            .recv_timeout(Duration::from_secs(20))
-            .expect("the listening line")
-            .parse()
-            .expect("an address");
+        let addr = match rx.recv_timeout(Duration::from_secs(20)) {
+            Ok(addr) => addr.parse().expect("an address"),
+            Err(_) => {
+                let _ = child.kill();
+                let status = child.wait();
+                panic!(
+                    "no listening line from genmcp serve ({status:?}); its log: {:?}",
+                    log.lock().unwrap_or_else(|p| p.into_inner())
+                )
+            }
+        };
         BinaryNode { child, addr }
     }
 }
