@@ -520,3 +520,55 @@ fn a_hung_master_ends_only_its_topics_streams_while_the_node_retries_it() {
         "the other masters' topics carry events within 1 s: late {slow:?}"
     );
 }
+
+#[test]
+fn with_a_key_only_the_nodes_sharing_it_reach_each_other_on_a_cluster() {
+    use genmcp::pubsub::redis::{DropReason, dropped_messages};
+    let forged = || {
+        dropped_messages()
+            .into_iter()
+            .find(|(r, _)| *r == DropReason::Forged)
+            .map_or(0, |(_, n)| n)
+    };
+    let cluster = RedisCluster::start();
+    let prefix = "t-keyed:";
+    let keyed = |key: &[u8; 32]| -> Bus<u32> {
+        block_on(Bus::redis(bus_config(&cluster.url(), prefix).key(key)))
+            .expect("the cluster bus connects")
+    };
+    let (a, b, stranger) = (keyed(&[1; 32]), keyed(&[1; 32]), keyed(&[2; 32]));
+    let topics = topics_on_every_shard(&cluster, prefix);
+    let streams: Vec<_> = topics
+        .iter()
+        .map(|(topic, _)| {
+            let r = Arc::new(Recorder::default());
+            let sub = b.subscribe(topic.clone(), Inbox::from_sink(r.clone()));
+            (topic.clone(), r, sub)
+        })
+        .collect();
+    let mut want = vec![BTreeSet::new(); 3];
+    for (topic, owner) in &topics {
+        want[*owner].insert(format!("{prefix}{topic}"));
+    }
+    wait_shard_channels(&cluster, &want);
+    let forged_before = forged();
+    for (topic, _, _) in &streams {
+        stranger.try_publish(topic, 666).expect("published");
+        for seq in 0..5 {
+            a.try_publish(topic, seq).expect("published");
+        }
+    }
+    assert!(
+        wait_until(Duration::from_secs(10), || streams
+            .iter()
+            .all(|(_, r, _)| r.got().len() >= 5)),
+        "the key's nodes reach each other on every shard"
+    );
+    assert!(
+        wait_until(Duration::from_secs(5), || forged() >= forged_before + 6),
+        "the other key's messages are dropped as forged"
+    );
+    for (topic, r, _) in &streams {
+        assert_eq!(r.got(), [0, 1, 2, 3, 4], "{topic}");
+    }
+}

@@ -125,6 +125,11 @@ async fn slot_map(cmd: &mut ClusterConnection, timeout: Duration) -> Result<Vec<
         Ok(Err(e)) => return Err(format!("CLUSTER SLOTS failed: {e}")),
         Err(_) => return Err(format!("CLUSTER SLOTS unanswered in {timeout:?}")),
     };
+    parse_slots(reply)
+}
+
+/// The masters of a `CLUSTER SLOTS` reply, each with its slot ranges.
+fn parse_slots(reply: Value) -> Result<Vec<Master>, String> {
     let Value::Array(ranges) = reply else {
         return Err("CLUSTER SLOTS: not an array".into());
     };
@@ -797,6 +802,61 @@ impl<M: Clone + Send + DeserializeOwned + 'static> Shard<M> {
             end = publishing => end,
             end = receiving => end,
             end = draining => end,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn bulk(s: &str) -> Value {
+        Value::BulkString(s.as_bytes().to_vec())
+    }
+
+    fn node(port: i64) -> Value {
+        Value::Array(vec![bulk("127.0.0.1"), Value::Int(port), bulk("id")])
+    }
+
+    #[test]
+    fn the_slot_map_groups_each_masters_ranges() {
+        let reply = Value::Array(vec![
+            Value::Array(vec![
+                Value::Int(0),
+                Value::Int(5460),
+                node(7001),
+                node(7004),
+            ]),
+            Value::Array(vec![Value::Int(5461), Value::Int(10922), node(7002)]),
+            Value::Array(vec![Value::Int(10923), Value::Int(16383), node(7001)]),
+        ]);
+        let masters = parse_slots(reply).expect("a slot map");
+        assert_eq!(
+            masters,
+            vec![
+                Master {
+                    host: "127.0.0.1".into(),
+                    port: 7001,
+                    ranges: vec![(0, 5460), (10923, 16383)],
+                },
+                Master {
+                    host: "127.0.0.1".into(),
+                    port: 7002,
+                    ranges: vec![(5461, 10922)],
+                },
+            ]
+        );
+        for bad in [
+            Value::Array(vec![]),
+            Value::Int(1),
+            Value::Array(vec![Value::Array(vec![Value::Int(0), Value::Int(1)])]),
+            Value::Array(vec![Value::Array(vec![
+                Value::Int(0),
+                Value::Int(70000),
+                node(7001),
+            ])]),
+        ] {
+            assert!(parse_slots(bad).is_err());
         }
     }
 }
