@@ -31,7 +31,9 @@ use crate::suite::secret::{self, KEY_ENV, SecretError};
 #[non_exhaustive]
 pub struct NodeConfig {
     /// `--bus` (or `GENMCP_BUS`): the Redis server shared by the nodes
-    /// (`redis://[user:password@]HOST:PORT`); `None` (default): an embedded
+    /// (`redis://[user:password@]HOST:PORT`), or a Redis Cluster
+    /// (`redis+cluster://[user:password@]HOST:PORT,HOST:PORT,...`, seed
+    /// nodes: sharded pub/sub, see `docs/bus.md`); `None` (default): an embedded
     /// bus. `{:?}` of a `NodeConfig` hides the password. The nodes
     /// also record spent `requestState`s there
     /// ([`crate::apps::shared_spent::RedisSpentRecord::for_bus`]).

@@ -1,9 +1,11 @@
 //! The demo's notes: in this process's memory, or (with a Redis bus) in
 //! Redis, so every node of a fleet reads and changes the same notes.
 //!
-//! In Redis the notes are one hash, `<prefix>notes` (URI → text), and a
-//! counter, `<prefix>notes:next`; adding checks the bound and takes the next
-//! id in one script, so two nodes never hand out the same URI.
+//! In Redis the notes are one hash, `<prefix>{notes}` (URI → text), and a
+//! counter, `<prefix>{notes}:next`; adding checks the bound and takes the next
+//! id in one script, so two nodes never hand out the same URI. The hash tag
+//! `{notes}` puts both keys in one slot, so the script also runs on a Redis
+//! Cluster (`redis+cluster://`), where a script's keys must share a slot.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -11,6 +13,12 @@ use std::sync::{Arc, Mutex};
 
 use crate::protocol::McpError;
 use crate::pubsub::{BusError, RedisOnce};
+
+/// The hash of the notes (under the bus's prefix); its hash tag is
+/// [`NEXT`]'s, so both live in one Redis Cluster slot.
+const HASH: &str = "{notes}";
+/// The counter of note ids.
+const NEXT: &str = "{notes}:next";
 
 /// Most notes kept; adding past it is refused.
 pub const MAX_NOTES: usize = 100_000;
@@ -116,8 +124,8 @@ return id
                 let mut cmd = ::redis::cmd("EVAL");
                 cmd.arg(ADD)
                     .arg(2)
-                    .arg(keys.key("notes"))
-                    .arg(keys.key("notes:next"))
+                    .arg(keys.key(HASH))
+                    .arg(keys.key(NEXT))
                     .arg(text)
                     .arg(MAX_NOTES);
                 let id: i64 = keys.query(cmd).await.map_err(|e| unavailable(&e))?;
@@ -149,7 +157,7 @@ return 1
                 let mut cmd = ::redis::cmd("EVAL");
                 cmd.arg(UPDATE)
                     .arg(1)
-                    .arg(keys.key("notes"))
+                    .arg(keys.key(HASH))
                     .arg(uri)
                     .arg(text);
                 let done: i64 = keys.query(cmd).await.map_err(|e| unavailable(&e))?;
@@ -164,7 +172,7 @@ return 1
             Backend::Memory { notes, .. } => Ok(lock(notes).remove(uri).is_some()),
             Backend::Redis(keys) => {
                 let mut cmd = ::redis::cmd("HDEL");
-                cmd.arg(keys.key("notes")).arg(uri);
+                cmd.arg(keys.key(HASH)).arg(uri);
                 let n: i64 = keys.query(cmd).await.map_err(|e| unavailable(&e))?;
                 Ok(n == 1)
             }
@@ -177,7 +185,7 @@ return 1
             Backend::Memory { notes, .. } => Ok(lock(notes).get(uri).cloned()),
             Backend::Redis(keys) => {
                 let mut cmd = ::redis::cmd("HGET");
-                cmd.arg(keys.key("notes")).arg(uri);
+                cmd.arg(keys.key(HASH)).arg(uri);
                 keys.query(cmd).await.map_err(|e| unavailable(&e))
             }
         }
@@ -192,7 +200,7 @@ return 1
                 .collect(),
             Backend::Redis(keys) => {
                 let mut cmd = ::redis::cmd("HGETALL");
-                cmd.arg(keys.key("notes"));
+                cmd.arg(keys.key(HASH));
                 keys.query(cmd).await.map_err(|e| unavailable(&e))?
             }
         };

@@ -260,6 +260,32 @@ impl<M: Clone + Send + 'static> Topics<M> {
     }
 }
 
+impl<M: Clone + Send + 'static> Topics<M> {
+    /// Asks the subscribers of every topic for which `lost` is true to
+    /// complete ([`Inbox::complete`]) and forgets those topics (the others
+    /// keep going): what they depended on is gone. Returns how many were asked.
+    pub(crate) fn complete_where(&self, lost: impl Fn(&str) -> bool) -> usize {
+        let drained: Vec<Arc<Topic<M>>> = {
+            let mut map = write(&self.map);
+            let names: Vec<String> = map.keys().filter(|t| lost(t)).cloned().collect();
+            names.iter().filter_map(|name| map.remove(name)).collect()
+        };
+        let mut n = 0;
+        for t in drained {
+            let subs = {
+                let mut subs = lock(&t.subs);
+                t.removed.store(true, Ordering::Release);
+                std::mem::take(&mut *subs)
+            };
+            for (_, inbox) in &subs {
+                inbox.complete();
+                n += 1;
+            }
+        }
+        n
+    }
+}
+
 /// How far [`offer_all`] got.
 enum Offered<M> {
     /// The inbox took every message.

@@ -13,6 +13,9 @@ pub struct RedisServer {
     child: Option<Child>,
     /// Its port on 127.0.0.1.
     pub port: u16,
+    /// More arguments (a cluster node's settings), and its working directory.
+    extra: Vec<String>,
+    dir: Option<std::path::PathBuf>,
 }
 
 fn binary() -> String {
@@ -32,6 +35,8 @@ impl RedisServer {
         let mut server = RedisServer {
             child: None,
             port: free_port(),
+            extra: Vec::new(),
+            dir: None,
         };
         server.restart();
         server
@@ -54,9 +59,14 @@ impl RedisServer {
     pub fn restart(&mut self) {
         self.kill();
         let bin = binary();
-        let child = Command::new(&bin)
+        let mut command = Command::new(&bin);
+        if let Some(dir) = &self.dir {
+            command.current_dir(dir);
+        }
+        let child = command
             .args(["--port", &self.port.to_string()])
             .args(["--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
+            .args(&self.extra)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -82,6 +92,21 @@ impl RedisServer {
             "{bin} did not answer PING on port {} within 10 s",
             self.port
         );
+    }
+
+    /// Stops (`SIGSTOP`) or continues (`SIGCONT`) the server: a hung Redis,
+    /// whose connections stay open and unanswered.
+    pub fn signal(&self, signal: &str) {
+        let pid = self
+            .child
+            .as_ref()
+            .map(|c| c.id())
+            .expect("a running server");
+        let status = Command::new("kill")
+            .args([signal, &pid.to_string()])
+            .status()
+            .expect("kill runs");
+        assert!(status.success(), "kill {signal} {pid}");
     }
 
     /// Sends one command (RESP array of bulk strings) and returns the raw reply.
@@ -116,6 +141,179 @@ impl RedisServer {
                     .and_then(|n| n.trim().parse().ok())
             })
             .unwrap_or(0)
+    }
+}
+
+fn cli_binary() -> String {
+    std::env::var("GENMCP_REDIS_CLI").unwrap_or_else(|_| "redis-cli".into())
+}
+
+/// A Redis Cluster of three masters (no replicas) on free loopback ports,
+/// created with `redis-cli --cluster create`; every node is killed and its
+/// directory removed on drop. A node's slots stay its own across a
+/// [`RedisServer::restart`] (its `nodes.conf` is kept). The nodes run with
+/// `cluster-require-full-coverage no`: with a master down, the others keep
+/// serving their slots.
+pub struct RedisCluster {
+    /// The masters.
+    pub nodes: Vec<RedisServer>,
+    dir: std::path::PathBuf,
+}
+
+impl RedisCluster {
+    /// Starts three cluster-enabled servers, joins them and waits (20 s at
+    /// most) until every node reports `cluster_state:ok`.
+    pub fn start() -> RedisCluster {
+        let dir = std::env::temp_dir().join(format!(
+            "genmcp-cluster-{}-{}",
+            std::process::id(),
+            free_port()
+        ));
+        std::fs::create_dir_all(&dir).expect("a directory for the cluster");
+        let mut nodes = Vec::new();
+        for _ in 0..3 {
+            let port = free_port();
+            let node_dir = dir.join(port.to_string());
+            std::fs::create_dir_all(&node_dir).expect("a directory for a cluster node");
+            let mut server = RedisServer {
+                child: None,
+                port,
+                extra: [
+                    "--cluster-enabled",
+                    "yes",
+                    "--cluster-config-file",
+                    "nodes.conf",
+                    "--cluster-node-timeout",
+                    "1000",
+                    "--cluster-require-full-coverage",
+                    "no",
+                ]
+                .map(String::from)
+                .to_vec(),
+                dir: Some(node_dir),
+            };
+            server.restart();
+            nodes.push(server);
+        }
+        let cluster = RedisCluster { nodes, dir };
+        let cli = cli_binary();
+        let out = Command::new(&cli)
+            .arg("--cluster")
+            .arg("create")
+            .args(
+                cluster
+                    .nodes
+                    .iter()
+                    .map(|n| format!("127.0.0.1:{}", n.port)),
+            )
+            .args(["--cluster-replicas", "0", "--cluster-yes"])
+            .stdin(Stdio::null())
+            .output()
+            .unwrap_or_else(|e| {
+                panic!(
+                    "cannot run {cli:?} ({e}): the cluster tests need redis-cli \
+                     (apt-get install redis-tools, or set GENMCP_REDIS_CLI)"
+                )
+            });
+        assert!(
+            out.status.success(),
+            "redis-cli --cluster create failed: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(
+            cluster.wait_ok(Duration::from_secs(20)),
+            "the cluster did not reach cluster_state:ok within 20 s"
+        );
+        cluster
+    }
+
+    /// Whether every running node reports `cluster_state:ok` within `limit`.
+    pub fn wait_ok(&self, limit: Duration) -> bool {
+        let deadline = Instant::now() + limit;
+        while Instant::now() < deadline {
+            let ok = self.nodes.iter().filter(|n| n.child.is_some()).all(|n| {
+                n.command(&["CLUSTER", "INFO"])
+                    .is_some_and(|r| r.contains("cluster_state:ok"))
+            });
+            if ok {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        false
+    }
+
+    /// `redis+cluster://` with every node as a seed.
+    pub fn url(&self) -> String {
+        let seeds: Vec<String> = self
+            .nodes
+            .iter()
+            .map(|n| format!("127.0.0.1:{}", n.port))
+            .collect();
+        format!("redis+cluster://{}", seeds.join(","))
+    }
+
+    /// The hash slot of `key` (`CLUSTER KEYSLOT`, asked of the first node).
+    pub fn keyslot(&self, key: &str) -> u16 {
+        let reply = self.nodes[0]
+            .command(&["CLUSTER", "KEYSLOT", key])
+            .expect("CLUSTER KEYSLOT answers");
+        reply
+            .trim()
+            .strip_prefix(':')
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("CLUSTER KEYSLOT {key}: {reply:?}"))
+    }
+
+    /// The index of the master serving `slot` (asked of each node:
+    /// `CLUSTER COUNTKEYSINSLOT` works anywhere, so each node's own slots come
+    /// from `CLUSTER NODES`' `myself` line).
+    pub fn owner(&self, slot: u16) -> usize {
+        for (i, node) in self.nodes.iter().enumerate() {
+            let Some(nodes) = node.command(&["CLUSTER", "NODES"]) else {
+                continue;
+            };
+            let Some(me) = nodes.lines().find(|l| l.contains("myself")) else {
+                continue;
+            };
+            for range in me.split_whitespace().skip(8) {
+                let (lo, hi) = match range.split_once('-') {
+                    Some((lo, hi)) => (lo.parse::<u16>(), hi.parse::<u16>()),
+                    None => (range.parse::<u16>(), range.parse::<u16>()),
+                };
+                if let (Ok(lo), Ok(hi)) = (lo, hi)
+                    && lo <= slot
+                    && slot <= hi
+                {
+                    return i;
+                }
+            }
+        }
+        panic!("no node serves slot {slot}")
+    }
+
+    /// The shard channels node `i` has subscribers on (`PUBSUB SHARDCHANNELS`).
+    pub fn shard_channels(&self, i: usize) -> Vec<String> {
+        let reply = self.nodes[i]
+            .command(&["PUBSUB", "SHARDCHANNELS"])
+            .unwrap_or_default();
+        // *N\r\n$len\r\nname\r\n...: the names are the lines after `$` lines.
+        let lines: Vec<&str> = reply.lines().collect();
+        lines
+            .windows(2)
+            .filter(|w| w[0].starts_with('$'))
+            .map(|w| w[1].to_owned())
+            .collect()
+    }
+}
+
+impl Drop for RedisCluster {
+    fn drop(&mut self) {
+        for node in &mut self.nodes {
+            node.kill();
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
 

@@ -55,8 +55,9 @@ pub(crate) struct BenchArgs {
     #[arg(long, requires = "url")]
     pid: Option<u32>,
     /// Cross-node mode: start `genmcp serve --bus URL` nodes sharing this Redis
-    /// server and compare one node with three (burst on node 1, listens on
-    /// nodes 2 and 3); throughput or latency.
+    /// server (or Redis Cluster, redis+cluster://HOST:PORT,...) and compare
+    /// one node with three (burst on node 1, listens on nodes 2 and 3);
+    /// throughput or latency.
     #[arg(long, value_name = "REDIS_URL", conflicts_with = "url")]
     cross_node: Option<String>,
     /// Tasks mode: finished tasks per round (default 100,000).

@@ -32,7 +32,9 @@ pub(crate) struct ServeArgs {
     #[arg(long)]
     pub(crate) conformance: bool,
     /// Share the demo's events with the other nodes on this Redis server
-    /// (redis://[user:password@]HOST:PORT), and record spent requestStates
+    /// (redis://[user:password@]HOST:PORT), or on a Redis Cluster with sharded
+    /// pub/sub (redis+cluster://[user:password@]HOST:PORT,HOST:PORT,... seed
+    /// nodes), and record spent requestStates
     /// there (each is honoured once across the nodes; refused while Redis is
     /// unreachable). Default: an embedded bus (one node). Prefer GENMCP_BUS
     /// for a URL with a password: it then stays out of `ps`.

@@ -34,7 +34,9 @@ pub enum StartMode {
 #[derive(Clone)]
 #[non_exhaustive]
 pub struct RedisBusConfig {
-    /// `redis://[user:password@]HOST:PORT[/DB]`.
+    /// `redis://[user:password@]HOST:PORT[/DB]`, or a Redis Cluster's seed
+    /// nodes, `redis+cluster://[user:password@]HOST:PORT[,HOST:PORT...]`
+    /// (sharded pub/sub; see the [module docs](super)).
     pub url: String,
     /// Prefix of the Redis channel names (default `genmcp:`): a topic `t` is
     /// the channel `genmcp:t`. Deployments sharing one Redis use different ones.
@@ -240,6 +242,32 @@ pub fn display_url(url: &str) -> String {
     out
 }
 
+/// The seed nodes of a Redis Cluster URL,
+/// `redis+cluster://[user:password@]HOST:PORT[,HOST:PORT...]`, each as a
+/// `redis://[user:password@]HOST:PORT` URL; `None` for any other URL.
+pub(super) fn cluster_seeds(url: &str) -> Option<Result<Vec<String>, BusError>> {
+    let rest = url.strip_prefix("redis+cluster://")?;
+    let rest = rest.strip_suffix('/').unwrap_or(rest);
+    let (auth, hosts) = match rest.rfind('@') {
+        Some(at) => (&rest[..=at], &rest[at + 1..]),
+        None => ("", rest),
+    };
+    let mut seeds = Vec::new();
+    for host in hosts.split(',') {
+        let well_formed = host
+            .rsplit_once(':')
+            .is_some_and(|(h, port)| !h.is_empty() && port.parse::<u16>().is_ok());
+        if !well_formed {
+            return Some(Err(BusError::Config(format!(
+                "bad Redis Cluster URL {}: each seed node is HOST:PORT",
+                display_url(url)
+            ))));
+        }
+        seeds.push(format!("redis://{auth}{host}"));
+    }
+    Some(Ok(seeds))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -271,6 +299,30 @@ mod tests {
                 other => panic!("{what}: {other:?}"),
             }
         }
+    }
+
+    #[test]
+    fn cluster_urls_name_their_seed_nodes() {
+        let seeds = cluster_seeds("redis+cluster://u:p@10.0.0.1:7000,10.0.0.2:7001/");
+        assert_eq!(
+            seeds.and_then(Result::ok),
+            Some(vec![
+                "redis://u:p@10.0.0.1:7000".to_owned(),
+                "redis://u:p@10.0.0.2:7001".to_owned()
+            ])
+        );
+        assert!(cluster_seeds("redis://h:1").is_none());
+        for bad in [
+            "redis+cluster://",
+            "redis+cluster://h:1,",
+            "redis+cluster://h:x",
+        ] {
+            assert!(matches!(cluster_seeds(bad), Some(Err(_))), "{bad}");
+        }
+        assert_eq!(
+            display_url("redis+cluster://u:pw@h:1,h:2"),
+            "redis+cluster://***@h:1,h:2"
+        );
     }
 
     #[test]

@@ -5,9 +5,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use ::redis::aio::MultiplexedConnection;
 use tokio::sync::{Notify, Semaphore};
 
+use super::conn::CommandConn;
 use super::{RedisBusConfig, display_url};
 use crate::pubsub::BusError;
 use crate::pubsub::local::lock;
@@ -31,7 +31,10 @@ pub(super) struct Link {
     pub(super) max_payload: usize,
     pub(super) topics_changed: Notify,
     /// The command connection while connected (for [`super::RedisOnce`]).
-    pub(super) conn: Mutex<Option<MultiplexedConnection>>,
+    pub(super) conn: Mutex<Option<CommandConn>>,
+    /// On a Redis Cluster: the slot ranges of the shards this node has lost
+    /// (until it reaches them again); publishes to their topics fail.
+    pub(super) down: Mutex<Vec<(u16, u16)>>,
     /// The Redis thread's runtime, where [`super::RedisOnce`] commands run.
     pub(super) runtime: std::sync::OnceLock<tokio::runtime::Handle>,
     pub(super) command_timeout: Duration,
@@ -52,6 +55,7 @@ impl Link {
             max_payload: config.max_payload,
             topics_changed: Notify::new(),
             conn: Mutex::new(None),
+            down: Mutex::new(Vec::new()),
             runtime: std::sync::OnceLock::new(),
             command_timeout: config.command_timeout,
             claims: Arc::new(Semaphore::new(config.max_claims)),
@@ -70,6 +74,12 @@ impl Link {
         *lock(&self.last_error) = reason;
         *lock(&self.conn) = None;
         self.connected.store(false, Ordering::Release);
+    }
+
+    /// Whether the shard of `channel` is lost (always false on one server).
+    pub(super) fn shard_down(&self, channel: &str) -> bool {
+        let down = lock(&self.down);
+        !down.is_empty() && super::slot::within(super::slot::of(channel.as_bytes()), &down)
     }
 
     pub(super) fn unavailable_because(&self, reason: String) -> BusError {

@@ -67,20 +67,35 @@
 //! Streams opened while disconnected stay open: they get this node's events at
 //! once and the other nodes' from the reconnection on.
 //!
+//! **On a Redis Cluster** (`redis+cluster://HOST:PORT,HOST:PORT,...`, seed
+//! nodes) the same bus uses sharded pub/sub: each topic's channel is
+//! `SSUBSCRIBE`d and `SPUBLISH`ed on the master serving its hash slot only,
+//! over one connection per master driven by the slot map; losing a master
+//! completes only the streams whose topics hash to its slots, and publishes
+//! to those topics fail until it (or its replacement) is reached again.
+//! [`RedisOnce`] commands go through the redis crate's cluster connection.
+//! Sequence numbers are checked per publishing node per shard. See `cluster`
+//! and `docs/bus.md`.
+//!
 //! The module by idea: `config` (the settings and their bounds), `link` (what
 //! the bus and the Redis thread share), `remote` (the publishing side),
-//! `task` (the Redis thread), `once` (set-once keys), [`wire`] (the frame and
+//! `task` (the Redis thread), `cluster` (the Redis thread on a cluster),
+//! `conn` (the command connection, one server or a cluster), `slot` (hash
+//! slots), `once` (set-once keys), [`wire`] (the frame and
 //! its tag), `inbound` (the checks on each message from Redis: size, tag,
 //! replay), `dropped` (the count of refused messages).
 //!
 //! [`BusHealth::Connected`]: super::BusHealth::Connected
 
+mod cluster;
 mod config;
+mod conn;
 mod dropped;
 mod inbound;
 mod link;
 mod once;
 mod remote;
+mod slot;
 mod task;
 pub mod wire;
 
@@ -102,15 +117,22 @@ impl<M> Bus<M>
 where
     M: Clone + Send + Serialize + DeserializeOwned + 'static,
 {
-    /// A bus shared with the other nodes connected to the same Redis server
-    /// (see the [module docs](self) for the guarantee and the bounds). Waits
+    /// A bus shared with the other nodes connected to the same Redis server,
+    /// or Redis Cluster with a `redis+cluster://` URL (see the
+    /// [module docs](self) for the guarantee and the bounds). Waits
     /// for the first connection (at most [`RedisBusConfig::connect_timeout`]);
     /// if it fails, returns [`BusError::Unavailable`] or, with
     /// [`StartMode::Degraded`], a disconnected bus that keeps trying. Works
     /// from any async runtime or none: the Redis I/O runs on its own thread.
     pub async fn redis(config: RedisBusConfig) -> Result<Bus<M>, BusError> {
-        let client = ::redis::Client::open(config.url.as_str())
-            .map_err(|e| BusError::Config(format!("bad Redis URL: {e}")))?;
+        let seeds = config::cluster_seeds(&config.url).transpose()?;
+        let client = match seeds {
+            Some(_) => None,
+            None => Some(
+                ::redis::Client::open(config.url.as_str())
+                    .map_err(|e| BusError::Config(format!("bad Redis URL: {e}")))?,
+            ),
+        };
         config.validate()?;
         if config.key.is_none() {
             tracing::warn!(
@@ -128,14 +150,25 @@ where
         let remote_link = link.clone();
         let bus = Bus::with_remote(move |_| Box::new(RedisRemote::<M>::new(remote_link, tx)));
         let (started_tx, started_rx) = oneshot::channel();
-        task::spawn(
-            client,
-            config,
-            link,
-            Arc::downgrade(&bus.inner),
-            rx,
-            started_tx,
-        )?;
+        match (client, seeds) {
+            (Some(client), _) => task::spawn(
+                client,
+                config,
+                link,
+                Arc::downgrade(&bus.inner),
+                rx,
+                started_tx,
+            )?,
+            (None, Some(seeds)) => cluster::spawn(
+                seeds,
+                config,
+                link,
+                Arc::downgrade(&bus.inner),
+                rx,
+                started_tx,
+            )?,
+            (None, None) => return Err(BusError::Config("no Redis URL".into())),
+        }
         match started_rx.await {
             Ok(Ok(())) => Ok(bus),
             Ok(Err(e)) => Err(e),

@@ -1,5 +1,6 @@
-//! [`RedisOnce`]: keys with an expiry on the bus's Redis server (set-once
-//! claims, revisioned records), run on the bus's Redis thread.
+//! [`RedisOnce`]: keys with an expiry on the bus's Redis server or Redis
+//! Cluster (set-once claims, revisioned records), run on the bus's Redis
+//! thread.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -129,7 +130,10 @@ return 1
     }
 
     /// Runs `cmd` (its keys from [`RedisOnce::key`]) on the bus's Redis
-    /// thread; fails as [`RedisOnce::claim`] does.
+    /// thread; fails as [`RedisOnce::claim`] does. On a Redis Cluster the
+    /// command goes to the master of its first key's slot: a command or
+    /// script naming several keys must give them one hash tag
+    /// (`key("{x}")`, `key("{x}:next")`), or Redis refuses it (`CROSSSLOT`).
     pub(crate) async fn query<T>(&self, cmd: ::redis::Cmd) -> Result<T, BusError>
     where
         T: ::redis::FromRedisValue + Send + 'static,

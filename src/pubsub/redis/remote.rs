@@ -45,10 +45,13 @@ impl<M: Serialize> RedisRemote<M> {
                 max: self.link.max_payload,
             });
         }
-        Ok(Outgoing {
-            channel: format!("{}{topic}", self.link.prefix),
-            payload,
-        })
+        let channel = format!("{}{topic}", self.link.prefix);
+        if self.link.shard_down(&channel) {
+            return Err(self
+                .link
+                .unavailable_because(format!("the Redis Cluster shard of {channel} is lost")));
+        }
+        Ok(Outgoing { channel, payload })
     }
 }
 

@@ -12,6 +12,7 @@ use futures_util::StreamExt;
 use serde::de::DeserializeOwned;
 use tokio::sync::{mpsc, oneshot};
 
+use super::conn::CommandConn;
 use super::dropped::{self, DropReason};
 use super::inbound::{Verdict, Verifier};
 use super::link::{Link, Outgoing};
@@ -70,7 +71,7 @@ pub(super) fn spawn<M: Clone + Send + DeserializeOwned + 'static>(
 }
 
 /// Why a connection's session ended.
-enum End {
+pub(super) enum End {
     /// The bus was dropped: the thread ends.
     Shutdown,
     /// The connection failed.
@@ -91,7 +92,7 @@ struct Task<M> {
 }
 
 /// Milliseconds since the Unix epoch by this machine's clock.
-fn now_ms() -> u64 {
+pub(super) fn now_ms() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
@@ -124,7 +125,7 @@ impl<M: Clone + Send + DeserializeOwned + 'static> Task<M> {
             }
             let reason = match self.connect().await {
                 Ok((pubsub, conn)) => {
-                    *lock(&self.link.conn) = Some(conn.clone());
+                    *lock(&self.link.conn) = Some(CommandConn::Single(conn.clone()));
                     let began = std::time::Instant::now();
                     match self.session(pubsub, conn, &mut started).await {
                         End::Shutdown => {
@@ -335,7 +336,7 @@ impl<M: Clone + Send + DeserializeOwned + 'static> Task<M> {
 }
 
 /// The back-off after a failed attempt: doubled, at most `reconnect_max`.
-fn next_backoff(backoff: Duration, config: &RedisBusConfig) -> Duration {
+pub(super) fn next_backoff(backoff: Duration, config: &RedisBusConfig) -> Duration {
     backoff.saturating_mul(2).min(config.reconnect_max)
 }
 
@@ -344,7 +345,11 @@ fn next_backoff(backoff: Duration, config: &RedisBusConfig) -> Duration {
 /// healthy connection that broke); otherwise the current one, still growing
 /// (a Redis that accepts connections but refuses commands, such as `-LOADING`
 /// or an ACL `NOPERM`, is not retried in a hot loop).
-fn backoff_after_session(backoff: Duration, lasted: Duration, config: &RedisBusConfig) -> Duration {
+pub(super) fn backoff_after_session(
+    backoff: Duration,
+    lasted: Duration,
+    config: &RedisBusConfig,
+) -> Duration {
     if lasted >= config.reconnect_max {
         config.reconnect_min
     } else {
@@ -354,7 +359,7 @@ fn backoff_after_session(backoff: Duration, lasted: Duration, config: &RedisBusC
 
 /// Hands one checked message from Redis to this node's subscribers of its
 /// topic.
-async fn self_deliver<M: Clone + Send + DeserializeOwned + 'static>(
+pub(super) async fn self_deliver<M: Clone + Send + DeserializeOwned + 'static>(
     bus: &Weak<BusInner<M>>,
     link: &Link,
     config: &RedisBusConfig,
