@@ -502,3 +502,51 @@ fn per_principal_bounds_hold_across_nodes() {
     assert_eq!(subscribe(&sessions[1], "note://e", true).status, 200);
     assert_eq!(set_level(&sessions[2]).status, 429);
 }
+
+/// The session id inside a session token (signed, not encrypted).
+fn sid_of(token: &str) -> String {
+    use base64::Engine as _;
+    let body = token.split('.').next().expect("a sealed token");
+    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(body)
+        .expect("base64url");
+    let payload: Value = serde_json::from_slice(&bytes).expect("JSON");
+    payload["sid"].as_str().expect("a sid").to_owned()
+}
+
+#[test]
+fn a_get_stream_held_by_a_node_without_a_lease_is_taken_over() {
+    let redis = RedisServer::start();
+    let (_buses, nodes) = three_fixture_nodes(&redis, "t-fleet-lease:", None);
+    let session = legacy::initialize(nodes[0].addr);
+    let r = legacy::request(
+        nodes[0].addr,
+        &session,
+        json!(1),
+        "logging/setLevel",
+        json!({"level": "info"}),
+    );
+    assert_eq!(message(&r)["result"], json!({}));
+    // The session's hash, as a node that is gone (no lease) left it: it
+    // holds the GET stream.
+    let pattern = format!("*sess:{{{}}}", sid_of(&session));
+    let keys = redis.command(&["KEYS", &pattern]).expect("KEYS answers");
+    let key = keys
+        .lines()
+        .find(|l| l.contains("sess:{"))
+        .expect("the session's hash")
+        .to_owned();
+    let set = redis
+        .command(&["HSET", &key, "h", "00000000deadbeef:1"])
+        .expect("HSET answers");
+    assert!(set.starts_with(':'), "{set}");
+    let get = legacy::get(nodes[1].addr, Some(&session));
+    let status = get.status;
+    assert_eq!(status, 200, "a holder without a lease still counted");
+    // Now this node holds it: a GET elsewhere is 409.
+    let other = legacy::get(nodes[2].addr, Some(&session));
+    let second = other.status;
+    other.disconnect();
+    assert_eq!(second, 409);
+    get.disconnect();
+}
