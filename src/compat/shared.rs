@@ -639,30 +639,7 @@ impl SharedSessions {
     }
 
     async fn send(&self, node: &str, control: Control) -> Result<(), McpError> {
-        let mut params = Map::new();
-        match control {
-            Control::Uri {
-                sid,
-                uri,
-                subscribe,
-            } => {
-                params.insert("sid".into(), Value::from(sid));
-                params.insert("uri".into(), Value::from(uri));
-                params.insert(
-                    "op".into(),
-                    Value::from(if subscribe {
-                        "subscribe"
-                    } else {
-                        "unsubscribe"
-                    }),
-                );
-            }
-            Control::Delete { sid } => {
-                params.insert("sid".into(), Value::from(sid));
-                params.insert("op".into(), Value::from("delete"));
-            }
-        }
-        let msg = SharedNotification::new(Notification::new(CONTROL, params));
+        let msg = control_message(control);
         self.node
             .bus()
             .publish_remote_wait(&format!("sess-ctl/{node}"), &[msg])
@@ -690,6 +667,34 @@ impl SharedSessions {
     pub(crate) fn take_live(&self, sid: &str) -> Option<LegacyStream> {
         self.lock().remove(sid).and_then(|s| s.live)
     }
+}
+
+/// The bus message carrying `control`.
+fn control_message(control: Control) -> SharedNotification {
+    let mut params = Map::new();
+    match control {
+        Control::Uri {
+            sid,
+            uri,
+            subscribe,
+        } => {
+            params.insert("sid".into(), Value::from(sid));
+            params.insert("uri".into(), Value::from(uri));
+            params.insert(
+                "op".into(),
+                Value::from(if subscribe {
+                    "subscribe"
+                } else {
+                    "unsubscribe"
+                }),
+            );
+        }
+        Control::Delete { sid } => {
+            params.insert("sid".into(), Value::from(sid));
+            params.insert("op".into(), Value::from("delete"));
+        }
+    }
+    SharedNotification::new(Notification::new(CONTROL, params))
 }
 
 /// Queues the control messages for this node's GET streams.
@@ -738,5 +743,46 @@ impl InboxSink<SharedNotification> for ControlSink {
 
     fn is_closed(&self) -> bool {
         self.0.is_closed()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn control_messages_read_back_as_sent() {
+        let sub = control_message(Control::Uri {
+            sid: "s1".into(),
+            uri: "note://1".into(),
+            subscribe: true,
+        });
+        assert!(matches!(
+            parse_control(&sub),
+            Some(Control::Uri { sid, uri, subscribe: true }) if sid == "s1" && uri == "note://1"
+        ));
+        let unsub = control_message(Control::Uri {
+            sid: "s1".into(),
+            uri: "note://1".into(),
+            subscribe: false,
+        });
+        assert!(matches!(
+            parse_control(&unsub),
+            Some(Control::Uri {
+                subscribe: false,
+                ..
+            })
+        ));
+        let gone = control_message(Control::Delete { sid: "s2".into() });
+        assert!(matches!(parse_control(&gone), Some(Control::Delete { sid }) if sid == "s2"));
+        let other = SharedNotification::new(Notification::new("x/y", Map::new()));
+        assert!(parse_control(&other).is_none());
+    }
+
+    #[test]
+    fn a_retry_is_at_least_a_second_away() {
+        assert_eq!(retry_after(0), 1);
+        let later = i64::try_from(seal::now_ms() + 10_500).unwrap_or(i64::MAX);
+        assert!((10..=11).contains(&retry_after(later)));
     }
 }
