@@ -21,7 +21,9 @@
 //! local table and hears the control topic `sess-ctl/<node>`: another node's
 //! `resources/subscribe`, `unsubscribe` or DELETE of the session is recorded
 //! in Redis first, then sent there, and the holder changes the stream in
-//! place (or ends it). A holder whose node lease (`task-node:<node>`, the
+//! place (or ends it). For a URI change the holder writes the outcome under
+//! `sess:{<sid>}:ack:<n>` (10 s), which the forwarding node waits for before
+//! it answers. A holder whose node lease (`task-node:<node>`, the
 //! shared tasks' lease) is gone does not count: the session may open its GET
 //! stream elsewhere.
 //!
@@ -76,6 +78,8 @@ pub(crate) enum Control {
         uri: String,
         /// `resources/subscribe`.
         subscribe: bool,
+        /// Where the holder writes the outcome ([`SharedSessions::applied`]).
+        ack: String,
     },
     /// The session was DELETEd: end its stream.
     Delete {
@@ -647,6 +651,71 @@ impl SharedSessions {
             .map_err(|e| unavailable(&e))
     }
 
+    /// A fresh name for the outcome of one forwarded change of `sid`.
+    pub(crate) fn new_ack(&self, sid: &str) -> String {
+        let mut bytes = [0u8; 8];
+        let n = if getrandom::fill(&mut bytes).is_ok() {
+            u64::from_le_bytes(bytes)
+        } else {
+            seal::now_ms()
+        };
+        format!("sess:{{{sid}}}:ack:{n:016x}")
+    }
+
+    /// The holder's side: records the outcome of a forwarded change (kept
+    /// 10 s) for the node that forwarded it.
+    pub(crate) async fn applied(&self, ack: &str, outcome: &Result<(), McpError>) {
+        let value = match outcome {
+            Ok(()) => Value::from("ok"),
+            Err(e) => serde_json::json!({"code": e.code(), "message": e.to_string()}),
+        };
+        let expires = seal::expiry(std::time::Duration::from_secs(10));
+        if let Err(e) = self
+            .node
+            .keys()
+            .put(ack, value.to_string().as_bytes(), expires)
+            .await
+        {
+            tracing::debug!(error = %e, "outcome of a forwarded URI change not recorded");
+        }
+    }
+
+    /// The forwarding node's side: waits (at most `within`) for the holder
+    /// to apply the change, so that the response follows it as on one node.
+    /// `Ok` when it was applied or no outcome came in time (the change is
+    /// recorded either way); the holder's error when it refused it.
+    pub(crate) async fn wait_applied(
+        &self,
+        ack: &str,
+        within: std::time::Duration,
+    ) -> Result<(), McpError> {
+        let until = tokio::time::Instant::now() + within;
+        while tokio::time::Instant::now() < until {
+            match self.node.keys().get(ack).await {
+                Ok(Some(bytes)) => {
+                    let value: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+                    if value == "ok" {
+                        return Ok(());
+                    }
+                    let message = value["message"]
+                        .as_str()
+                        .unwrap_or("Internal error: the subscription handler refused the change")
+                        .to_owned();
+                    return Err(if value["code"] == -32602 {
+                        McpError::invalid_params(message)
+                    } else {
+                        McpError::internal(message)
+                    });
+                }
+                Ok(None) => {}
+                Err(e) => return Err(unavailable(&e)),
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        tracing::debug!("a forwarded URI change was not confirmed in time");
+        Ok(())
+    }
+
     /// Subscribes this node to its control topic, once: the control messages
     /// come out of the returned receiver (`None` after the first call).
     pub(crate) fn listen(&self) -> Option<mpsc::Receiver<Control>> {
@@ -677,9 +746,11 @@ fn control_message(control: Control) -> SharedNotification {
             sid,
             uri,
             subscribe,
+            ack,
         } => {
             params.insert("sid".into(), Value::from(sid));
             params.insert("uri".into(), Value::from(uri));
+            params.insert("ack".into(), Value::from(ack));
             params.insert(
                 "op".into(),
                 Value::from(if subscribe {
@@ -712,9 +783,11 @@ fn parse_control(msg: &SharedNotification) -> Option<Control> {
         return Some(Control::Delete { sid });
     }
     let uri = params.get("uri")?.as_str()?.to_owned();
+    let ack = params.get("ack")?.as_str()?.to_owned();
     Some(Control::Uri {
         sid,
         uri,
+        ack,
         subscribe: match op {
             "subscribe" => true,
             "unsubscribe" => false,
@@ -756,15 +829,17 @@ mod tests {
             sid: "s1".into(),
             uri: "note://1".into(),
             subscribe: true,
+            ack: "a1".into(),
         });
         assert!(matches!(
             parse_control(&sub),
-            Some(Control::Uri { sid, uri, subscribe: true }) if sid == "s1" && uri == "note://1"
+            Some(Control::Uri { sid, uri, subscribe: true, ack }) if sid == "s1" && uri == "note://1" && ack == "a1"
         ));
         let unsub = control_message(Control::Uri {
             sid: "s1".into(),
             uri: "note://1".into(),
             subscribe: false,
+            ack: "a2".into(),
         });
         assert!(matches!(
             parse_control(&unsub),

@@ -26,6 +26,9 @@ use crate::transport::http::sse::{SseBody, sse_response};
 /// How often a held GET stream is checked for its end (to let go of it in
 /// Redis).
 const WATCH_EVERY: Duration = Duration::from_millis(200);
+/// How long a URI change forwarded to the GET stream's node waits for it to
+/// be applied there.
+const FORWARD_WAIT: Duration = Duration::from_secs(2);
 
 fn shared_of(compat: &Compat) -> Result<&SharedSessions, McpError> {
     compat
@@ -50,13 +53,16 @@ pub(super) async fn change_uri<H: SubscriptionHandler>(
     if !changed {
         return Ok(());
     }
+    let ack = shared.new_ack(key.sid);
     let control = Control::Uri {
         sid: key.sid.to_owned(),
         uri: uri.to_owned(),
         subscribe,
+        ack: ack.clone(),
     };
     let applied = match shared.forward(&holder, control).await {
-        Ok(true) => return Ok(()),
+        // Answered once the holder applied it (as on one node).
+        Ok(true) => shared.wait_applied(&ack, FORWARD_WAIT).await,
         Ok(false) => match shared.live(key.sid) {
             Some(live) => apply(state, compat, key.sid, &live, uri, subscribe).await,
             None => return Ok(()),
@@ -125,13 +131,18 @@ async fn control_loop<H: SubscriptionHandler>(
                 sid,
                 uri,
                 subscribe,
+                ack,
             } => {
-                let Some(live) = shared.live(&sid) else {
-                    continue;
+                // No stream here any more: nothing to apply (a new one
+                // reads the set from Redis).
+                let outcome = match shared.live(&sid) {
+                    Some(live) => apply(&state, &compat, &sid, &live, &uri, subscribe).await,
+                    None => Ok(()),
                 };
-                if let Err(error) = apply(&state, &compat, &sid, &live, &uri, subscribe).await {
-                    tracing::debug!(%error, "a URI change from another node not applied");
+                if let Err(error) = &outcome {
+                    tracing::debug!(%error, "a URI change from another node refused");
                 }
+                shared.applied(&ack, &outcome).await;
             }
             Control::Delete { sid } => {
                 if let Some(running) = shared.take_live(&sid).as_ref().and_then(|l| l.running()) {
