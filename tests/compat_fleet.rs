@@ -542,3 +542,62 @@ fn a_get_stream_held_by_a_node_without_a_lease_is_taken_over() {
     assert_eq!(second, 409);
     get.disconnect();
 }
+
+/// A node whose subscription handler refuses every 2025 URI change in place.
+fn refusing_node(events: &Events, record: Arc<common::probe::Record>) -> ServerThread {
+    use common::probe::{Mode, Probe};
+    let events = events.clone();
+    ServerThread::spawn(
+        move || {
+            Suite::builder(Implementation::new("refusing", "1"))
+                .secret(key())
+                .subscriptions(Probe {
+                    bus: Bus::new(),
+                    mode: Mode::RefuseChanges(McpError::invalid_params(
+                        "Invalid params: not this one",
+                    )),
+                    // A stream that serves something besides its URIs.
+                    caps: SubscriptionCapabilities::none()
+                        .with_tools_list_changed(true)
+                        .with_resources_updated(true),
+                    record: record.clone(),
+                })
+                .shared_tasks(&events)
+                .build()
+        },
+        config(None),
+    )
+    .expect("node starts")
+}
+
+#[test]
+fn a_change_refused_by_the_holders_handler_is_an_error_on_any_node() {
+    let redis = RedisServer::start();
+    let buses: Vec<Events> = (0..2)
+        .map(|_| redis_bus(&redis.url(), "t-fleet-refuse:"))
+        .collect();
+    let record = Arc::new(common::probe::Record::default());
+    let nodes: Vec<ServerThread> = buses
+        .iter()
+        .map(|b| refusing_node(b, record.clone()))
+        .collect();
+    let session = legacy::initialize(nodes[0].addr);
+    let get = legacy::get(nodes[0].addr, Some(&session));
+    assert_eq!(get.status, 200);
+    // Its stream runs (the handler's subscribe ran).
+    assert!(common::wait_until(Duration::from_secs(10), || {
+        *record.subscribes.lock().unwrap() >= 1
+    }));
+    // Asked on the other node: answered once the holder's handler refused.
+    let r = legacy::request(
+        nodes[1].addr,
+        &session,
+        json!(1),
+        "resources/subscribe",
+        json!({"uri": "a://1"}),
+    );
+    let m = message(&r);
+    assert_eq!(m["error"]["code"], -32602, "{m}");
+    assert_eq!(m["error"]["message"], "Invalid params: not this one");
+    get.disconnect();
+}
