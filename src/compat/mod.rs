@@ -3,7 +3,8 @@
 //! of results and errors, the 2026-07-28 `_meta` built from a session's
 //! `initialize`, the routing of 2025 requests onto the suite, a session's
 //! run-time state (log level, subscribed URIs) and the bounded store of many
-//! sessions' states, server-to-client requests as MRTR rounds, and the legacy
+//! sessions' states (in this process, or in Redis for the nodes of one bus:
+//! `shared`), server-to-client requests as MRTR rounds, and the legacy
 //! channel (a session's notifications served by a [`Stream`] actor).
 //!
 //! It sits between the transports and the runtime: it may use `runtime`,
@@ -20,6 +21,7 @@ mod meta;
 mod rounds;
 mod route;
 mod shape;
+mod shared;
 mod state;
 mod store;
 
@@ -29,6 +31,7 @@ pub(crate) use meta::ClientInit;
 pub(crate) use rounds::{Asker, Pending, rounds};
 pub(crate) use route::{LegacyRoute, legacy_route, set_level, subscription_uri};
 pub(crate) use shape::{encode_legacy_error, legacy_error, legacy_result};
+pub(crate) use shared::{Control, SharedSessions};
 pub(crate) use state::SessionState;
 pub(crate) use store::{Reservation, Reserve, SessionStore, StateKey, StoreBounds};
 

@@ -195,6 +195,21 @@ impl<H> Suite<H> {
     pub fn spent_refusals(&self) -> Arc<SpentRefusals> {
         self.inner.spent.refusals()
     }
+
+    /// The Redis side shared with the other nodes of its bus
+    /// ([`SuiteBuilder::shared_tasks`]): the bus, its keys and this node's
+    /// name and lease; `None` on one node.
+    pub(crate) fn shared_node(&self) -> Option<tasks::SharedTasks> {
+        self.inner.tasks.remote_handle()
+    }
+
+    /// Takes (once) and keeps renewing this node's lease
+    /// (`<prefix>task-node:<node>`), as the first shared task does: what
+    /// other nodes check before trusting something this node holds. A
+    /// no-op on one node; fails (closed) when Redis cannot be asked.
+    pub(crate) async fn hold_node_lease(&self) -> Result<(), crate::protocol::McpError> {
+        self.inner.tasks.hold_lease().await
+    }
 }
 
 #[cfg(test)]

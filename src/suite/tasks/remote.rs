@@ -55,6 +55,16 @@ impl Tasks {
         self.shared.remote.get()
     }
 
+    /// The shared side, for the other things a node shares (2025 sessions).
+    pub(crate) fn remote_handle(&self) -> Option<SharedTasks> {
+        self.remote().cloned()
+    }
+
+    /// This node's lease, taken and renewed as for the first shared task.
+    pub(crate) async fn hold_lease(&self) -> Result<(), McpError> {
+        self.start_sharing().await
+    }
+
     /// Once, before the first task: takes this node's lease (a failure is the
     /// caller's error: no task is created), then starts renewing it, the copy
     /// writer and the control topic.

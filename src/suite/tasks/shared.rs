@@ -142,6 +142,16 @@ impl SharedTasks {
         &self.node
     }
 
+    /// The bus's keys in Redis.
+    pub(crate) fn keys(&self) -> &RedisOnce {
+        &self.keys
+    }
+
+    /// The bus.
+    pub(crate) fn bus(&self) -> &Bus<SharedNotification> {
+        &self.bus
+    }
+
     /// Stores a copy of `record` (unless a newer one is there); returns
     /// whether it was stored.
     pub(crate) async fn put(&self, record: &TaskRecord) -> Result<bool, BusError> {

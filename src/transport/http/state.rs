@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use tokio::sync::Semaphore;
 
 use super::config::{CompatConfig, HttpConfig};
-use crate::compat::{Pending, SessionStore, StoreBounds};
+use crate::compat::{Pending, SessionStore, SharedSessions, StoreBounds};
 use crate::runtime::Server;
 use crate::subscription::SubscriptionHandler;
 use crate::suite::Suite;
@@ -29,6 +29,11 @@ pub(crate) struct AppState<H: SubscriptionHandler> {
 
 impl<H: SubscriptionHandler> AppState<H> {
     pub(crate) fn new(suite: Suite<H>, config: HttpConfig) -> Self {
+        // With a Redis bus (shared tasks), 2025 sessions are shared too.
+        let compat = config
+            .compat
+            .clone()
+            .map(|c| Arc::new(Compat::new(c, suite.shared_node())));
         AppState {
             suite,
             server: Server::with_principal_of(config.limits.clone(), config.principal_of.clone()),
@@ -39,7 +44,7 @@ impl<H: SubscriptionHandler> AppState<H> {
                 .as_ref()
                 .and_then(|a| a.failure_limit)
                 .map(super::rate::RateLimiter::new),
-            compat: config.compat.clone().map(|c| Arc::new(Compat::new(c))),
+            compat,
             config,
         }
     }
@@ -53,20 +58,28 @@ pub(crate) struct Compat {
     pub(crate) config: CompatConfig,
     /// What sessions remember beyond their token, bounded per principal.
     pub(crate) sessions: SessionStore,
+    /// With a Redis bus ([`crate::suite::SuiteBuilder::shared_tasks`]): the
+    /// same, in Redis, for every node; `sessions` then stays empty.
+    pub(crate) shared: Option<SharedSessions>,
     /// Server-to-client requests waiting for an answer (owner: the session id).
     pub(crate) pending: Arc<Pending>,
     generation: AtomicU64,
 }
 
 impl Compat {
-    pub(crate) fn new(config: CompatConfig) -> Self {
+    pub(crate) fn new(
+        config: CompatConfig,
+        node: Option<crate::suite::tasks::SharedTasks>,
+    ) -> Self {
+        let bounds = StoreBounds {
+            max_sessions: config.max_session_states,
+            max_uris: config.max_subscribed_uris,
+            per_owner_sessions: config.max_session_states_per_principal,
+            per_owner_uris: config.max_subscribed_uris_per_principal,
+        };
         Compat {
-            sessions: SessionStore::new(StoreBounds {
-                max_sessions: config.max_session_states,
-                max_uris: config.max_subscribed_uris,
-                per_owner_sessions: config.max_session_states_per_principal,
-                per_owner_uris: config.max_subscribed_uris_per_principal,
-            }),
+            sessions: SessionStore::new(bounds),
+            shared: node.map(|node| SharedSessions::new(node, bounds)),
             pending: Arc::new(Pending::new(config.max_pending_requests)),
             generation: AtomicU64::new(0),
             config,

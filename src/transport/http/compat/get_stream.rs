@@ -23,7 +23,7 @@ use actix_web::{HttpRequest, HttpResponse, web};
 use tokio::sync::{OwnedSemaphorePermit, oneshot};
 
 use super::session::{SESSION_HEADER, Session};
-use super::{AppState, Compat, LEGACY_VERSIONS, refusal, session_of};
+use super::{AppState, Compat, LEGACY_VERSIONS, SessionRefused, refusal, session_of};
 use crate::compat::{LegacyStream, Reservation, Reserve, encode_legacy_error};
 use crate::mux::{Assigns, Channel, outbox};
 use crate::protocol::{McpError, RequestId};
@@ -51,7 +51,7 @@ struct Admitted {
 
 /// A refusal for a session-state error: 429 with `Retry-After` for a limit
 /// of the principal, 503 otherwise.
-fn state_refusal(error: &McpError) -> HttpResponse {
+pub(super) fn state_refusal(error: &McpError) -> HttpResponse {
     let status = if error.retry_after().is_some() {
         StatusCode::TOO_MANY_REQUESTS
     } else {
@@ -63,7 +63,7 @@ fn state_refusal(error: &McpError) -> HttpResponse {
     with_retry_after(resp, error)
 }
 
-fn session_gone() -> HttpResponse {
+pub(super) fn session_gone() -> HttpResponse {
     refusal(
         StatusCode::NOT_FOUND,
         -32600,
@@ -110,7 +110,11 @@ async fn admit<H: SubscriptionHandler>(
         return Err(overloaded());
     };
     let assigns = crate::transport::http::auth::admit(req, state).await?;
-    let session = session_of(req, state, &compat, &assigns)?;
+    let session = match session_of(req, state, &compat, &assigns).await {
+        Ok(s) => s,
+        Err(SessionRefused::Http(resp)) => return Err(resp),
+        Err(SessionRefused::Unavailable(e)) => return Err(state_refusal(&e)),
+    };
     Ok(Admitted {
         compat,
         session,
@@ -157,6 +161,9 @@ pub(in crate::transport::http) async fn get<H: SubscriptionHandler>(
     if !advertised {
         // Nothing to stream: 2025-11-25 allows 405 for GET.
         return not_allowed();
+    }
+    if compat.shared.is_some() {
+        return super::fleet::get(&state, compat, &session, assigns, meta, (tx, rx), permit).await;
     }
     let key = session.key();
     let generation = compat.next_generation();
@@ -229,8 +236,12 @@ pub(in crate::transport::http) async fn delete<H: SubscriptionHandler>(
         Ok(a) => a,
         Err(resp) => return resp,
     };
-    let live = match compat.sessions.delete(&session.key()) {
-        Ok((_, live)) => live,
+    let deleted = match &compat.shared {
+        Some(shared) => shared.delete(&session.key()).await.map(|d| d.local),
+        None => compat.sessions.delete(&session.key()).map(|(_, live)| live),
+    };
+    let live = match deleted {
+        Ok(live) => live,
         Err(e) => return state_refusal(&e),
     };
     if let Some(running) = live.as_ref().and_then(LegacyStream::running) {

@@ -16,6 +16,7 @@
 //! request). Modern requests always carry `Mcp-Method`, so they are decided
 //! from the headers alone: the body is parsed here only for legacy candidates.
 
+mod fleet;
 mod get_stream;
 mod requests;
 mod session;
@@ -83,41 +84,65 @@ fn owner_of(assigns: &Assigns) -> String {
     limit_key(assigns).unwrap_or_else(|| "shared".to_owned())
 }
 
+/// Why a request's session could not be used.
+enum SessionRefused {
+    /// Missing (400), or forged, expired, deleted or another principal's
+    /// (404).
+    Http(HttpResponse),
+    /// The shared session store cannot be asked (`-32603`).
+    Unavailable(McpError),
+}
+
 /// Reads and checks the session of a request: missing → 400, forged, expired,
-/// deleted or initialized by another principal → 404.
-#[allow(clippy::result_large_err)]
-fn session_of<H: SubscriptionHandler>(
+/// deleted or initialized by another principal → 404; with shared sessions,
+/// its deleted mark and level are read from Redis (one round trip).
+async fn session_of<H: SubscriptionHandler>(
     req: &HttpRequest,
     state: &AppState<H>,
     compat: &Compat,
     assigns: &Assigns,
-) -> Result<Session, HttpResponse> {
+) -> Result<Session, SessionRefused> {
     let Some(raw) = req.headers().get(SESSION_HEADER) else {
-        return Err(refusal(
+        return Err(SessionRefused::Http(refusal(
             StatusCode::BAD_REQUEST,
             -32600,
             "Bad Request: Mcp-Session-Id header is required",
-        ));
+        )));
+    };
+    let not_found = || {
+        SessionRefused::Http(refusal(
+            StatusCode::NOT_FOUND,
+            -32600,
+            "Session not found: initialize a new session",
+        ))
     };
     // A session initialized by a principal is that principal's alone.
     let principal = assigns.get::<Principal>().map(Principal::subject);
-    let session = raw
+    let mut session = raw
         .to_str()
         .ok()
         .and_then(|token| session::open(state.suite.sealer(), token.trim()))
         .filter(|s| s.principal.as_deref() == principal)
-        .map(|mut s| {
-            s.owner = owner_of(assigns);
-            s
-        })
-        .filter(|s| !compat.sessions.is_deleted(&s.key()));
-    session.ok_or_else(|| {
-        refusal(
-            StatusCode::NOT_FOUND,
-            -32600,
-            "Session not found: initialize a new session",
-        )
-    })
+        .ok_or_else(not_found)?;
+    session.owner = owner_of(assigns);
+    let deleted = match &compat.shared {
+        Some(shared) => {
+            let loaded = shared
+                .load(&session.sid)
+                .await
+                .map_err(SessionRefused::Unavailable)?;
+            session.log_level = loaded.level;
+            loaded.deleted
+        }
+        None => {
+            session.log_level = compat.sessions.log_level(&session.key());
+            compat.sessions.is_deleted(&session.key())
+        }
+    };
+    if deleted {
+        return Err(not_found());
+    }
+    Ok(session)
 }
 
 fn json_ok(body: Vec<u8>) -> HttpResponse {
@@ -224,9 +249,16 @@ pub(super) async fn post<H: SubscriptionHandler>(
             ),
         );
     }
-    let session = match session_of(req, state, compat, &assigns) {
+    let session = match session_of(req, state, compat, &assigns).await {
         Ok(s) => s,
-        Err(resp) => return resp,
+        Err(SessionRefused::Http(resp)) => return resp,
+        Err(SessionRefused::Unavailable(e)) => {
+            let id = raw_id.as_ref().and_then(RequestId::from_value);
+            return match (&method, id) {
+                (Some(method), Some(id)) => error_response(Some(&id), method, &e),
+                _ => get_stream::state_refusal(&e),
+            };
+        }
     };
     let Some(method) = method else {
         // A response to a server-to-client request.
@@ -272,8 +304,7 @@ pub(super) async fn post<H: SubscriptionHandler>(
     // MRTR fields belong to the server's side of the translation.
     params.remove("inputResponses");
     params.remove("requestState");
-    let log_level = compat.sessions.log_level(&session.key());
-    let (meta, parsed) = match session.init.meta(log_level, params.remove("_meta")) {
+    let (meta, parsed) = match session.init.meta(session.log_level, params.remove("_meta")) {
         Ok(m) => m,
         Err(e) => return error_response(Some(&id), &method, &e),
     };
@@ -287,8 +318,13 @@ pub(super) async fn post<H: SubscriptionHandler>(
     match legacy_route(&method) {
         LegacyRoute::Ping => result_response(&id, Map::new()),
         LegacyRoute::SetLevel => done(
-            crate::compat::set_level(&state.suite, &params, &channel)
-                .and_then(|level| compat.sessions.set_log_level(&session.key(), level)),
+            match crate::compat::set_level(&state.suite, &params, &channel) {
+                Ok(level) => match &compat.shared {
+                    Some(shared) => shared.set_log_level(&session.key(), level).await,
+                    None => compat.sessions.set_log_level(&session.key(), level),
+                },
+                Err(e) => Err(e),
+            },
         ),
         LegacyRoute::Subscription(subscribe) => {
             done(subscription(state, compat, &session, &params, &channel, subscribe).await)
@@ -339,6 +375,9 @@ async fn subscription<H: SubscriptionHandler>(
     let uri = crate::compat::subscription_uri(&state.suite, params, channel, subscribe)?;
     let max_uris = state.server.limits().max_resource_uris;
     let key = session.key();
+    if compat.shared.is_some() {
+        return fleet::change_uri(state, compat, &key, uri, subscribe, max_uris).await;
+    }
     let (_, live) = compat.sessions.change_uri(&key, uri, subscribe, max_uris)?;
     let Some(live) = live else {
         return Ok(());

@@ -12,7 +12,7 @@
 use serde_json::{Value, json};
 
 use crate::compat::{ClientInit, StateKey};
-use crate::protocol::McpError;
+use crate::protocol::{LogLevel, McpError};
 use crate::suite::sealing::seal::{self, Sealer, purpose};
 
 /// The `Mcp-Session-Id` header.
@@ -41,6 +41,8 @@ pub(crate) struct Session {
     /// request, or its client address without one (set when a request's
     /// session is read, empty until then).
     pub(crate) owner: String,
+    /// Its `logging/setLevel` level, as read with the session.
+    pub(crate) log_level: Option<LogLevel>,
 }
 
 impl Session {
@@ -92,6 +94,7 @@ pub(crate) fn mint(
             expires,
             principal: principal.map(str::to_owned),
             owner: String::new(),
+            log_level: None,
         },
     ))
 }
@@ -116,6 +119,7 @@ pub(crate) fn open(sealer: &Sealer, token: &str) -> Option<Session> {
         expires,
         principal: payload.get("p").and_then(Value::as_str).map(str::to_owned),
         owner: String::new(),
+        log_level: None,
     })
 }
 

@@ -1,0 +1,293 @@
+//! The HTTP side of 2025 sessions shared by the nodes of a Redis bus
+//! ([`crate::compat::SharedSessions`]): the GET stream recorded in Redis as
+//! held by this node, `resources/subscribe` / `unsubscribe` applied to the
+//! stream wherever it is held, and the control messages other nodes send for
+//! the streams held here.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use actix::Actor as _;
+use actix_web::http::StatusCode;
+use actix_web::{HttpResponse, web};
+use tokio::sync::{OwnedSemaphorePermit, mpsc, oneshot};
+
+use super::get_stream::{session_gone, state_refusal};
+use super::session::Session;
+use super::{AppState, Compat, refusal};
+use crate::compat::{Control, LegacyStream, Reserve, SharedSessions, StateKey};
+use crate::mux::{Assigns, Outbox, OutboxReceiver};
+use crate::protocol::{McpError, RequestId, RequestMeta};
+use crate::runtime::{CloseReason, Connection, StopStream, UriOutcome};
+use crate::subscription::SubscriptionHandler;
+use crate::transport::http::reply::with_retry_after;
+use crate::transport::http::sse::{SseBody, sse_response};
+
+/// How often a held GET stream is checked for its end (to let go of it in
+/// Redis).
+const WATCH_EVERY: Duration = Duration::from_millis(200);
+/// How long a URI change forwarded to the GET stream's node waits for it to
+/// be applied there.
+const FORWARD_WAIT: Duration = Duration::from_secs(2);
+
+fn shared_of(compat: &Compat) -> Result<&SharedSessions, McpError> {
+    compat
+        .shared
+        .as_ref()
+        .ok_or_else(|| McpError::internal("Internal error: sessions are not shared"))
+}
+
+/// `resources/subscribe` / `unsubscribe` of a shared session: recorded in
+/// Redis, then applied to the GET stream by the node holding it (here: at
+/// once, with the handler's answer; elsewhere: over the bus).
+pub(super) async fn change_uri<H: SubscriptionHandler>(
+    state: &AppState<H>,
+    compat: &Compat,
+    key: &StateKey<'_>,
+    uri: &str,
+    subscribe: bool,
+    max_uris: usize,
+) -> Result<(), McpError> {
+    let shared = shared_of(compat)?;
+    let (changed, holder) = shared.change_uri(key, uri, subscribe, max_uris).await?;
+    if !changed {
+        return Ok(());
+    }
+    let ack = shared.new_ack(key.sid);
+    let control = Control::Uri {
+        sid: key.sid.to_owned(),
+        uri: uri.to_owned(),
+        subscribe,
+        ack: ack.clone(),
+    };
+    let applied = match shared.forward(&holder, control).await {
+        // Answered once the holder applied it (as on one node).
+        Ok(true) => shared.wait_applied(&ack, FORWARD_WAIT).await,
+        Ok(false) => match shared.live(key.sid) {
+            Some(live) => apply(state, compat, key.sid, &live, uri, subscribe).await,
+            None => return Ok(()),
+        },
+        Err(e) => Err(e),
+    };
+    let Err(error) = applied else {
+        return Ok(());
+    };
+    // The stream keeps its earlier filter: the session's set goes back.
+    if let Err(e) = shared.change_uri(key, uri, !subscribe, max_uris).await {
+        tracing::debug!(error = %e, "a refused URI change not undone");
+    }
+    Err(error)
+}
+
+/// Applies one URI change to the GET stream `live` held here.
+async fn apply<H: SubscriptionHandler>(
+    state: &AppState<H>,
+    compat: &Compat,
+    sid: &str,
+    live: &LegacyStream,
+    uri: &str,
+    subscribe: bool,
+) -> Result<(), McpError> {
+    match live.change(uri, subscribe).await? {
+        UriOutcome::Applied => Ok(()),
+        UriOutcome::Restart => restart(state, compat, sid, live).await,
+    }
+}
+
+/// Restarts the held GET stream's actor with the session's URIs from Redis
+/// (the new actor first, then the old one is stopped).
+async fn restart<H: SubscriptionHandler>(
+    state: &AppState<H>,
+    compat: &Compat,
+    sid: &str,
+    live: &LegacyStream,
+) -> Result<(), McpError> {
+    let shared = shared_of(compat)?;
+    let uris = shared.uris(sid).await?;
+    let id = RequestId::String(format!("get-{}", compat.next_generation()));
+    let started = live.start(&state.suite, &state.server, uris, id).await;
+    let stop = started.inspect_err(|error| {
+        tracing::debug!(%error, "GET stream not restarted; it keeps its earlier filter");
+    })?;
+    if let Some(old) = stop.and_then(|stop| shared.swap_get_stream(sid, live, stop)) {
+        let _ = old.stop.send(StopStream(CloseReason::Cancelled)).await;
+    }
+    Ok(())
+}
+
+/// Applies the control messages other nodes send for the GET streams held
+/// here, for as long as the endpoint lives.
+async fn control_loop<H: SubscriptionHandler>(
+    state: web::Data<AppState<H>>,
+    compat: Arc<Compat>,
+    mut rx: mpsc::Receiver<Control>,
+) {
+    while let Some(control) = rx.recv().await {
+        let Some(shared) = compat.shared.as_ref() else {
+            return;
+        };
+        match control {
+            Control::Uri {
+                sid,
+                uri,
+                subscribe,
+                ack,
+            } => {
+                // No stream here any more: nothing to apply (a new one
+                // reads the set from Redis).
+                let outcome = match shared.live(&sid) {
+                    Some(live) => apply(&state, &compat, &sid, &live, &uri, subscribe).await,
+                    None => Ok(()),
+                };
+                if let Err(error) = &outcome {
+                    tracing::debug!(%error, "a URI change from another node refused");
+                }
+                shared.applied(&ack, &outcome).await;
+            }
+            Control::Delete { sid } => {
+                if let Some(running) = shared.take_live(&sid).as_ref().and_then(|l| l.running()) {
+                    let _ = running
+                        .stop
+                        .send(StopStream(CloseReason::Disconnected))
+                        .await;
+                }
+            }
+        }
+    }
+}
+
+/// Lets go of a GET reservation in Redis unless disarmed (the stream opened
+/// and is watched instead, or the client left while it was being set up).
+struct Held {
+    compat: Arc<Compat>,
+    sid: String,
+    generation: u64,
+    armed: bool,
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        let (compat, sid, generation) = (self.compat.clone(), self.sid.clone(), self.generation);
+        actix_rt::spawn(async move {
+            if let Some(shared) = compat.shared.as_ref() {
+                shared.release_get(&sid, generation).await;
+            }
+        });
+    }
+}
+
+/// `GET` of a shared session: takes the session's one GET stream in Redis
+/// for this node (409 while another node that holds its lease has it open),
+/// opens it with the session's URIs from Redis, and hears the other nodes'
+/// changes for it until it ends.
+pub(super) async fn get<H: SubscriptionHandler>(
+    state: &web::Data<AppState<H>>,
+    compat: Arc<Compat>,
+    session: &Session,
+    assigns: Assigns,
+    meta: RequestMeta,
+    (tx, rx): (Outbox, OutboxReceiver),
+    permit: OwnedSemaphorePermit,
+) -> HttpResponse {
+    let Some(shared) = compat.shared.as_ref() else {
+        return state_refusal(&McpError::internal(
+            "Internal error: sessions are not shared",
+        ));
+    };
+    if let Err(e) = state.suite.hold_node_lease().await {
+        return state_refusal(&e);
+    }
+    if let Some(controls) = shared.listen() {
+        actix_rt::spawn(control_loop(state.clone(), compat.clone(), controls));
+    }
+    let key = session.key();
+    let generation = compat.next_generation();
+    match shared.reserve_get(&key, generation).await {
+        Ok(Reserve::Reserved) => {}
+        Ok(Reserve::Busy) => {
+            return refusal(
+                StatusCode::CONFLICT,
+                -32600,
+                "Conflict: this session already has an open GET stream",
+            );
+        }
+        Ok(Reserve::Deleted) => return session_gone(),
+        Err(e) => return state_refusal(&e),
+    }
+    let mut held = Held {
+        compat: compat.clone(),
+        sid: session.sid.clone(),
+        generation,
+        armed: true,
+    };
+    let server = &state.server;
+    let uris = match shared.uris(&session.sid).await {
+        Ok(uris) => uris,
+        Err(e) => return state_refusal(&e),
+    };
+    let (done_tx, done_rx) = oneshot::channel();
+    let connection = Connection::exchange(server.clone(), tx.clone(), done_tx).start();
+    let mut stream = LegacyStream::new(connection, tx, meta, assigns);
+    let id = RequestId::String(format!("get-{generation}"));
+    let started = match stream.start(&state.suite, server, uris.clone(), id).await {
+        Ok(Some(started)) => started,
+        Ok(None) => {
+            return HttpResponse::MethodNotAllowed()
+                .insert_header((actix_web::http::header::ALLOW, "POST"))
+                .finish();
+        }
+        Err(e) => {
+            let status = if e.retry_after().is_some() {
+                StatusCode::TOO_MANY_REQUESTS
+            } else {
+                StatusCode::SERVICE_UNAVAILABLE
+            };
+            let resp = refusal(status, e.code(), &e.to_string());
+            return with_retry_after(resp, &e);
+        }
+    };
+    let stop = started.stop.clone();
+    stream.install(started);
+    let watched = stream.clone();
+    let committed = shared.commit_get(&key, generation, stream).await;
+    if !matches!(committed, Ok(true)) {
+        // DELETEd (or taken over) while the stream was being opened, or
+        // Redis cannot say: the stream must not outlive the session.
+        let _ = stop.send(StopStream(CloseReason::Disconnected)).await;
+        return match committed {
+            Err(e) => state_refusal(&e),
+            _ => session_gone(),
+        };
+    }
+    // A URI changed elsewhere while the stream was being opened (its control
+    // message found no stream yet): start again with the session's set.
+    if let Ok(now) = shared.uris(&session.sid).await
+        && now != uris
+        && let Err(error) = restart(state, &compat, &session.sid, &watched).await
+    {
+        tracing::debug!(%error, "GET stream kept the URIs it opened with");
+    }
+    held.armed = false;
+    let watcher = Held {
+        compat: held.compat.clone(),
+        sid: held.sid.clone(),
+        generation,
+        armed: true,
+    };
+    actix_rt::spawn(async move {
+        while watched.alive() {
+            tokio::time::sleep(WATCH_EVERY).await;
+        }
+        drop(watcher);
+    });
+    drop(permit);
+    sse_response(SseBody::opened(
+        rx,
+        Some(done_rx),
+        state.config.keep_alive,
+        server.clone(),
+    ))
+}

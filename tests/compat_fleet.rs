@@ -1,0 +1,603 @@
+//! 2025-era sessions on any node: three real `genmcp` nodes sharing one real
+//! `redis-server` (and one sealing key) behind a round-robin proxy, so every
+//! request of one session lands on the next node. The GET stream is held by
+//! one node; `resources/subscribe` / `unsubscribe`, `logging/setLevel` and
+//! DELETE land on the others and still apply; Redis down fails session
+//! requests clearly; the per-principal bounds hold across the nodes.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, mpsc};
+use std::time::{Duration, Instant};
+
+use common::legacy::{self, LEGACY};
+use common::redis_server::{RedisServer, redis_bus};
+use common::{Event, Exchange, Response};
+use genmcp::apps::demo;
+use genmcp::http::{CompatConfig, ServerThread};
+use genmcp::mux::SharedNotification;
+use genmcp::prelude::*;
+use serde_json::{Value, json};
+
+type Events = Bus<SharedNotification>;
+
+fn key() -> [u8; 32] {
+    genmcp::suite::secret::parse_secret(&"5a".repeat(32)).expect("key")
+}
+
+fn config(compat: Option<CompatConfig>) -> genmcp::http::HttpConfig {
+    let mut config = common::config();
+    config.workers = 2;
+    // A gone client shows at the next keep-alive.
+    config.keep_alive = Duration::from_millis(100);
+    if let Some(c) = compat {
+        config.compat = Some(c);
+    }
+    config
+}
+
+/// A notes-demo node (notes in Redis, tasks and sessions shared) on `bus`.
+fn notes_node(bus: &Events, compat: Option<CompatConfig>) -> ServerThread {
+    let bus = bus.clone();
+    ServerThread::spawn(move || demo::suite_with(bus, Some(key())).0, config(compat))
+        .expect("node starts")
+}
+
+/// A conformance-fixtures node (with `test_logging_tool`) sharing `bus`.
+fn fixture_node(bus: &Events, compat: Option<CompatConfig>) -> ServerThread {
+    let bus = bus.clone();
+    ServerThread::spawn(
+        move || {
+            genmcp::apps::fixtures::suite_for_node_with_tasks(
+                Some(key()),
+                None,
+                TaskConfig::default(),
+                Some(&bus),
+            )
+        },
+        config(compat),
+    )
+    .expect("node starts")
+}
+
+/// A round-robin HTTP proxy: each request (the test client sends one per
+/// connection, `Connection: close`) goes to the next node, its response
+/// (an SSE stream included) comes back as it is written.
+struct Proxy {
+    addr: SocketAddr,
+    next: Arc<AtomicUsize>,
+    /// The node each request went to, in order.
+    log: Arc<Mutex<Vec<usize>>>,
+    nodes: usize,
+}
+
+/// Copies `from` to `to`; once either side is done, both are closed (a
+/// client that leaves closes its upstream connection, as a proxy does).
+fn pipe(mut from: TcpStream, mut to: TcpStream) {
+    let mut buf = [0u8; 16 * 1024];
+    loop {
+        match from.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => {
+                if to.write_all(&buf[..n]).is_err() {
+                    break;
+                }
+            }
+        }
+    }
+    let _ = to.shutdown(Shutdown::Both);
+    let _ = from.shutdown(Shutdown::Both);
+}
+
+impl Proxy {
+    fn start(nodes: Vec<SocketAddr>) -> Proxy {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("proxy binds");
+        let addr = listener.local_addr().expect("proxy address");
+        let next = Arc::new(AtomicUsize::new(0));
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let (n, l) = (next.clone(), log.clone());
+        let count = nodes.len();
+        std::thread::spawn(move || {
+            for client in listener.incoming() {
+                let Ok(client) = client else { continue };
+                let i = n.fetch_add(1, Ordering::SeqCst) % nodes.len();
+                l.lock().unwrap().push(i);
+                let Ok(upstream) = TcpStream::connect(nodes[i]) else {
+                    continue;
+                };
+                let (c2, u2) = (client.try_clone().unwrap(), upstream.try_clone().unwrap());
+                std::thread::spawn(move || pipe(client, upstream));
+                std::thread::spawn(move || pipe(u2, c2));
+            }
+        });
+        Proxy {
+            addr,
+            next,
+            log,
+            nodes: count,
+        }
+    }
+
+    /// The node the next request goes to.
+    fn upcoming(&self) -> usize {
+        self.next.load(Ordering::SeqCst) % self.nodes
+    }
+
+    /// The node the last request went to.
+    fn last(&self) -> usize {
+        *self
+            .log
+            .lock()
+            .unwrap()
+            .last()
+            .expect("a request went through")
+    }
+
+    /// Sends `ping`s of `session` until the next request goes to `node`.
+    fn turn_to(&self, session: &str, node: usize) {
+        while self.upcoming() != node {
+            let r = legacy::request(self.addr, session, json!("turn"), "ping", json!({}));
+            assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+        }
+    }
+}
+
+/// The JSON-RPC message of a response (plain JSON, or the last SSE message).
+fn message(r: &Response) -> Value {
+    if r.header("content-type")
+        .is_some_and(|c| c.starts_with("text/event-stream"))
+    {
+        return r.sse_messages().pop().expect("an SSE message");
+    }
+    r.json()
+}
+
+fn add_note(addr: SocketAddr, session: &str, args: Value) -> String {
+    let r = legacy::request(
+        addr,
+        session,
+        json!("add"),
+        "tools/call",
+        json!({"name": "add_note", "arguments": args}),
+    );
+    let m = message(&r);
+    m["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_else(|| panic!("add_note answered {m}"))
+        .to_owned()
+}
+
+/// Reads a GET stream on its own thread: its messages, then `None` when it
+/// ends.
+fn reader(mut get: Exchange) -> mpsc::Receiver<Option<Value>> {
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        loop {
+            match get.try_next_event() {
+                Ok(Some(Event::Message(m))) => {
+                    if tx.send(Some(m)).is_err() {
+                        return;
+                    }
+                }
+                Ok(Some(Event::Comment(_))) => {}
+                Ok(None) | Err(_) => {
+                    let _ = tx.send(None);
+                    return;
+                }
+            }
+        }
+    });
+    rx
+}
+
+/// Waits (at most `within`) for `notifications/resources/updated` of `uri` on
+/// the GET stream; skips other notifications.
+fn updated_within(get: &mpsc::Receiver<Option<Value>>, uri: &str, within: Duration) -> bool {
+    let deadline = Instant::now() + within;
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match get.recv_timeout(left) {
+            Ok(Some(m)) => {
+                if m["method"] == "notifications/resources/updated" && m["params"]["uri"] == uri {
+                    return true;
+                }
+            }
+            Ok(None) => panic!("the GET stream ended"),
+            Err(_) => return false,
+        }
+    }
+}
+
+fn three_fixture_nodes(
+    redis: &RedisServer,
+    prefix: &str,
+    compat: Option<CompatConfig>,
+) -> (Vec<Events>, Vec<ServerThread>) {
+    let buses: Vec<Events> = (0..3).map(|_| redis_bus(&redis.url(), prefix)).collect();
+    let nodes = buses
+        .iter()
+        .map(|b| fixture_node(b, compat.clone()))
+        .collect();
+    (buses, nodes)
+}
+
+fn three_notes_nodes(
+    redis: &RedisServer,
+    prefix: &str,
+    compat: Option<CompatConfig>,
+) -> (Vec<Events>, Vec<ServerThread>) {
+    let buses: Vec<Events> = (0..3).map(|_| redis_bus(&redis.url(), prefix)).collect();
+    let nodes = buses
+        .iter()
+        .map(|b| notes_node(b, compat.clone()))
+        .collect();
+    (buses, nodes)
+}
+
+#[test]
+fn a_session_is_served_by_every_node() {
+    let redis = RedisServer::start();
+    let (_buses, nodes) = three_notes_nodes(&redis, "t-fleet:", None);
+    let proxy = Proxy::start(nodes.iter().map(|n| n.addr).collect());
+    let session = legacy::initialize(proxy.addr);
+    let uri = add_note(proxy.addr, &session, json!({"text": "first"}));
+
+    // The GET stream is held by one node; a second GET on another is 409.
+    let get = legacy::get(proxy.addr, Some(&session));
+    assert_eq!(get.status, 200);
+    let holder = proxy.last();
+    let get = reader(get);
+    proxy.turn_to(&session, (holder + 1) % 3);
+    let second = legacy::get(proxy.addr, Some(&session));
+    let status = second.status;
+    second.disconnect();
+    assert_eq!(status, 409, "a second GET stream on another node");
+
+    // Subscribed on another node than the holder's.
+    proxy.turn_to(&session, (holder + 1) % 3);
+    let r = legacy::request(
+        proxy.addr,
+        &session,
+        json!(1),
+        "resources/subscribe",
+        json!({"uri": uri}),
+    );
+    assert_eq!(message(&r)["result"], json!({}), "{}", message(&r));
+    assert_ne!(proxy.last(), holder);
+
+    // Updated through yet another node: the holder's stream hears it (the
+    // subscribe was answered once the holder applied it).
+    proxy.turn_to(&session, (holder + 2) % 3);
+    add_note(proxy.addr, &session, json!({"uri": uri, "text": "changed"}));
+    assert!(
+        updated_within(&get, &uri, Duration::from_secs(3)),
+        "the GET stream never heard the update"
+    );
+
+    // Unsubscribed on another node: no more updates.
+    proxy.turn_to(&session, (holder + 2) % 3);
+    let r = legacy::request(
+        proxy.addr,
+        &session,
+        json!(2),
+        "resources/unsubscribe",
+        json!({"uri": uri}),
+    );
+    assert_eq!(message(&r)["result"], json!({}), "{}", message(&r));
+    proxy.turn_to(&session, (holder + 1) % 3);
+    add_note(proxy.addr, &session, json!({"uri": uri, "text": "unheard"}));
+    assert!(
+        !updated_within(&get, &uri, Duration::from_millis(1500)),
+        "an update after unsubscribe"
+    );
+
+    // DELETE on another node than the holder's: the stream ends and every
+    // node answers 404.
+    proxy.turn_to(&session, (holder + 1) % 3);
+    let deleted = legacy::delete(proxy.addr, &session);
+    assert_eq!(deleted.status, 200);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        match get.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+            Ok(None) => break,
+            Ok(Some(_)) => continue,
+            Err(_) => panic!("the GET stream did not end after DELETE"),
+        }
+    }
+    for node in &nodes {
+        let r = legacy::request(node.addr, &session, json!(3), "ping", json!({}));
+        assert_eq!(r.status, 404, "{}", String::from_utf8_lossy(&r.body));
+        let g = legacy::get(node.addr, Some(&session));
+        let status = g.status;
+        g.disconnect();
+        assert_eq!(status, 404);
+    }
+}
+
+#[test]
+fn a_get_stream_that_ended_may_open_again_on_another_node() {
+    let redis = RedisServer::start();
+    let (_buses, nodes) = three_notes_nodes(&redis, "t-fleet-reopen:", None);
+    let proxy = Proxy::start(nodes.iter().map(|n| n.addr).collect());
+    let session = legacy::initialize(proxy.addr);
+    let get = legacy::get(proxy.addr, Some(&session));
+    assert_eq!(get.status, 200);
+    let holder = proxy.last();
+    get.disconnect();
+    proxy.turn_to(&session, (holder + 1) % 3);
+    let reopened = common::wait_until(Duration::from_secs(5), || {
+        let again = legacy::get(nodes[(holder + 1) % 3].addr, Some(&session));
+        if again.status == 200 {
+            again.disconnect();
+            return true;
+        }
+        assert_eq!(again.status, 409);
+        false
+    });
+    assert!(reopened, "the ended GET stream still counted");
+}
+
+#[test]
+fn a_log_level_set_on_one_node_applies_on_the_others() {
+    let redis = RedisServer::start();
+    let buses: Vec<Events> = (0..3)
+        .map(|_| redis_bus(&redis.url(), "t-fleet-log:"))
+        .collect();
+    let nodes: Vec<ServerThread> = buses.iter().map(|b| fixture_node(b, None)).collect();
+    let proxy = Proxy::start(nodes.iter().map(|n| n.addr).collect());
+    let session = legacy::initialize(proxy.addr);
+    let levels = |r: &Response| -> Vec<String> {
+        r.sse_messages()
+            .iter()
+            .filter(|m| m["method"] == "notifications/message")
+            .filter_map(|m| m["params"]["level"].as_str().map(str::to_owned))
+            .collect()
+    };
+    for (level, expected) in [
+        ("warning", vec!["warning", "error"]),
+        ("info", vec!["info", "warning", "error"]),
+    ] {
+        let r = legacy::request(
+            proxy.addr,
+            &session,
+            json!(1),
+            "logging/setLevel",
+            json!({"level": level}),
+        );
+        assert_eq!(message(&r)["result"], json!({}), "{}", message(&r));
+        let set_on = proxy.last();
+        for _ in 0..2 {
+            let r = legacy::request(
+                proxy.addr,
+                &session,
+                json!(2),
+                "tools/call",
+                json!({"name": "test_logging_tool", "arguments": {}}),
+            );
+            assert_ne!(proxy.last(), set_on);
+            assert_eq!(levels(&r), expected, "level {level}");
+        }
+    }
+}
+
+#[test]
+fn without_redis_session_requests_fail_clearly() {
+    let mut redis = RedisServer::start();
+    let (_buses, nodes) = three_fixture_nodes(&redis, "t-fleet-down:", None);
+    let proxy = Proxy::start(nodes.iter().map(|n| n.addr).collect());
+    let session = legacy::initialize(proxy.addr);
+    let r = legacy::request(
+        proxy.addr,
+        &session,
+        json!(1),
+        "logging/setLevel",
+        json!({"level": "info"}),
+    );
+    assert_eq!(message(&r)["result"], json!({}));
+    redis.kill();
+    for node in &nodes {
+        for method in ["ping", "logging/setLevel", "resources/subscribe"] {
+            let params = match method {
+                "logging/setLevel" => json!({"level": "debug"}),
+                "resources/subscribe" => json!({"uri": "note://x"}),
+                _ => json!({}),
+            };
+            let r = legacy::request(node.addr, &session, json!(7), method, params);
+            let m = message(&r);
+            assert_eq!(m["error"]["code"], -32603, "{method}: {m}");
+            assert!(
+                m["error"]["message"]
+                    .as_str()
+                    .is_some_and(|s| s.contains("shared session store is unavailable")),
+                "{method}: {m}"
+            );
+            assert_eq!(m["id"], 7);
+        }
+        let g = legacy::get(node.addr, Some(&session));
+        let status = g.status;
+        g.disconnect();
+        assert_eq!(status, 503);
+        let d = legacy::delete(node.addr, &session);
+        assert_eq!(d.status, 503, "{}", String::from_utf8_lossy(&d.body));
+        assert!(String::from_utf8_lossy(&d.body).contains("shared session store is unavailable"));
+    }
+    // A new session needs no state: initialize still works.
+    let fresh = legacy::initialize_with(nodes[0].addr, LEGACY, json!({}));
+    assert_eq!(fresh.status, 200);
+}
+
+#[test]
+fn per_principal_bounds_hold_across_nodes() {
+    let redis = RedisServer::start();
+    let mut compat = CompatConfig::default();
+    compat.max_session_states_per_principal = 2;
+    compat.max_subscribed_uris_per_principal = 3;
+    let (_buses, nodes) = three_fixture_nodes(&redis, "t-fleet-bounds:", Some(compat));
+    let proxy = Proxy::start(nodes.iter().map(|n| n.addr).collect());
+    let sessions: Vec<String> = (0..3).map(|_| legacy::initialize(proxy.addr)).collect();
+    let set_level = |s: &str| {
+        legacy::request(
+            proxy.addr,
+            s,
+            json!(1),
+            "logging/setLevel",
+            json!({"level": "info"}),
+        )
+    };
+    // Two sessions with state, each set on its own node; the third is refused.
+    assert_eq!(set_level(&sessions[0]).status, 200);
+    assert_eq!(set_level(&sessions[1]).status, 200);
+    let refused = set_level(&sessions[2]);
+    assert_eq!(
+        refused.status,
+        429,
+        "{}",
+        String::from_utf8_lossy(&refused.body)
+    );
+    assert!(refused.header("retry-after").is_some());
+    assert_eq!(
+        refused.json()["error"]["data"]["limit"],
+        "max_sessions_per_principal"
+    );
+    // Three URIs across the two sessions and the nodes; a fourth is refused.
+    let subscribe = |s: &str, uri: &str, on: bool| {
+        legacy::request(
+            proxy.addr,
+            s,
+            json!(2),
+            if on {
+                "resources/subscribe"
+            } else {
+                "resources/unsubscribe"
+            },
+            json!({"uri": uri}),
+        )
+    };
+    for (s, uri) in [(0, "note://a"), (1, "note://b"), (0, "note://c")] {
+        let r = subscribe(&sessions[s], uri, true);
+        assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    }
+    let over = subscribe(&sessions[1], "note://d", true);
+    assert_eq!(over.status, 429, "{}", String::from_utf8_lossy(&over.body));
+    assert_eq!(
+        over.json()["error"]["data"]["limit"],
+        "max_subscribed_uris_per_principal"
+    );
+    // An unsubscribe on another node frees room for it.
+    assert_eq!(subscribe(&sessions[0], "note://a", false).status, 200);
+    assert_eq!(subscribe(&sessions[1], "note://d", true).status, 200);
+    // DELETE drops a session's URIs (and keeps its mark, so it still counts).
+    assert_eq!(legacy::delete(proxy.addr, &sessions[0]).status, 200);
+    assert_eq!(subscribe(&sessions[1], "note://e", true).status, 200);
+    assert_eq!(set_level(&sessions[2]).status, 429);
+}
+
+/// The session id inside a session token (signed, not encrypted).
+fn sid_of(token: &str) -> String {
+    use base64::Engine as _;
+    let body = token.split('.').next().expect("a sealed token");
+    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(body)
+        .expect("base64url");
+    let payload: Value = serde_json::from_slice(&bytes).expect("JSON");
+    payload["sid"].as_str().expect("a sid").to_owned()
+}
+
+#[test]
+fn a_get_stream_held_by_a_node_without_a_lease_is_taken_over() {
+    let redis = RedisServer::start();
+    let (_buses, nodes) = three_fixture_nodes(&redis, "t-fleet-lease:", None);
+    let session = legacy::initialize(nodes[0].addr);
+    let r = legacy::request(
+        nodes[0].addr,
+        &session,
+        json!(1),
+        "logging/setLevel",
+        json!({"level": "info"}),
+    );
+    assert_eq!(message(&r)["result"], json!({}));
+    // The session's hash, as a node that is gone (no lease) left it: it
+    // holds the GET stream.
+    let pattern = format!("*sess:{{{}}}", sid_of(&session));
+    let keys = redis.command(&["KEYS", &pattern]).expect("KEYS answers");
+    let key = keys
+        .lines()
+        .find(|l| l.contains("sess:{"))
+        .expect("the session's hash")
+        .to_owned();
+    let set = redis
+        .command(&["HSET", &key, "h", "00000000deadbeef:1"])
+        .expect("HSET answers");
+    assert!(set.starts_with(':'), "{set}");
+    let get = legacy::get(nodes[1].addr, Some(&session));
+    let status = get.status;
+    assert_eq!(status, 200, "a holder without a lease still counted");
+    // Now this node holds it: a GET elsewhere is 409.
+    let other = legacy::get(nodes[2].addr, Some(&session));
+    let second = other.status;
+    other.disconnect();
+    assert_eq!(second, 409);
+    get.disconnect();
+}
+
+/// A node whose subscription handler refuses every 2025 URI change in place.
+fn refusing_node(events: &Events, record: Arc<common::probe::Record>) -> ServerThread {
+    use common::probe::{Mode, Probe};
+    let events = events.clone();
+    ServerThread::spawn(
+        move || {
+            Suite::builder(Implementation::new("refusing", "1"))
+                .secret(key())
+                .subscriptions(Probe {
+                    bus: Bus::new(),
+                    mode: Mode::RefuseChanges(McpError::invalid_params(
+                        "Invalid params: not this one",
+                    )),
+                    // A stream that serves something besides its URIs.
+                    caps: SubscriptionCapabilities::none()
+                        .with_tools_list_changed(true)
+                        .with_resources_updated(true),
+                    record: record.clone(),
+                })
+                .shared_tasks(&events)
+                .build()
+        },
+        config(None),
+    )
+    .expect("node starts")
+}
+
+#[test]
+fn a_change_refused_by_the_holders_handler_is_an_error_on_any_node() {
+    let redis = RedisServer::start();
+    let buses: Vec<Events> = (0..2)
+        .map(|_| redis_bus(&redis.url(), "t-fleet-refuse:"))
+        .collect();
+    let record = Arc::new(common::probe::Record::default());
+    let nodes: Vec<ServerThread> = buses
+        .iter()
+        .map(|b| refusing_node(b, record.clone()))
+        .collect();
+    let session = legacy::initialize(nodes[0].addr);
+    let get = legacy::get(nodes[0].addr, Some(&session));
+    assert_eq!(get.status, 200);
+    // Its stream runs (the handler's subscribe ran).
+    assert!(common::wait_until(Duration::from_secs(10), || {
+        *record.subscribes.lock().unwrap() >= 1
+    }));
+    // Asked on the other node: answered once the holder's handler refused.
+    let r = legacy::request(
+        nodes[1].addr,
+        &session,
+        json!(1),
+        "resources/subscribe",
+        json!({"uri": "a://1"}),
+    );
+    let m = message(&r);
+    assert_eq!(m["error"]["code"], -32602, "{m}");
+    assert_eq!(m["error"]["message"], "Invalid params: not this one");
+    get.disconnect();
+}
