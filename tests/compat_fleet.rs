@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex, mpsc};
 use std::time::{Duration, Instant};
 
 use common::legacy::{self, LEGACY};
-use common::redis_server::{RedisServer, redis_bus};
+use common::redis_server::{RedisCluster, RedisServer, redis_bus};
 use common::{Event, Exchange, Response};
 use genmcp::apps::demo;
 use genmcp::http::{CompatConfig, ServerThread};
@@ -229,7 +229,17 @@ fn three_notes_nodes(
     prefix: &str,
     compat: Option<CompatConfig>,
 ) -> (Vec<Events>, Vec<ServerThread>) {
-    let buses: Vec<Events> = (0..3).map(|_| redis_bus(&redis.url(), prefix)).collect();
+    three_notes_nodes_on(&redis.url(), prefix, compat)
+}
+
+/// Three notes nodes on the bus at `url` (one Redis server, or a cluster's
+/// seeds as `redis+cluster://...`).
+fn three_notes_nodes_on(
+    url: &str,
+    prefix: &str,
+    compat: Option<CompatConfig>,
+) -> (Vec<Events>, Vec<ServerThread>) {
+    let buses: Vec<Events> = (0..3).map(|_| redis_bus(url, prefix)).collect();
     let nodes = buses
         .iter()
         .map(|b| notes_node(b, compat.clone()))
@@ -240,7 +250,34 @@ fn three_notes_nodes(
 #[test]
 fn a_session_is_served_by_every_node() {
     let redis = RedisServer::start();
-    let (_buses, nodes) = three_notes_nodes(&redis, "t-fleet:", None);
+    session_flow(&redis.url(), "t-fleet:");
+}
+
+/// The same flow with the bus on a three-master Redis Cluster (sharded
+/// pub/sub; the session's keys in one slot, its owner's in another).
+#[test]
+fn a_session_is_served_by_every_node_on_a_cluster() {
+    let cluster = RedisCluster::start();
+    let session = session_flow(&cluster.url(), "t-fleet-cluster:");
+    // The DELETE mark is in Redis, on the master serving the session's slot
+    // (its keys carry the session id as their hash tag).
+    let key = format!("t-fleet-cluster:sess:{{{}}}", sid_of(&session));
+    let master = cluster.owner(cluster.keyslot(&key));
+    let mark = cluster.nodes[master].command(&["HGET", &key, "d"]);
+    assert_eq!(
+        mark.as_deref(),
+        Some("$1\r\n1\r\n"),
+        "{key} on master {master}"
+    );
+}
+
+/// initialize, GET (held by one node; a second GET elsewhere is 409),
+/// subscribe on another node, an update through a third heard on the stream,
+/// unsubscribe elsewhere (no more updates), DELETE elsewhere (the stream
+/// ends, every node answers 404): each step on another node than the last.
+/// Returns the session's token.
+fn session_flow(url: &str, prefix: &str) -> String {
+    let (_buses, nodes) = three_notes_nodes_on(url, prefix, None);
     let proxy = Proxy::start(nodes.iter().map(|n| n.addr).collect());
     let session = legacy::initialize(proxy.addr);
     let uri = add_note(proxy.addr, &session, json!({"text": "first"}));
@@ -315,6 +352,7 @@ fn a_session_is_served_by_every_node() {
         g.disconnect();
         assert_eq!(status, 404);
     }
+    session
 }
 
 #[test]
