@@ -639,3 +639,85 @@ fn a_change_refused_by_the_holders_handler_is_an_error_on_any_node() {
     assert_eq!(m["error"]["message"], "Invalid params: not this one");
     get.disconnect();
 }
+
+#[test]
+fn the_global_bounds_hold_across_nodes() {
+    let redis = RedisServer::start();
+    let mut compat = CompatConfig::default();
+    compat.max_session_states = 2;
+    compat.max_subscribed_uris = 1;
+    let (_buses, nodes) = three_fixture_nodes(&redis, "t-fleet-global:", Some(compat));
+    let proxy = Proxy::start(nodes.iter().map(|n| n.addr).collect());
+    let sessions: Vec<String> = (0..3).map(|_| legacy::initialize(proxy.addr)).collect();
+    let set_level = |s: &str| {
+        legacy::request(
+            proxy.addr,
+            s,
+            json!(1),
+            "logging/setLevel",
+            json!({"level": "info"}),
+        )
+    };
+    // Two sessions with state in the whole fleet, each set on its own node;
+    // the third is refused on the next node, as one node refuses it.
+    assert_eq!(message(&set_level(&sessions[0]))["result"], json!({}));
+    assert_eq!(message(&set_level(&sessions[1]))["result"], json!({}));
+    let refused = message(&set_level(&sessions[2]));
+    assert_eq!(refused["error"]["code"], -32603, "{refused}");
+    assert!(
+        refused["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.starts_with("Server busy")),
+        "{refused}"
+    );
+    // One URI in the whole fleet.
+    let subscribe = |s: &str, uri: &str| {
+        legacy::request(
+            proxy.addr,
+            s,
+            json!(2),
+            "resources/subscribe",
+            json!({"uri": uri}),
+        )
+    };
+    assert_eq!(
+        message(&subscribe(&sessions[0], "note://a"))["result"],
+        json!({})
+    );
+    let over = message(&subscribe(&sessions[1], "note://b"));
+    assert_eq!(over["error"]["code"], -32603, "{over}");
+    // A DELETE (on another node) frees both.
+    assert_eq!(legacy::delete(proxy.addr, &sessions[0]).status, 200);
+    assert_eq!(
+        message(&subscribe(&sessions[1], "note://b"))["result"],
+        json!({})
+    );
+}
+
+#[test]
+fn a_delete_whose_control_message_was_lost_still_ends_the_get_stream() {
+    let redis = RedisServer::start();
+    let (_buses, nodes) = three_notes_nodes(&redis, "t-fleet-lost:", None);
+    let proxy = Proxy::start(nodes.iter().map(|n| n.addr).collect());
+    let session = legacy::initialize(proxy.addr);
+    let get = legacy::get(proxy.addr, Some(&session));
+    assert_eq!(get.status, 200);
+    let get = reader(get);
+    // The DELETE mark written straight into Redis: no node sends the holder
+    // a control message, as when the bus lost it.
+    let key = format!("t-fleet-lost:sess:{{{}}}", sid_of(&session));
+    let reply = redis.command(&["HSET", &key, "d", "1"]);
+    assert!(reply.is_some_and(|r| r.starts_with(':')), "HSET {key}");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        match get.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+            Ok(None) => break,
+            Ok(Some(_)) => continue,
+            Err(_) => panic!("the GET stream of a deleted session kept running"),
+        }
+    }
+    for node in &nodes {
+        let r = legacy::request(node.addr, &session, json!(3), "ping", json!({}));
+        assert_eq!(r.status, 404, "{}", String::from_utf8_lossy(&r.body));
+    }
+}

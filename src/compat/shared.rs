@@ -10,6 +10,7 @@
 //! | `sess:{<sid>}:uris` | set: the `resources/subscribe` URIs |
 //! | `sess-owner:{<owner>}:sids` | sorted set: the owner's sessions with state, scored by expiry |
 //! | `sess-owner:{<owner>}:uris` | sorted set: `<sid> <uri>` for each of the owner's URIs, scored by expiry |
+//! | `sess-all:{sessions}:sids`, `sess-all:{sessions}:uris` | the same for the whole fleet (the global bounds) |
 //!
 //! Every key expires with the session (`PEXPIREAT` its expiry; an owner's
 //! sets with its latest session). Each Lua script touches the keys of one
@@ -122,6 +123,16 @@ fn owner_keys(node: &SharedTasks, owner: &str) -> [String; 2] {
     [
         node.keys().key(&format!("sess-owner:{{{owner}}}:sids")),
         node.keys().key(&format!("sess-owner:{{{owner}}}:uris")),
+    ]
+}
+
+/// The fleet's sessions with state and their URIs (one slot: the global
+/// bounds, `max_session_states` and `max_subscribed_uris`, hold across every
+/// node).
+fn all_keys(node: &SharedTasks) -> [String; 2] {
+    [
+        node.keys().key("sess-all:{sessions}:sids"),
+        node.keys().key("sess-all:{sessions}:uris"),
     ]
 }
 
@@ -330,7 +341,10 @@ impl SharedSessions {
         ];
         let answer: Vec<i64> = self.run(eval(OWNER_ADMIT, &keys, &args)).await?;
         match answer.as_slice() {
-            [0, added] => Ok(*added == 1),
+            [0, added] => {
+                self.admit_in_all(args).await?;
+                Ok(*added == 1)
+            }
             [1, first] => Err(McpError::limit_exceeded(
                 "max_sessions_per_principal",
                 format!(
@@ -353,9 +367,42 @@ impl SharedSessions {
         }
     }
 
-    /// Removes members of the owner's sets (best effort: they expire anyway).
+    /// Counts the session (and its URI member) in the fleet's sets, within
+    /// the global bounds (the same script as an owner's, on the fleet's
+    /// keys): past them `-32603` "Server busy", as on one node.
+    async fn admit_in_all(&self, mut args: [String; 6]) -> Result<(), McpError> {
+        args[3] = self.bounds.max_sessions.to_string();
+        args[5] = self.bounds.max_uris.to_string();
+        let keys = all_keys(&self.node);
+        let answer: Vec<i64> = self.run(eval(OWNER_ADMIT, &keys, &args)).await?;
+        match answer.as_slice() {
+            [0, _] => Ok(()),
+            [1, _] => Err(McpError::internal(
+                "Server busy: too many sessions hold state; retry later",
+            )),
+            [2, _] => Err(McpError::internal(
+                "Server busy: too many resource subscriptions; retry later",
+            )),
+            _ => Err(McpError::internal(
+                "Internal error: unexpected answer from the shared session store",
+            )),
+        }
+    }
+
+    /// Removes members of the owner's sets and the fleet's (best effort: they
+    /// expire anyway).
     async fn forget(&self, owner: &str, sid: Option<&str>, uris: &[String]) {
-        let [sids_key, uris_key] = owner_keys(&self.node, owner);
+        self.forget_in(owner_keys(&self.node, owner), sid, uris)
+            .await;
+        self.forget_in(all_keys(&self.node), sid, uris).await;
+    }
+
+    async fn forget_in(
+        &self,
+        [sids_key, uris_key]: [String; 2],
+        sid: Option<&str>,
+        uris: &[String],
+    ) {
         if !uris.is_empty() {
             let mut cmd = ::redis::cmd("ZREM");
             cmd.arg(uris_key);
@@ -363,14 +410,14 @@ impl SharedSessions {
                 cmd.arg(member);
             }
             if let Err(e) = self.run::<i64>(cmd).await {
-                tracing::debug!(error = %e, "owner's URI count not lowered");
+                tracing::debug!(error = %e, "a URI count not lowered");
             }
         }
         if let Some(sid) = sid {
             let mut cmd = ::redis::cmd("ZREM");
             cmd.arg(sids_key).arg(sid);
             if let Err(e) = self.run::<i64>(cmd).await {
-                tracing::debug!(error = %e, "owner's session count not lowered");
+                tracing::debug!(error = %e, "a session count not lowered");
             }
         }
     }
@@ -524,6 +571,18 @@ impl SharedSessions {
             }
         }
         let keys = session_keys(&self.node, session.sid);
+        let held: i64 = self
+            .run(eval(HOLDS_GET, &keys, &[self.holder(generation)]))
+            .await?;
+        Ok(held == 1)
+    }
+
+    /// Whether GET reservation `generation` still holds the session's GET
+    /// stream in Redis: `false` once the session was DELETEd (or the stream
+    /// taken over by another node), even if the control message saying so
+    /// never arrived (the bus delivers at most once).
+    pub(crate) async fn still_holds(&self, sid: &str, generation: u64) -> Result<bool, McpError> {
+        let keys = session_keys(&self.node, sid);
         let held: i64 = self
             .run(eval(HOLDS_GET, &keys, &[self.holder(generation)]))
             .await?;

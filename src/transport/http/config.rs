@@ -184,9 +184,9 @@ pub struct CompatConfig {
     /// `max_session_states_per_principal`). Past it a `logging/setLevel` or
     /// `resources/subscribe` gets `-32603` "Server busy", a GET or DELETE 503;
     /// expired and empty entries are swept first, nothing else is evicted.
-    /// A bound of this process's memory: with sessions shared in Redis (a
-    /// suite with `SuiteBuilder::shared_tasks`) it does not apply, the
-    /// per-principal bounds do (`docs/compat-2025.md`).
+    /// With sessions shared in Redis (a suite with
+    /// `SuiteBuilder::shared_tasks`) it bounds the whole fleet, counted in
+    /// Redis (`docs/compat-2025.md`).
     pub max_session_states: usize,
     /// Sessions with state per principal (or per client address without one),
     /// default 1,000. Past it that principal's `logging/setLevel`,
@@ -200,7 +200,8 @@ pub struct CompatConfig {
     pub max_subscribed_uris_per_principal: usize,
     /// `resources/subscribe` URIs in the whole server, default 131,072 (each at
     /// most 2 KiB). Past it: `-32603` "Server busy". Like
-    /// `max_session_states`, not applied to sessions shared in Redis.
+    /// `max_session_states`, the whole fleet's bound when sessions are
+    /// shared in Redis.
     pub max_subscribed_uris: usize,
     /// Server-to-client requests waiting for the client's answer, in the whole
     /// server (default 1,024). Past it the tool call gets `-32603`.

@@ -26,6 +26,10 @@ use crate::transport::http::sse::{SseBody, sse_response};
 /// How often a held GET stream is checked for its end (to let go of it in
 /// Redis).
 const WATCH_EVERY: Duration = Duration::from_millis(200);
+/// Every how many [`WATCH_EVERY`]s a held GET stream is checked against
+/// Redis (5 s): a session DELETEd on another node whose control message was
+/// lost (the bus delivers at most once) ends its stream within this.
+const RECHECK_EVERY: u32 = 25;
 /// How long a URI change forwarded to the GET stream's node waits for it to
 /// be applied there.
 const FORWARD_WAIT: Duration = Duration::from_secs(2);
@@ -278,8 +282,26 @@ pub(super) async fn get<H: SubscriptionHandler>(
         armed: true,
     };
     actix_rt::spawn(async move {
+        let mut ticks = 0u32;
         while watched.alive() {
             tokio::time::sleep(WATCH_EVERY).await;
+            ticks = ticks.wrapping_add(1);
+            if ticks % RECHECK_EVERY != 0 {
+                continue;
+            }
+            let Some(shared) = watcher.compat.shared.as_ref() else {
+                break;
+            };
+            // Redis unreachable: the stream keeps running (the bus ends
+            // every stream itself when it loses Redis).
+            if let Ok(false) = shared.still_holds(&watcher.sid, generation).await
+                && let Some(running) = watched.running()
+            {
+                let _ = running
+                    .stop
+                    .send(StopStream(CloseReason::Disconnected))
+                    .await;
+            }
         }
         drop(watcher);
     });
