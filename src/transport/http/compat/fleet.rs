@@ -286,7 +286,7 @@ pub(super) async fn get<H: SubscriptionHandler>(
         while watched.alive() {
             tokio::time::sleep(WATCH_EVERY).await;
             ticks = ticks.wrapping_add(1);
-            if ticks % RECHECK_EVERY != 0 {
+            if !ticks.is_multiple_of(RECHECK_EVERY) {
                 continue;
             }
             let Some(shared) = watcher.compat.shared.as_ref() else {
