@@ -1,0 +1,110 @@
+//! 2025 sessions shared by the nodes of one Redis bus: what a session sets at
+//! run time lives in Redis, so any node serves any of its requests.
+//!
+//! Keys (under the bus's prefix; one session's keys share a cluster hash slot,
+//! and so do one owner's):
+//!
+//! | key | what |
+//! |---|---|
+//! | `sess:{<sid>}` | hash: `d` (DELETEd), `l` (the `logging/setLevel` level), `h` (the GET stream's holder, `<node>:<n>`) |
+//! | `sess:{<sid>}:uris` | set: the `resources/subscribe` URIs |
+//! | `sess-owner:{<owner>}:sids` | sorted set: the owner's sessions with state, scored by expiry |
+//! | `sess-owner:{<owner>}:uris` | sorted set: `<sid> <uri>` for each of the owner's URIs, scored by expiry |
+//! | `sess-all:{sessions}:sids`, `sess-all:{sessions}:uris` | the same for the whole fleet (the global bounds) |
+//!
+//! Every key expires with the session (`PEXPIREAT` its expiry; an owner's
+//! sets with its latest session). Each Lua script touches the keys of one
+//! slot only; the owner's bounds and the session's keys are updated one after
+//! the other (an owner's count may be briefly high, never low for long: an
+//! entry whose session emptied is removed, an expired one is swept).
+//!
+//! The node holding a session's GET stream keeps it in [`SharedSessions`]'s
+//! local table and hears the control topic `sess-ctl/<node>`: another node's
+//! `resources/subscribe`, `unsubscribe` or DELETE of the session is recorded
+//! in Redis first, then sent there, and the holder changes the stream in
+//! place (or ends it). For a URI change the holder writes the outcome under
+//! `sess:{<sid>}:ack:<n>` (10 s), which the forwarding node waits for before
+//! it answers. A holder whose node lease (`task-node:<node>`, the
+//! shared tasks' lease) is gone does not count: the session may open its GET
+//! stream elsewhere.
+//!
+//! Redis unreachable: every request that needs the session's state fails
+//! with `-32603` "the shared session store is unavailable" (GET and DELETE
+//! with 503); nothing is answered as if it had succeeded.
+//!
+//! The module by idea: `scripts` (key names, Lua scripts), `owner` (an
+//! owner's bounds), `state` (level, URIs, DELETE), `get_stream` (the GET
+//! stream's holder and this node's table), `control` (the messages to the
+//! holder's node), `forward` (a forwarded URI change and its outcome).
+
+mod control;
+mod forward;
+mod get_stream;
+mod owner;
+mod scripts;
+mod state;
+
+use std::collections::HashMap;
+use std::sync::{Mutex, MutexGuard, OnceLock};
+
+use super::StoreBounds;
+use crate::mux::SharedNotification;
+use crate::protocol::McpError;
+use crate::pubsub::{BusError, BusSubscription};
+use crate::suite::tasks::SharedTasks;
+use get_stream::Slot;
+
+pub(crate) use control::Control;
+
+/// The answer when Redis cannot be asked: session requests fail closed.
+pub(crate) fn unavailable(e: &BusError) -> McpError {
+    tracing::warn!(error = %e, "shared session store unavailable");
+    McpError::internal("Internal error: the shared session store is unavailable; retry later")
+}
+
+/// The sessions' state in Redis, and the GET streams this node holds: see the
+/// module documentation.
+pub(crate) struct SharedSessions {
+    node: SharedTasks,
+    bounds: StoreBounds,
+    local: Mutex<HashMap<String, Slot>>,
+    control: OnceLock<BusSubscription<SharedNotification>>,
+}
+
+impl SharedSessions {
+    /// Sessions shared through `node`'s Redis bus, each owner within
+    /// `bounds`' per-owner bounds.
+    pub(crate) fn new(node: SharedTasks, bounds: StoreBounds) -> Self {
+        SharedSessions {
+            node,
+            bounds: StoreBounds {
+                max_sessions: bounds.max_sessions.max(1),
+                max_uris: bounds.max_uris.max(1),
+                per_owner_sessions: bounds.per_owner_sessions.max(1),
+                per_owner_uris: bounds.per_owner_uris.max(1),
+            },
+            local: Mutex::new(HashMap::new()),
+            control: OnceLock::new(),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, HashMap<String, Slot>> {
+        self.local.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// This node's holder name for GET reservation `generation`.
+    fn holder(&self, generation: u64) -> String {
+        format!("{}:{generation}", self.node.node())
+    }
+
+    async fn run<T>(&self, cmd: ::redis::Cmd) -> Result<T, McpError>
+    where
+        T: ::redis::FromRedisValue + Send + 'static,
+    {
+        self.node
+            .keys()
+            .query(cmd)
+            .await
+            .map_err(|e| unavailable(&e))
+    }
+}

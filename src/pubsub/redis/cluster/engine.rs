@@ -1,0 +1,364 @@
+//! The Redis thread's loop on a cluster: the cluster connection's lives, the
+//! shards' sessions within each, the publishes routed to them by slot, the
+//! lost shards' streams completed and their masters reached again.
+
+use std::collections::{HashMap, HashSet};
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
+
+use ::redis::PushInfo;
+use ::redis::aio::MultiplexedConnection;
+use ::redis::cluster_async::ClusterConnection;
+use futures_util::StreamExt;
+use futures_util::stream::FuturesUnordered;
+use serde::de::DeserializeOwned;
+use tokio::sync::{mpsc, oneshot, watch};
+
+use super::super::StartMode;
+use super::super::conn::CommandConn;
+use super::super::inbound::Verifier;
+use super::super::link::Outgoing;
+use super::super::slot;
+use super::super::task::{End, backoff_after_session, next_backoff};
+use super::ClusterTask;
+use super::connect::{Reached, connect_shard, reach};
+use super::shard::Shard;
+use super::slot_map::{Master, slot_map};
+use crate::pubsub::local::lock;
+use crate::pubsub::{BusError, BusInner};
+
+/// What the router keeps of a running shard.
+struct Running {
+    ranges: Arc<Mutex<Vec<(u16, u16)>>>,
+    publish: mpsc::Sender<Outgoing>,
+    topics: watch::Sender<()>,
+}
+
+type ShardFuture = Pin<Box<dyn Future<Output = (String, End, Verifier)>>>;
+
+impl<M: Clone + Send + DeserializeOwned + 'static> ClusterTask<M> {
+    async fn connect(&self) -> Result<ClusterConnection, String> {
+        match tokio::time::timeout(
+            self.config.connect_timeout,
+            self.client.get_async_connection(),
+        )
+        .await
+        {
+            Ok(Ok(conn)) => Ok(conn),
+            Ok(Err(e)) => Err(e.to_string()),
+            Err(_) => Err(format!(
+                "no connection within {:?}",
+                self.config.connect_timeout
+            )),
+        }
+    }
+
+    pub(super) async fn run(mut self, started: oneshot::Sender<Result<(), BusError>>) {
+        let mut started = Some(started);
+        let mut backoff = self.config.reconnect_min;
+        loop {
+            if self.bus.strong_count() == 0 {
+                return;
+            }
+            let reason = match self.connect().await {
+                Ok(conn) => {
+                    *lock(&self.link.conn) = Some(CommandConn::Cluster(conn.clone()));
+                    let began = std::time::Instant::now();
+                    match self.session(conn, &mut started).await {
+                        End::Shutdown => {
+                            self.link.set_lost("the bus was dropped".into());
+                            return;
+                        }
+                        End::Lost(reason) => {
+                            self.link.set_lost(reason.clone());
+                            lock(&self.link.down).clear();
+                            while self.rx.try_recv().is_ok() {}
+                            let ended = self
+                                .bus
+                                .upgrade()
+                                .map(|bus| bus.local.complete_all())
+                                .unwrap_or(0);
+                            tracing::warn!(
+                                url = %self.link.url, %reason, streams_completed = ended,
+                                "event bus lost the Redis Cluster: its streams were completed; reconnecting"
+                            );
+                            backoff = backoff_after_session(backoff, began.elapsed(), &self.config);
+                            reason
+                        }
+                    }
+                }
+                Err(reason) => {
+                    self.link.set_lost(reason.clone());
+                    reason
+                }
+            };
+            if let Some(s) = started.take() {
+                if self.config.start == StartMode::Require {
+                    let _ = s.send(Err(self.link.unavailable()));
+                    return;
+                }
+                tracing::warn!(
+                    url = %self.link.url, %reason,
+                    "event bus starting DEGRADED: the Redis Cluster is unreachable, events stay on this node until it connects"
+                );
+                let _ = s.send(Ok(()));
+            } else {
+                tracing::debug!(url = %self.link.url, %reason, retry_in = ?backoff, "event bus: Redis Cluster still unreachable");
+            }
+            if !self.pause(backoff).await {
+                return;
+            }
+            backoff = next_backoff(backoff, &self.config);
+        }
+    }
+
+    /// Waits `delay`, discarding stale publishes; false if the bus was dropped.
+    async fn pause(&mut self, delay: Duration) -> bool {
+        let sleep = tokio::time::sleep(delay);
+        tokio::pin!(sleep);
+        loop {
+            tokio::select! {
+                _ = &mut sleep => return self.bus.strong_count() > 0,
+                item = self.rx.recv() => if item.is_none() { return false },
+            }
+        }
+    }
+
+    /// One life of the cluster connection: runs a session per master, routes
+    /// the publishes to them by slot, and restarts the shards it loses.
+    async fn session(
+        &mut self,
+        mut cmd: ClusterConnection,
+        started: &mut Option<oneshot::Sender<Result<(), BusError>>>,
+    ) -> End {
+        let timeout = self.config.command_timeout;
+        let mut masters = match slot_map(&mut cmd, timeout).await {
+            Ok(masters) => masters,
+            Err(e) => return End::Lost(e),
+        };
+        let mut running: HashMap<String, Running> = HashMap::new();
+        let mut shards: FuturesUnordered<ShardFuture> = FuturesUnordered::new();
+        let (ready_tx, mut ready_rx) = mpsc::unbounded_channel::<String>();
+        let mut ready: HashSet<String> = HashSet::new();
+        // First, every master must be reached (else the session fails, as a
+        // single Redis that cannot be reached does).
+        let conns = futures_util::future::join_all(
+            masters
+                .iter()
+                .map(|m| connect_shard(&self.base, &self.config, m)),
+        )
+        .await;
+        let mut pending = Vec::new();
+        for (master, conn) in masters.iter().zip(conns) {
+            match conn {
+                Ok(pair) => pending.push((master.clone(), pair)),
+                Err(e) => return End::Lost(format!("shard {e}")),
+            }
+        }
+        for (master, (conn, pushes)) in pending {
+            let addr = master.addr();
+            let verifier = self.take_verifier(&addr);
+            let (run, fut) = self.shard(master, conn, pushes, verifier, ready_tx.clone());
+            running.insert(addr, run);
+            shards.push(fut);
+        }
+        let mut batch: Vec<Outgoing> = Vec::with_capacity(256);
+        let mut backoff = self.config.reconnect_min;
+        let mut retry: Option<tokio::time::Instant> = None;
+        let mut reaching: Option<Pin<Box<dyn Future<Output = Reached>>>> = None;
+        let link = self.link.clone();
+        let bus = self.bus.clone();
+        loop {
+            let retry_at = retry;
+            tokio::select! {
+                n = self.rx.recv_many(&mut batch, 256) => {
+                    if n == 0 {
+                        return End::Shutdown;
+                    }
+                    for out in batch.drain(..) {
+                        let slot = slot::of(out.channel.as_bytes());
+                        let shard = running
+                            .values()
+                            .find(|r| slot::within(slot, &lock(&r.ranges)));
+                        // No running shard: lost meanwhile (at most once).
+                        if let Some(shard) = shard {
+                            let _ = shard.publish.try_send(out);
+                        }
+                    }
+                }
+                _ = link.topics_changed.notified() => {
+                    for r in running.values() {
+                        let _ = r.topics.send(());
+                    }
+                }
+                Some(addr) = ready_rx.recv() => {
+                    ready.insert(addr);
+                    if ready.len() == running.len() && lock(&link.down).is_empty()
+                        && !link.connected.swap(true, Ordering::AcqRel)
+                    {
+                        if let Some(s) = started.take() {
+                            let _ = s.send(Ok(()));
+                        }
+                        tracing::info!(
+                            url = %link.url, shards = running.len(),
+                            node = %format!("{:016x}", link.node),
+                            "event bus connected to the Redis Cluster"
+                        );
+                    }
+                }
+                Some((addr, end, verifier)) = shards.next() => {
+                    self.verifiers.insert(addr.clone(), verifier);
+                    let reason = match end {
+                        End::Shutdown => return End::Shutdown,
+                        End::Lost(reason) => reason,
+                    };
+                    ready.remove(&addr);
+                    let Some(lost) = running.remove(&addr) else { continue };
+                    let ranges = lock(&lost.ranges).clone();
+                    lock(&link.down).extend(ranges.iter().copied());
+                    let ended = complete_shard(&bus, &link.prefix, &ranges);
+                    tracing::warn!(
+                        url = %link.url, shard = %addr, %reason, streams_completed = ended,
+                        "event bus lost a Redis Cluster shard: the streams of its topics were completed; reconnecting"
+                    );
+                    if running.is_empty() {
+                        return End::Lost(format!("every shard lost; last {addr}: {reason}"));
+                    }
+                    if !link.connected.load(Ordering::Acquire) {
+                        // Not yet started: the start needs every shard.
+                        return End::Lost(format!("shard {addr}: {reason}"));
+                    }
+                    retry = Some(tokio::time::Instant::now() + backoff);
+                }
+                _ = async {
+                    match retry_at {
+                        Some(at) => tokio::time::sleep_until(at).await,
+                        None => std::future::pending().await,
+                    }
+                }, if reaching.is_none() => {
+                    retry = None;
+                    reaching = Some(Box::pin(reach(
+                        cmd.clone(),
+                        self.base.clone(),
+                        self.config.clone(),
+                        masters.clone(),
+                        running.keys().cloned().collect(),
+                    )));
+                }
+                (map, reached) = async {
+                    match reaching.as_mut() {
+                        Some(f) => f.await,
+                        None => std::future::pending().await,
+                    }
+                } => {
+                    reaching = None;
+                    masters = map;
+                    for master in &masters {
+                        // A master that took over slots serves them now.
+                        if let Some(r) = running.get(&master.addr()) {
+                            let mut ranges = lock(&r.ranges);
+                            if *ranges != master.ranges {
+                                ranges.clone_from(&master.ranges);
+                                let _ = r.topics.send(());
+                            }
+                        }
+                    }
+                    for (master, conn) in reached {
+                        let addr = master.addr();
+                        if running.contains_key(&addr) {
+                            continue;
+                        }
+                        match conn {
+                            Ok((conn, pushes)) => {
+                                let verifier = self.take_verifier(&addr);
+                                let (run, fut) = self.shard(master, conn, pushes, verifier, ready_tx.clone());
+                                running.insert(addr.clone(), run);
+                                shards.push(fut);
+                                tracing::info!(url = %link.url, shard = %addr, "event bus reached a Redis Cluster shard again");
+                            }
+                            Err(e) => {
+                                tracing::debug!(url = %link.url, shard = %addr, reason = %e, retry_in = ?backoff, "event bus: shard still unreachable");
+                            }
+                        }
+                    }
+                    // Down: the slots of every master without a session (one
+                    // lost while this attempt ran included).
+                    let down: Vec<(u16, u16)> = masters
+                        .iter()
+                        .filter(|m| !running.contains_key(&m.addr()))
+                        .flat_map(|m| m.ranges.iter().copied())
+                        .collect();
+                    let any_down = !down.is_empty();
+                    *lock(&link.down) = down;
+                    if any_down {
+                        backoff = next_backoff(backoff, &self.config);
+                        retry = Some(tokio::time::Instant::now() + backoff);
+                    } else {
+                        backoff = self.config.reconnect_min;
+                    }
+                }
+            }
+        }
+    }
+
+    fn take_verifier(&mut self, addr: &str) -> Verifier {
+        self.verifiers.remove(addr).unwrap_or_else(|| {
+            Verifier::new(
+                self.config.key.clone(),
+                self.link.node,
+                self.config.max_payload,
+                self.config.replay_window,
+                self.config.max_nodes,
+            )
+        })
+    }
+
+    /// The session of one shard (its router side and its future).
+    fn shard(
+        &self,
+        master: Master,
+        conn: MultiplexedConnection,
+        pushes: mpsc::UnboundedReceiver<PushInfo>,
+        verifier: Verifier,
+        ready: mpsc::UnboundedSender<String>,
+    ) -> (Running, ShardFuture) {
+        let ranges = Arc::new(Mutex::new(master.ranges.clone()));
+        let (publish_tx, publish_rx) = mpsc::channel(self.config.publish_queue);
+        let (topics_tx, topics_rx) = watch::channel(());
+        let shard = Shard {
+            addr: master.addr(),
+            ranges: ranges.clone(),
+            config: self.config.clone(),
+            link: self.link.clone(),
+            bus: self.bus.clone(),
+            seq: self.seq.clone(),
+        };
+        let fut = Box::pin(shard.run(conn, pushes, publish_rx, topics_rx, verifier, ready));
+        (
+            Running {
+                ranges,
+                publish: publish_tx,
+                topics: topics_tx,
+            },
+            fut,
+        )
+    }
+}
+
+/// Completes the streams of the topics whose channel hashes to `ranges`.
+fn complete_shard<M: Clone + Send + 'static>(
+    bus: &Weak<BusInner<M>>,
+    prefix: &str,
+    ranges: &[(u16, u16)],
+) -> usize {
+    let Some(inner) = bus.upgrade() else {
+        return 0;
+    };
+    inner.local.complete_where(|topic| {
+        let channel = format!("{prefix}{topic}");
+        slot::within(slot::of(channel.as_bytes()), ranges)
+    })
+}

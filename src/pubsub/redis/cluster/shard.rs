@@ -1,0 +1,232 @@
+//! One shard's session: its `SSUBSCRIBE`s in step with the topics whose
+//! channels hash to its slots, its `SPUBLISH`es, its messages checked and
+//! delivered.
+
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+
+use ::redis::aio::MultiplexedConnection;
+use ::redis::{PushInfo, PushKind, Value};
+use serde::de::DeserializeOwned;
+use tokio::sync::{mpsc, watch};
+
+use super::super::RedisBusConfig;
+use super::super::dropped::{self, DropReason};
+use super::super::inbound::{Verdict, Verifier};
+use super::super::link::{Link, Outgoing};
+use super::super::slot;
+use super::super::task::{End, now_ms, self_deliver};
+use super::super::wire::{self, Header};
+use crate::pubsub::BusInner;
+use crate::pubsub::local::lock;
+
+/// One shard's session: its subscriptions, its publishes, its messages.
+pub(super) struct Shard<M> {
+    pub(super) addr: String,
+    pub(super) ranges: Arc<Mutex<Vec<(u16, u16)>>>,
+    pub(super) config: RedisBusConfig,
+    pub(super) link: Arc<Link>,
+    pub(super) bus: Weak<BusInner<M>>,
+    pub(super) seq: Arc<AtomicU64>,
+}
+
+impl<M: Clone + Send + DeserializeOwned + 'static> Shard<M> {
+    pub(super) async fn run(
+        self,
+        conn: MultiplexedConnection,
+        pushes: mpsc::UnboundedReceiver<PushInfo>,
+        publish: mpsc::Receiver<Outgoing>,
+        topics: watch::Receiver<()>,
+        mut verifier: Verifier,
+        ready: mpsc::UnboundedSender<String>,
+    ) -> (String, End, Verifier) {
+        let end = self
+            .session(conn, pushes, publish, topics, &mut verifier, ready)
+            .await;
+        (self.addr, end, verifier)
+    }
+
+    async fn session(
+        &self,
+        conn: MultiplexedConnection,
+        mut pushes: mpsc::UnboundedReceiver<PushInfo>,
+        mut publish: mpsc::Receiver<Outgoing>,
+        mut topics: watch::Receiver<()>,
+        verifier: &mut Verifier,
+        ready: mpsc::UnboundedSender<String>,
+    ) -> End {
+        let command_timeout = self.config.command_timeout;
+        let key = self.config.key.as_ref();
+        let node = self.link.node;
+        let seq = &self.seq;
+        // The channels subscribed (or being subscribed) on this shard: a
+        // `sunsubscribe` push for one of them comes from the server (its slot
+        // moved), not from this node.
+        let subscribed: std::cell::RefCell<HashSet<String>> = Default::default();
+        let mut pub_conn = conn.clone();
+        let publishing = async {
+            let mut batch: Vec<Outgoing> = Vec::with_capacity(256);
+            loop {
+                if publish.recv_many(&mut batch, 256).await == 0 {
+                    return End::Shutdown;
+                }
+                let mut pipe = ::redis::pipe();
+                let sent_ms = now_ms();
+                for mut out in batch.drain(..) {
+                    let header = Header {
+                        node,
+                        seq: seq.fetch_add(1, Ordering::Relaxed) + 1,
+                        sent_ms,
+                    };
+                    wire::seal(&mut out.payload, header, key, out.channel.as_bytes());
+                    pipe.cmd("SPUBLISH")
+                        .arg(out.channel)
+                        .arg(out.payload)
+                        .ignore();
+                }
+                match tokio::time::timeout(command_timeout, pipe.exec_async(&mut pub_conn)).await {
+                    Ok(Ok(())) => {}
+                    Ok(Err(e)) => return End::Lost(format!("SPUBLISH failed: {e}")),
+                    Err(_) => {
+                        return End::Lost(format!("SPUBLISH unanswered in {command_timeout:?}"));
+                    }
+                }
+            }
+        };
+        let (checked_tx, mut checked) = mpsc::channel::<::redis::Msg>(self.config.max_inbound);
+        let max_inbound = self.config.max_inbound;
+        let draining = async {
+            loop {
+                let Some(push) = pushes.recv().await else {
+                    return End::Lost("connection closed".into());
+                };
+                match push.kind {
+                    PushKind::SMessage => {}
+                    PushKind::Disconnection => return End::Lost("connection closed".into()),
+                    PushKind::SUnsubscribe => {
+                        let channel = match push.data.first() {
+                            Some(Value::BulkString(c)) => String::from_utf8_lossy(c).into_owned(),
+                            _ => continue,
+                        };
+                        if subscribed.borrow().contains(&channel) {
+                            return End::Lost(format!(
+                                "the server unsubscribed {channel} (its slot moved)"
+                            ));
+                        }
+                        continue;
+                    }
+                    _ => continue,
+                }
+                let Some(msg) = ::redis::Msg::from_push_info(push) else {
+                    continue;
+                };
+                let verdict = verifier.check(
+                    msg.get_channel_name().as_bytes(),
+                    msg.get_payload_bytes(),
+                    now_ms(),
+                    std::time::Instant::now(),
+                );
+                match verdict {
+                    Verdict::Deliver(_) => {}
+                    Verdict::Own => continue,
+                    Verdict::Drop(reason) => {
+                        dropped::count(reason, msg.get_channel_name());
+                        continue;
+                    }
+                }
+                if checked_tx.try_send(msg).is_err() {
+                    dropped::count(DropReason::Backlog, "");
+                    return End::Lost(format!(
+                        "{max_inbound} messages from Redis already wait for delivery (max_inbound): \
+                         this node cannot keep up"
+                    ));
+                }
+            }
+        };
+        let mut sub_conn = conn;
+        let receiving = async {
+            let mut ping = tokio::time::interval(self.config.ping_interval);
+            ping.tick().await;
+            let mut dirty = true;
+            let mut announced = false;
+            loop {
+                if !dirty {
+                    tokio::select! {
+                        msg = checked.recv() => match msg {
+                            Some(msg) => self_deliver(&self.bus, &self.link, &self.config, &msg).await,
+                            None => return End::Lost("connection closed".into()),
+                        },
+                        changed = topics.changed() => {
+                            if changed.is_err() {
+                                return End::Shutdown;
+                            }
+                            dirty = true;
+                        }
+                        _ = ping.tick() => {
+                            let ping_cmd = ::redis::cmd("PING");
+                            let ping = ping_cmd.query_async::<Value>(&mut sub_conn);
+                            match tokio::time::timeout(command_timeout, ping).await {
+                                Ok(Ok(_)) => {}
+                                Ok(Err(e)) => return End::Lost(format!("PING failed: {e}")),
+                                Err(_) => return End::Lost(format!("PING unanswered in {command_timeout:?}")),
+                            }
+                        }
+                    }
+                    continue;
+                }
+                dirty = false;
+                let Some(inner) = self.bus.upgrade() else {
+                    return End::Shutdown;
+                };
+                let ranges = lock(&self.ranges).clone();
+                let wanted: HashSet<String> = inner
+                    .local
+                    .names()
+                    .into_iter()
+                    .map(|t| format!("{}{t}", self.link.prefix))
+                    .filter(|c| slot::within(slot::of(c.as_bytes()), &ranges))
+                    .collect();
+                drop(inner);
+                let (add, remove) = {
+                    let mut subscribed = subscribed.borrow_mut();
+                    let add: Vec<String> = wanted.difference(&subscribed).cloned().collect();
+                    let remove: Vec<String> = subscribed.difference(&wanted).cloned().collect();
+                    // Marked before the commands go: their own confirmations
+                    // are then not taken for the server's.
+                    *subscribed = wanted;
+                    (add, remove)
+                };
+                // One channel per command: each is answered by one
+                // confirmation, which the connection takes as its reply.
+                for (verb, channels) in [("SSUBSCRIBE", &add), ("SUNSUBSCRIBE", &remove)] {
+                    if channels.is_empty() {
+                        continue;
+                    }
+                    let mut pipe = ::redis::pipe();
+                    for c in channels {
+                        pipe.cmd(verb).arg(c).ignore();
+                    }
+                    match tokio::time::timeout(command_timeout, pipe.exec_async(&mut sub_conn))
+                        .await
+                    {
+                        Ok(Ok(())) => {}
+                        Ok(Err(e)) => return End::Lost(format!("{verb} failed: {e}")),
+                        Err(_) => {
+                            return End::Lost(format!("{verb} unanswered in {command_timeout:?}"));
+                        }
+                    }
+                }
+                if !announced {
+                    announced = true;
+                    let _ = ready.send(self.addr.clone());
+                }
+            }
+        };
+        tokio::select! {
+            end = publishing => end,
+            end = receiving => end,
+            end = draining => end,
+        }
+    }
+}
