@@ -183,9 +183,12 @@ impl<M: Clone + Send + DeserializeOwned + 'static> ClusterTask<M> {
                         let shard = running
                             .values()
                             .find(|r| slot::within(slot, &lock(&r.ranges)));
-                        // No running shard: lost meanwhile (at most once).
-                        if let Some(shard) = shard {
-                            let _ = shard.publish.try_send(out);
+                        // No running shard (lost meanwhile), or its queue
+                        // full: the publish is dropped (at most once), and
+                        // said so in the log.
+                        let sent = shard.is_some_and(|shard| shard.publish.try_send(out).is_ok());
+                        if !sent {
+                            unsent(shard.is_some());
                         }
                     }
                 }
@@ -361,4 +364,27 @@ fn complete_shard<M: Clone + Send + 'static>(
         let channel = format!("{prefix}{topic}");
         slot::within(slot::of(channel.as_bytes()), ranges)
     })
+}
+
+/// Publishes this process dropped between the bus's queue and a shard's:
+/// logged as a warning the 1st, 2nd, 4th, 8th... time (a shard that stays
+/// slow cannot flood the log).
+static UNSENT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+fn unsent(shard_full: bool) {
+    let n = UNSENT.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+    let why = if shard_full {
+        "its shard's publish queue was full"
+    } else {
+        "no reachable master serves its slot"
+    };
+    if n.is_power_of_two() {
+        tracing::warn!(
+            unsent = n,
+            why,
+            "event bus (cluster): a publish was dropped"
+        );
+    } else {
+        tracing::debug!(why, "event bus (cluster): a publish was dropped");
+    }
 }
