@@ -98,10 +98,32 @@ fn control_message(control: Control) -> SharedNotification {
 /// Queues the control messages for this node's GET streams.
 struct ControlSink(mpsc::Sender<Control>);
 
+/// The longest session id or URI a control message may carry (a URI is at
+/// most 2 KiB when it is recorded; a sid is 32 hex digits).
+const MAX_FIELD: usize = 4 * 1024;
+
+/// Reads a control message from the bus (a front door like any other: a
+/// message of another shape, with an oversized field, or whose `ack` is not
+/// the session's own acknowledgement key is ignored).
 fn parse_control(msg: &SharedNotification) -> Option<Control> {
     if msg.method() != CONTROL {
         return None;
     }
+    let control = read_control(msg)?;
+    let (sid, fields_fit) = match &control {
+        Control::Delete { sid } => (sid, true),
+        Control::Uri { sid, uri, ack, .. } => (
+            sid,
+            uri.len() <= MAX_FIELD
+                && ack
+                    .strip_prefix(&format!("sess:{{{sid}}}:ack:"))
+                    .is_some_and(|n| n.len() == 16 && n.bytes().all(|b| b.is_ascii_hexdigit())),
+        ),
+    };
+    (sid.len() <= MAX_FIELD && !sid.contains(['{', '}']) && fields_fit).then_some(control)
+}
+
+fn read_control(msg: &SharedNotification) -> Option<Control> {
     let message: Value = serde_json::from_slice(msg.legacy()).ok()?;
     let params = message.get("params")?;
     let sid = params.get("sid")?.as_str()?.to_owned();
@@ -150,23 +172,70 @@ impl InboxSink<SharedNotification> for ControlSink {
 mod tests {
     use super::*;
 
+    const ACK1: &str = "sess:{s1}:ack:00000000000000a1";
+
+    #[test]
+    fn an_ack_that_is_not_the_sessions_own_key_is_ignored() {
+        for ack in [
+            "anything",
+            "sess:{s2}:ack:00000000000000a1",
+            "sess:{s1}:ack:zz",
+            "notes",
+        ] {
+            let msg = control_message(Control::Uri {
+                sid: "s1".into(),
+                uri: "note://1".into(),
+                subscribe: true,
+                ack: ack.into(),
+            });
+            assert!(parse_control(&msg).is_none(), "{ack}");
+        }
+        let long = control_message(Control::Delete {
+            sid: "s".repeat(MAX_FIELD + 1),
+        });
+        assert!(parse_control(&long).is_none());
+    }
+
+    proptest::proptest! {
+        /// Whatever a control message carries, reading it never panics, and
+        /// what is read back is what was sent or nothing.
+        #[test]
+        fn reading_any_control_message_never_panics(
+            sid in ".{0,40}",
+            uri in ".{0,64}",
+            ack in ".{0,64}",
+            op in 0u8..3,
+        ) {
+            let control = match op {
+                0 => Control::Delete { sid: sid.clone() },
+                _ => Control::Uri { sid: sid.clone(), uri, subscribe: op == 1, ack },
+            };
+            if let Some(read) = parse_control(&control_message(control)) {
+                let read_sid = match read {
+                    Control::Delete { sid } | Control::Uri { sid, .. } => sid,
+                };
+                proptest::prop_assert_eq!(read_sid, sid);
+            }
+        }
+    }
+
     #[test]
     fn control_messages_read_back_as_sent() {
         let sub = control_message(Control::Uri {
             sid: "s1".into(),
             uri: "note://1".into(),
             subscribe: true,
-            ack: "a1".into(),
+            ack: ACK1.into(),
         });
         assert!(matches!(
             parse_control(&sub),
-            Some(Control::Uri { sid, uri, subscribe: true, ack }) if sid == "s1" && uri == "note://1" && ack == "a1"
+            Some(Control::Uri { sid, uri, subscribe: true, ack }) if sid == "s1" && uri == "note://1" && ack == ACK1
         ));
         let unsub = control_message(Control::Uri {
             sid: "s1".into(),
             uri: "note://1".into(),
             subscribe: false,
-            ack: "a2".into(),
+            ack: "sess:{s1}:ack:00000000000000a2".into(),
         });
         assert!(matches!(
             parse_control(&unsub),
