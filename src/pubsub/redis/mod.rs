@@ -92,6 +92,7 @@ mod config;
 mod conn;
 mod dropped;
 mod inbound;
+mod lifecycle;
 mod link;
 mod once;
 mod remote;

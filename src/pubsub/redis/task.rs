@@ -1,6 +1,6 @@
-//! The Redis thread: connects, keeps one subscription connection in step with
+//! The Redis thread on one server: keeps one subscription connection in step with
 //! this node's topics, delivers the other nodes' events, sends the queued
-//! publishes, and reconnects with back-off.
+//! publishes; `lifecycle` reconnects it with back-off.
 
 use std::collections::HashSet;
 use std::sync::atomic::Ordering;
@@ -12,12 +12,13 @@ use futures_util::StreamExt;
 use serde::de::DeserializeOwned;
 use tokio::sync::{mpsc, oneshot};
 
+use super::RedisBusConfig;
 use super::conn::CommandConn;
 use super::dropped::{self, DropReason};
 use super::inbound::{Verdict, Verifier};
+use super::lifecycle::{self, Engine, Started};
 use super::link::{Link, Outgoing};
 use super::wire::{self, Header};
-use super::{RedisBusConfig, StartMode};
 use crate::pubsub::local::lock;
 use crate::pubsub::{BusError, BusInner};
 
@@ -57,7 +58,7 @@ pub(super) fn spawn<M: Clone + Send + DeserializeOwned + 'static>(
             {
                 Ok(rt) => {
                     let _ = task.link.runtime.set(rt.handle().clone());
-                    rt.block_on(task.run(started))
+                    rt.block_on(lifecycle::run(task, started))
                 }
                 Err(e) => {
                     let _ = started.send(Err(BusError::Config(format!(
@@ -100,7 +101,7 @@ pub(super) fn now_ms() -> u64 {
 }
 
 impl<M: Clone + Send + DeserializeOwned + 'static> Task<M> {
-    async fn connect(&self) -> Result<(PubSub, MultiplexedConnection), String> {
+    async fn connect_pair(&self) -> Result<(PubSub, MultiplexedConnection), String> {
         let connect = async {
             let pubsub = self.client.get_async_pubsub().await?;
             let conn = self.client.get_multiplexed_async_connection().await?;
@@ -116,85 +117,13 @@ impl<M: Clone + Send + DeserializeOwned + 'static> Task<M> {
         }
     }
 
-    async fn run(mut self, started: oneshot::Sender<Result<(), BusError>>) {
-        let mut started = Some(started);
-        let mut backoff = self.config.reconnect_min;
-        loop {
-            if self.bus.strong_count() == 0 {
-                return;
-            }
-            let reason = match self.connect().await {
-                Ok((pubsub, conn)) => {
-                    *lock(&self.link.conn) = Some(CommandConn::Single(conn.clone()));
-                    let began = std::time::Instant::now();
-                    match self.session(pubsub, conn, &mut started).await {
-                        End::Shutdown => {
-                            // Claims made through a RedisOnce fail from now on.
-                            self.link.set_lost("the bus was dropped".into());
-                            return;
-                        }
-                        End::Lost(reason) => {
-                            self.link.set_lost(reason.clone());
-                            // Publishes queued before the loss are dropped (at most once).
-                            while self.rx.try_recv().is_ok() {}
-                            let ended = self
-                                .bus
-                                .upgrade()
-                                .map(|bus| bus.local.complete_all())
-                                .unwrap_or(0);
-                            tracing::warn!(
-                                url = %self.link.url, %reason, streams_completed = ended,
-                                "event bus lost Redis: its streams were completed; reconnecting"
-                            );
-                            backoff = backoff_after_session(backoff, began.elapsed(), &self.config);
-                            reason
-                        }
-                    }
-                }
-                Err(reason) => {
-                    self.link.set_lost(reason.clone());
-                    reason
-                }
-            };
-            if let Some(s) = started.take() {
-                if self.config.start == StartMode::Require {
-                    let _ = s.send(Err(self.link.unavailable()));
-                    return;
-                }
-                tracing::warn!(
-                    url = %self.link.url, %reason,
-                    "event bus starting DEGRADED: Redis unreachable, events stay on this node until it connects"
-                );
-                let _ = s.send(Ok(()));
-            } else {
-                tracing::debug!(url = %self.link.url, %reason, retry_in = ?backoff, "event bus: Redis still unreachable");
-            }
-            if !self.pause(backoff).await {
-                return;
-            }
-            backoff = next_backoff(backoff, &self.config);
-        }
-    }
-
-    /// Waits `delay`, discarding stale publishes; false if the bus was dropped.
-    async fn pause(&mut self, delay: Duration) -> bool {
-        let sleep = tokio::time::sleep(delay);
-        tokio::pin!(sleep);
-        loop {
-            tokio::select! {
-                _ = &mut sleep => return self.bus.strong_count() > 0,
-                item = self.rx.recv() => if item.is_none() { return false },
-            }
-        }
-    }
-
     /// One connection's life. The bus is reported connected (and `started`
     /// answered) only once the channels its streams need are subscribed.
-    async fn session(
+    async fn session_on(
         &mut self,
         pubsub: PubSub,
         mut conn: MultiplexedConnection,
-        started: &mut Option<oneshot::Sender<Result<(), BusError>>>,
+        started: &mut Started,
     ) -> End {
         let (mut sink, mut messages) = pubsub.split();
         let command_timeout = self.config.command_timeout;
@@ -332,6 +261,37 @@ impl<M: Clone + Send + DeserializeOwned + 'static> Task<M> {
             end = receiving => end,
             end = draining => end,
         }
+    }
+}
+
+impl<M: Clone + Send + DeserializeOwned + 'static> Engine<M> for Task<M> {
+    type Conn = (PubSub, MultiplexedConnection);
+    const WHAT: &'static str = "Redis";
+
+    fn link(&self) -> &Arc<Link> {
+        &self.link
+    }
+
+    fn config(&self) -> &RedisBusConfig {
+        &self.config
+    }
+
+    fn bus(&self) -> &Weak<BusInner<M>> {
+        &self.bus
+    }
+
+    fn publishes(&mut self) -> &mut mpsc::Receiver<Outgoing> {
+        &mut self.rx
+    }
+
+    async fn connect(&mut self) -> Result<Self::Conn, String> {
+        let (pubsub, conn) = self.connect_pair().await?;
+        *lock(&self.link.conn) = Some(CommandConn::Single(conn.clone()));
+        Ok((pubsub, conn))
+    }
+
+    async fn session(&mut self, (pubsub, conn): Self::Conn, started: &mut Started) -> End {
+        self.session_on(pubsub, conn, started).await
     }
 }
 

@@ -7,7 +7,6 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, Weak};
-use std::time::Duration;
 
 use ::redis::PushInfo;
 use ::redis::aio::MultiplexedConnection;
@@ -15,20 +14,21 @@ use ::redis::cluster_async::ClusterConnection;
 use futures_util::StreamExt;
 use futures_util::stream::FuturesUnordered;
 use serde::de::DeserializeOwned;
-use tokio::sync::{mpsc, oneshot, watch};
+use tokio::sync::{mpsc, watch};
 
-use super::super::StartMode;
+use super::super::RedisBusConfig;
 use super::super::conn::CommandConn;
 use super::super::inbound::Verifier;
-use super::super::link::Outgoing;
+use super::super::lifecycle::{Engine, Started};
+use super::super::link::{Link, Outgoing};
 use super::super::slot;
-use super::super::task::{End, backoff_after_session, next_backoff};
+use super::super::task::{End, next_backoff};
 use super::ClusterTask;
 use super::connect::{Reached, connect_shard, reach};
 use super::shard::Shard;
 use super::slot_map::{Master, slot_map};
+use crate::pubsub::BusInner;
 use crate::pubsub::local::lock;
-use crate::pubsub::{BusError, BusInner};
 
 /// What the router keeps of a running shard.
 struct Running {
@@ -40,7 +40,7 @@ struct Running {
 type ShardFuture = Pin<Box<dyn Future<Output = (String, End, Verifier)>>>;
 
 impl<M: Clone + Send + DeserializeOwned + 'static> ClusterTask<M> {
-    async fn connect(&self) -> Result<ClusterConnection, String> {
+    async fn connect_cluster(&self) -> Result<ClusterConnection, String> {
         match tokio::time::timeout(
             self.config.connect_timeout,
             self.client.get_async_connection(),
@@ -56,84 +56,9 @@ impl<M: Clone + Send + DeserializeOwned + 'static> ClusterTask<M> {
         }
     }
 
-    pub(super) async fn run(mut self, started: oneshot::Sender<Result<(), BusError>>) {
-        let mut started = Some(started);
-        let mut backoff = self.config.reconnect_min;
-        loop {
-            if self.bus.strong_count() == 0 {
-                return;
-            }
-            let reason = match self.connect().await {
-                Ok(conn) => {
-                    *lock(&self.link.conn) = Some(CommandConn::Cluster(conn.clone()));
-                    let began = std::time::Instant::now();
-                    match self.session(conn, &mut started).await {
-                        End::Shutdown => {
-                            self.link.set_lost("the bus was dropped".into());
-                            return;
-                        }
-                        End::Lost(reason) => {
-                            self.link.set_lost(reason.clone());
-                            lock(&self.link.down).clear();
-                            while self.rx.try_recv().is_ok() {}
-                            let ended = self
-                                .bus
-                                .upgrade()
-                                .map(|bus| bus.local.complete_all())
-                                .unwrap_or(0);
-                            tracing::warn!(
-                                url = %self.link.url, %reason, streams_completed = ended,
-                                "event bus lost the Redis Cluster: its streams were completed; reconnecting"
-                            );
-                            backoff = backoff_after_session(backoff, began.elapsed(), &self.config);
-                            reason
-                        }
-                    }
-                }
-                Err(reason) => {
-                    self.link.set_lost(reason.clone());
-                    reason
-                }
-            };
-            if let Some(s) = started.take() {
-                if self.config.start == StartMode::Require {
-                    let _ = s.send(Err(self.link.unavailable()));
-                    return;
-                }
-                tracing::warn!(
-                    url = %self.link.url, %reason,
-                    "event bus starting DEGRADED: the Redis Cluster is unreachable, events stay on this node until it connects"
-                );
-                let _ = s.send(Ok(()));
-            } else {
-                tracing::debug!(url = %self.link.url, %reason, retry_in = ?backoff, "event bus: Redis Cluster still unreachable");
-            }
-            if !self.pause(backoff).await {
-                return;
-            }
-            backoff = next_backoff(backoff, &self.config);
-        }
-    }
-
-    /// Waits `delay`, discarding stale publishes; false if the bus was dropped.
-    async fn pause(&mut self, delay: Duration) -> bool {
-        let sleep = tokio::time::sleep(delay);
-        tokio::pin!(sleep);
-        loop {
-            tokio::select! {
-                _ = &mut sleep => return self.bus.strong_count() > 0,
-                item = self.rx.recv() => if item.is_none() { return false },
-            }
-        }
-    }
-
     /// One life of the cluster connection: runs a session per master, routes
     /// the publishes to them by slot, and restarts the shards it loses.
-    async fn session(
-        &mut self,
-        mut cmd: ClusterConnection,
-        started: &mut Option<oneshot::Sender<Result<(), BusError>>>,
-    ) -> End {
+    async fn session_on(&mut self, mut cmd: ClusterConnection, started: &mut Started) -> End {
         let timeout = self.config.command_timeout;
         let mut masters = match slot_map(&mut cmd, timeout).await {
             Ok(masters) => masters,
@@ -348,6 +273,41 @@ impl<M: Clone + Send + DeserializeOwned + 'static> ClusterTask<M> {
             },
             fut,
         )
+    }
+}
+
+impl<M: Clone + Send + DeserializeOwned + 'static> Engine<M> for ClusterTask<M> {
+    type Conn = ClusterConnection;
+    const WHAT: &'static str = "the Redis Cluster";
+
+    fn link(&self) -> &Arc<Link> {
+        &self.link
+    }
+
+    fn config(&self) -> &RedisBusConfig {
+        &self.config
+    }
+
+    fn bus(&self) -> &Weak<BusInner<M>> {
+        &self.bus
+    }
+
+    fn publishes(&mut self) -> &mut mpsc::Receiver<Outgoing> {
+        &mut self.rx
+    }
+
+    async fn connect(&mut self) -> Result<Self::Conn, String> {
+        let conn = self.connect_cluster().await?;
+        *lock(&self.link.conn) = Some(CommandConn::Cluster(conn.clone()));
+        Ok(conn)
+    }
+
+    async fn session(&mut self, conn: Self::Conn, started: &mut Started) -> End {
+        self.session_on(conn, started).await
+    }
+
+    fn lost(&mut self) {
+        lock(&self.link.down).clear();
     }
 }
 

@@ -83,7 +83,7 @@ pub(super) fn spawn<M: Clone + Send + DeserializeOwned + 'static>(
             {
                 Ok(rt) => {
                     let _ = task.link.runtime.set(rt.handle().clone());
-                    rt.block_on(task.run(started))
+                    rt.block_on(super::lifecycle::run(task, started))
                 }
                 Err(e) => {
                     let _ = started.send(Err(BusError::Config(format!(
