@@ -467,6 +467,27 @@ fn without_redis_session_requests_fail_clearly() {
     assert_eq!(fresh.status, 200);
 }
 
+/// `logging/setLevel` `info` for session `s`.
+fn set_info_level(addr: SocketAddr, s: &str) -> Response {
+    legacy::request(
+        addr,
+        s,
+        json!(1),
+        "logging/setLevel",
+        json!({"level": "info"}),
+    )
+}
+
+/// `resources/subscribe` (`on`) or `unsubscribe` of `uri` for session `s`.
+fn change_uri(addr: SocketAddr, s: &str, uri: &str, on: bool) -> Response {
+    let method = if on {
+        "resources/subscribe"
+    } else {
+        "resources/unsubscribe"
+    };
+    legacy::request(addr, s, json!(2), method, json!({"uri": uri}))
+}
+
 #[test]
 fn per_principal_bounds_hold_across_nodes() {
     let redis = RedisServer::start();
@@ -476,15 +497,7 @@ fn per_principal_bounds_hold_across_nodes() {
     let (_buses, nodes) = three_fixture_nodes(&redis, "t-fleet-bounds:", Some(compat));
     let proxy = Proxy::start(nodes.iter().map(|n| n.addr).collect());
     let sessions: Vec<String> = (0..3).map(|_| legacy::initialize(proxy.addr)).collect();
-    let set_level = |s: &str| {
-        legacy::request(
-            proxy.addr,
-            s,
-            json!(1),
-            "logging/setLevel",
-            json!({"level": "info"}),
-        )
-    };
+    let set_level = |s: &str| set_info_level(proxy.addr, s);
     // Two sessions with state, each set on its own node; the third is refused.
     assert_eq!(set_level(&sessions[0]).status, 200);
     assert_eq!(set_level(&sessions[1]).status, 200);
@@ -501,19 +514,7 @@ fn per_principal_bounds_hold_across_nodes() {
         "max_sessions_per_principal"
     );
     // Three URIs across the two sessions and the nodes; a fourth is refused.
-    let subscribe = |s: &str, uri: &str, on: bool| {
-        legacy::request(
-            proxy.addr,
-            s,
-            json!(2),
-            if on {
-                "resources/subscribe"
-            } else {
-                "resources/unsubscribe"
-            },
-            json!({"uri": uri}),
-        )
-    };
+    let subscribe = |s: &str, uri: &str, on: bool| change_uri(proxy.addr, s, uri, on);
     for (s, uri) in [(0, "note://a"), (1, "note://b"), (0, "note://c")] {
         let r = subscribe(&sessions[s], uri, true);
         assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
@@ -649,15 +650,7 @@ fn the_global_bounds_hold_across_nodes() {
     let (_buses, nodes) = three_fixture_nodes(&redis, "t-fleet-global:", Some(compat));
     let proxy = Proxy::start(nodes.iter().map(|n| n.addr).collect());
     let sessions: Vec<String> = (0..3).map(|_| legacy::initialize(proxy.addr)).collect();
-    let set_level = |s: &str| {
-        legacy::request(
-            proxy.addr,
-            s,
-            json!(1),
-            "logging/setLevel",
-            json!({"level": "info"}),
-        )
-    };
+    let set_level = |s: &str| set_info_level(proxy.addr, s);
     // Two sessions with state in the whole fleet, each set on its own node;
     // the third is refused on the next node, as one node refuses it.
     assert_eq!(message(&set_level(&sessions[0]))["result"], json!({}));
@@ -671,15 +664,7 @@ fn the_global_bounds_hold_across_nodes() {
         "{refused}"
     );
     // One URI in the whole fleet.
-    let subscribe = |s: &str, uri: &str| {
-        legacy::request(
-            proxy.addr,
-            s,
-            json!(2),
-            "resources/subscribe",
-            json!({"uri": uri}),
-        )
-    };
+    let subscribe = |s: &str, uri: &str| change_uri(proxy.addr, s, uri, true);
     assert_eq!(
         message(&subscribe(&sessions[0], "note://a"))["result"],
         json!({})
