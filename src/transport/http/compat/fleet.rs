@@ -20,7 +20,6 @@ use crate::mux::{Assigns, Outbox, OutboxReceiver};
 use crate::protocol::{McpError, RequestId, RequestMeta};
 use crate::runtime::{CloseReason, Connection, StopStream, UriOutcome};
 use crate::subscription::SubscriptionHandler;
-use crate::transport::http::reply::with_retry_after;
 use crate::transport::http::sse::{SseBody, sse_response};
 
 /// How often a held GET stream is checked for its end (to let go of it in
@@ -243,15 +242,8 @@ pub(super) async fn get<H: SubscriptionHandler>(
                 .insert_header((actix_web::http::header::ALLOW, "POST"))
                 .finish();
         }
-        Err(e) => {
-            let status = if e.retry_after().is_some() {
-                StatusCode::TOO_MANY_REQUESTS
-            } else {
-                StatusCode::SERVICE_UNAVAILABLE
-            };
-            let resp = refusal(status, e.code(), &e.to_string());
-            return with_retry_after(resp, &e);
-        }
+        // A limit of the principal: 429 with `Retry-After`; else 503.
+        Err(e) => return state_refusal(&e),
     };
     let stop = started.stop.clone();
     stream.install(started);

@@ -192,15 +192,8 @@ pub(in crate::transport::http) async fn get<H: SubscriptionHandler>(
     let started = match stream.start(&state.suite, server, uris, id).await {
         Ok(Some(started)) => started,
         Ok(None) => return not_allowed(),
-        Err(e) => {
-            let status = if e.retry_after().is_some() {
-                StatusCode::TOO_MANY_REQUESTS
-            } else {
-                StatusCode::SERVICE_UNAVAILABLE
-            };
-            let resp = refusal(status, e.code(), &e.to_string());
-            return with_retry_after(resp, &e);
-        }
+        // A limit of the principal: 429 with `Retry-After`; else 503.
+        Err(e) => return state_refusal(&e),
     };
     let stop = started.stop.clone();
     stream.install(started);
