@@ -2,6 +2,8 @@
 //! to reach the masters lost.
 
 use std::collections::HashSet;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use ::redis::aio::MultiplexedConnection;
 use ::redis::cluster_async::ClusterConnection;
@@ -9,11 +11,59 @@ use ::redis::{AsyncConnectionConfig, ConnectionAddr, ProtocolVersion, PushInfo};
 use tokio::sync::mpsc;
 
 use super::super::RedisBusConfig;
+use super::super::dropped::{self, DropReason};
 use super::slot_map::{Master, slot_map};
 
 /// A shard connection and its push messages (sharded messages,
 /// `sunsubscribe`s, the disconnection).
-pub(super) type ShardConn = (MultiplexedConnection, mpsc::UnboundedReceiver<PushInfo>);
+pub(super) type ShardConn = (MultiplexedConnection, Pushes);
+
+/// A shard connection's push messages, at most
+/// [`RedisBusConfig::max_inbound`] waiting (the shard's session takes them as
+/// they come). Past that the connection drops the newest, counted `backlog`,
+/// and the session ends as lost at its next read (it reconnects): the node
+/// does not keep up, as on one server.
+pub(super) struct Pushes {
+    rx: mpsc::Receiver<PushInfo>,
+    overflowed: Arc<AtomicBool>,
+    capacity: usize,
+}
+
+impl Pushes {
+    /// The next push message, or why the connection is lost.
+    pub(super) async fn recv(&mut self) -> Result<PushInfo, String> {
+        let push = self.rx.recv().await;
+        if self.overflowed.load(Ordering::Acquire) {
+            return Err(format!(
+                "{} push messages from Redis already waited (max_inbound): this node cannot keep up",
+                self.capacity
+            ));
+        }
+        push.ok_or_else(|| "connection closed".to_owned())
+    }
+}
+
+/// A bounded queue of push messages and the sender the connection uses.
+fn pushes(capacity: usize) -> (impl ::redis::aio::AsyncPushSender, Pushes) {
+    let capacity = capacity.max(1);
+    let (tx, rx) = mpsc::channel(capacity);
+    let overflowed = Arc::new(AtomicBool::new(false));
+    let flag = overflowed.clone();
+    let sender = move |info: PushInfo| {
+        tx.try_send(info).map_err(|e| {
+            if matches!(e, mpsc::error::TrySendError::Full(_)) {
+                flag.store(true, Ordering::Release);
+                dropped::count(DropReason::Backlog, "");
+            }
+        })
+    };
+    let pushes = Pushes {
+        rx,
+        overflowed,
+        capacity,
+    };
+    (sender, pushes)
+}
 
 /// A RESP3 connection to `master` with the settings of `base` (credentials,
 /// database).
@@ -31,9 +81,9 @@ pub(super) async fn connect_shard(
         .set_addr(ConnectionAddr::Tcp(master.host.clone(), master.port))
         .set_redis_settings(redis);
     let client = ::redis::Client::open(info).map_err(|e| e.to_string())?;
-    let (tx, rx) = mpsc::unbounded_channel();
+    let (sender, rx) = pushes(config.max_inbound);
     let settings = AsyncConnectionConfig::new()
-        .set_push_sender(tx)
+        .set_push_sender(sender)
         .set_connection_timeout(Some(config.connect_timeout))
         .set_response_timeout(Some(config.command_timeout));
     match tokio::time::timeout(
@@ -81,4 +131,46 @@ pub(super) async fn reach(
         futures_util::future::join_all(missing.iter().map(|m| connect_shard(&base, &config, m)))
             .await;
     (masters, missing.into_iter().zip(conns).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use ::redis::PushKind;
+    use ::redis::aio::AsyncPushSender as _;
+
+    use super::*;
+
+    fn message(n: usize) -> PushInfo {
+        PushInfo {
+            kind: PushKind::SMessage,
+            data: vec![::redis::Value::Int(n as i64)],
+        }
+    }
+
+    #[tokio::test]
+    async fn push_messages_past_the_bound_are_dropped_and_end_the_session() {
+        let (sender, mut pushes) = pushes(2);
+        let backlog_before = dropped::dropped_messages()[4].1;
+        assert!(sender.send(message(1)).is_ok());
+        assert!(sender.send(message(2)).is_ok());
+        assert!(sender.send(message(3)).is_err(), "a third push waits");
+        assert!(dropped::dropped_messages()[4].1 > backlog_before);
+        let lost = pushes.recv().await.expect_err("the session ends");
+        assert!(lost.contains("max_inbound"), "{lost}");
+    }
+
+    #[tokio::test]
+    async fn push_messages_within_the_bound_come_in_order() {
+        let (sender, mut pushes) = pushes(2);
+        for n in 1..=5 {
+            assert!(sender.send(message(n)).is_ok());
+            let push = pushes.recv().await.expect("a push");
+            assert_eq!(push.data, vec![::redis::Value::Int(n as i64)]);
+        }
+        drop(sender);
+        assert_eq!(
+            pushes.recv().await.expect_err("closed"),
+            "connection closed"
+        );
+    }
 }

@@ -8,7 +8,6 @@ use std::pin::Pin;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, Weak};
 
-use ::redis::PushInfo;
 use ::redis::aio::MultiplexedConnection;
 use ::redis::cluster_async::ClusterConnection;
 use futures_util::StreamExt;
@@ -24,11 +23,14 @@ use super::super::link::{Link, Outgoing};
 use super::super::slot;
 use super::super::task::{End, next_backoff};
 use super::ClusterTask;
-use super::connect::{Reached, connect_shard, reach};
+use super::connect::{Pushes, Reached, connect_shard, reach};
 use super::shard::Shard;
 use super::slot_map::{Master, slot_map};
 use crate::pubsub::BusInner;
 use crate::pubsub::local::lock;
+
+/// Shards' "subscribed, ready" announcements waiting for the router.
+const READY_QUEUE: usize = 64;
 
 /// What the router keeps of a running shard.
 struct Running {
@@ -66,7 +68,9 @@ impl<M: Clone + Send + DeserializeOwned + 'static> ClusterTask<M> {
         };
         let mut running: HashMap<String, Running> = HashMap::new();
         let mut shards: FuturesUnordered<ShardFuture> = FuturesUnordered::new();
-        let (ready_tx, mut ready_rx) = mpsc::unbounded_channel::<String>();
+        // One announcement per shard session, taken at once: a shard waits
+        // for room in the rare case that READY_QUEUE are waiting.
+        let (ready_tx, mut ready_rx) = mpsc::channel::<String>(READY_QUEUE);
         let mut ready: HashSet<String> = HashSet::new();
         // First, every master must be reached (else the session fails, as a
         // single Redis that cannot be reached does).
@@ -249,9 +253,9 @@ impl<M: Clone + Send + DeserializeOwned + 'static> ClusterTask<M> {
         &self,
         master: Master,
         conn: MultiplexedConnection,
-        pushes: mpsc::UnboundedReceiver<PushInfo>,
+        pushes: Pushes,
         verifier: Verifier,
-        ready: mpsc::UnboundedSender<String>,
+        ready: mpsc::Sender<String>,
     ) -> (Running, ShardFuture) {
         let ranges = Arc::new(Mutex::new(master.ranges.clone()));
         let (publish_tx, publish_rx) = mpsc::channel(self.config.publish_queue);

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 
 use ::redis::aio::MultiplexedConnection;
-use ::redis::{PushInfo, PushKind, Value};
+use ::redis::{PushKind, Value};
 use serde::de::DeserializeOwned;
 use tokio::sync::{mpsc, watch};
 
@@ -18,6 +18,7 @@ use super::super::link::{Link, Outgoing};
 use super::super::slot;
 use super::super::task::{End, now_ms, self_deliver};
 use super::super::wire::{self, Header};
+use super::connect::Pushes;
 use crate::pubsub::BusInner;
 use crate::pubsub::local::lock;
 
@@ -35,11 +36,11 @@ impl<M: Clone + Send + DeserializeOwned + 'static> Shard<M> {
     pub(super) async fn run(
         self,
         conn: MultiplexedConnection,
-        pushes: mpsc::UnboundedReceiver<PushInfo>,
+        pushes: Pushes,
         publish: mpsc::Receiver<Outgoing>,
         topics: watch::Receiver<()>,
         mut verifier: Verifier,
-        ready: mpsc::UnboundedSender<String>,
+        ready: mpsc::Sender<String>,
     ) -> (String, End, Verifier) {
         let end = self
             .session(conn, pushes, publish, topics, &mut verifier, ready)
@@ -50,11 +51,11 @@ impl<M: Clone + Send + DeserializeOwned + 'static> Shard<M> {
     async fn session(
         &self,
         conn: MultiplexedConnection,
-        mut pushes: mpsc::UnboundedReceiver<PushInfo>,
+        mut pushes: Pushes,
         mut publish: mpsc::Receiver<Outgoing>,
         mut topics: watch::Receiver<()>,
         verifier: &mut Verifier,
-        ready: mpsc::UnboundedSender<String>,
+        ready: mpsc::Sender<String>,
     ) -> End {
         let command_timeout = self.config.command_timeout;
         let key = self.config.key.as_ref();
@@ -98,8 +99,9 @@ impl<M: Clone + Send + DeserializeOwned + 'static> Shard<M> {
         let max_inbound = self.config.max_inbound;
         let draining = async {
             loop {
-                let Some(push) = pushes.recv().await else {
-                    return End::Lost("connection closed".into());
+                let push = match pushes.recv().await {
+                    Ok(push) => push,
+                    Err(reason) => return End::Lost(reason),
                 };
                 match push.kind {
                     PushKind::SMessage => {}
@@ -219,7 +221,7 @@ impl<M: Clone + Send + DeserializeOwned + 'static> Shard<M> {
                 }
                 if !announced {
                     announced = true;
-                    let _ = ready.send(self.addr.clone());
+                    let _ = ready.send(self.addr.clone()).await;
                 }
             }
         };
