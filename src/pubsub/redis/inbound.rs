@@ -6,7 +6,9 @@
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use super::dropped::DropReason;
+use tokio::sync::mpsc;
+
+use super::dropped::{self, DropReason};
 use super::wire::{self, BusKey};
 
 /// What to do with one message.
@@ -132,6 +134,42 @@ impl Verifier {
             );
         }
     }
+}
+
+/// Checks one message from Redis (at `now_ms`, this machine's clock) and
+/// queues it for delivery when it passes; a dropped one is counted. `Err`
+/// says why the connection is to be treated as lost: `queue`'s
+/// `max_inbound` messages already wait (counted `backlog`), the node does not
+/// keep up.
+pub(super) fn check_and_queue(
+    verifier: &mut Verifier,
+    msg: ::redis::Msg,
+    queue: &mpsc::Sender<::redis::Msg>,
+    now_ms: u64,
+) -> Result<(), String> {
+    let verdict = verifier.check(
+        msg.get_channel_name().as_bytes(),
+        msg.get_payload_bytes(),
+        now_ms,
+        Instant::now(),
+    );
+    match verdict {
+        Verdict::Deliver(_) => {}
+        Verdict::Own => return Ok(()),
+        Verdict::Drop(reason) => {
+            dropped::count(reason, msg.get_channel_name());
+            return Ok(());
+        }
+    }
+    if queue.try_send(msg).is_err() {
+        dropped::count(DropReason::Backlog, "");
+        return Err(format!(
+            "{} messages from Redis already wait for delivery (max_inbound): \
+             this node cannot keep up",
+            queue.max_capacity()
+        ));
+    }
+    Ok(())
 }
 
 #[cfg(test)]

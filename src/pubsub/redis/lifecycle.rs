@@ -39,9 +39,42 @@ pub(super) trait Engine<M: Clone + Send + 'static> {
     fn lost(&mut self) {}
 }
 
+/// Runs `engine` on a thread of its own (`genmcp-redis`, a current-thread
+/// tokio runtime, where [`super::RedisOnce`] commands run too), so a slow or
+/// hung Redis never blocks a worker thread.
+pub(super) fn spawn<M, E>(
+    engine: E,
+    started: oneshot::Sender<Result<(), BusError>>,
+) -> Result<(), BusError>
+where
+    M: Clone + Send + 'static,
+    E: Engine<M> + Send + 'static,
+{
+    std::thread::Builder::new()
+        .name("genmcp-redis".into())
+        .spawn(move || {
+            match tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            {
+                Ok(rt) => {
+                    let _ = engine.link().runtime.set(rt.handle().clone());
+                    rt.block_on(run(engine, started))
+                }
+                Err(e) => {
+                    let _ = started.send(Err(BusError::Config(format!(
+                        "cannot start the Redis thread's runtime: {e}"
+                    ))));
+                }
+            }
+        })
+        .map(drop)
+        .map_err(|e| BusError::Config(format!("cannot start the Redis thread: {e}")))
+}
+
 /// Runs `engine` until its bus is dropped (or, with [`StartMode::Require`],
 /// until the first connection fails).
-pub(super) async fn run<M, E>(mut engine: E, started: oneshot::Sender<Result<(), BusError>>)
+async fn run<M, E>(mut engine: E, started: oneshot::Sender<Result<(), BusError>>)
 where
     M: Clone + Send + 'static,
     E: Engine<M>,

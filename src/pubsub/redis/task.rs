@@ -15,7 +15,7 @@ use tokio::sync::{mpsc, oneshot};
 use super::RedisBusConfig;
 use super::conn::CommandConn;
 use super::dropped::{self, DropReason};
-use super::inbound::{Verdict, Verifier};
+use super::inbound::{Verifier, check_and_queue};
 use super::lifecycle::{self, Engine, Started};
 use super::link::{Link, Outgoing};
 use super::wire::{self, Header};
@@ -49,26 +49,7 @@ pub(super) fn spawn<M: Clone + Send + DeserializeOwned + 'static>(
         verifier,
         seq: 0,
     };
-    std::thread::Builder::new()
-        .name("genmcp-redis".into())
-        .spawn(move || {
-            match tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-            {
-                Ok(rt) => {
-                    let _ = task.link.runtime.set(rt.handle().clone());
-                    rt.block_on(lifecycle::run(task, started))
-                }
-                Err(e) => {
-                    let _ = started.send(Err(BusError::Config(format!(
-                        "cannot start the Redis thread's runtime: {e}"
-                    ))));
-                }
-            }
-        })
-        .map(drop)
-        .map_err(|e| BusError::Config(format!("cannot start the Redis thread: {e}")))
+    lifecycle::spawn(task, started)
 }
 
 /// Why a connection's session ended.
@@ -172,27 +153,8 @@ impl<M: Clone + Send + DeserializeOwned + 'static> Task<M> {
                 let Some(msg) = messages.next().await else {
                     return End::Lost("connection closed".into());
                 };
-                let verdict = verifier.check(
-                    msg.get_channel_name().as_bytes(),
-                    msg.get_payload_bytes(),
-                    now_ms(),
-                    std::time::Instant::now(),
-                );
-                match verdict {
-                    Verdict::Deliver(_) => {}
-                    Verdict::Own => continue,
-                    Verdict::Drop(reason) => {
-                        dropped::count(reason, msg.get_channel_name());
-                        continue;
-                    }
-                }
-                if checked_tx.try_send(msg).is_err() {
-                    dropped::count(DropReason::Backlog, "");
-                    return End::Lost(format!(
-                        "{} messages from Redis already wait for delivery (max_inbound): \
-                         this node cannot keep up",
-                        config.max_inbound
-                    ));
+                if let Err(reason) = check_and_queue(verifier, msg, &checked_tx, now_ms()) {
+                    return End::Lost(reason);
                 }
             }
         };

@@ -74,26 +74,7 @@ pub(super) fn spawn<M: Clone + Send + DeserializeOwned + 'static>(
         verifiers: HashMap::new(),
         seq: Arc::new(AtomicU64::new(0)),
     };
-    std::thread::Builder::new()
-        .name("genmcp-redis".into())
-        .spawn(move || {
-            match tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-            {
-                Ok(rt) => {
-                    let _ = task.link.runtime.set(rt.handle().clone());
-                    rt.block_on(super::lifecycle::run(task, started))
-                }
-                Err(e) => {
-                    let _ = started.send(Err(BusError::Config(format!(
-                        "cannot start the Redis thread's runtime: {e}"
-                    ))));
-                }
-            }
-        })
-        .map(drop)
-        .map_err(|e| BusError::Config(format!("cannot start the Redis thread: {e}")))
+    super::lifecycle::spawn(task, started)
 }
 
 /// The Redis thread's state on a cluster.

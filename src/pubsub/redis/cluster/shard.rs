@@ -12,8 +12,7 @@ use serde::de::DeserializeOwned;
 use tokio::sync::{mpsc, watch};
 
 use super::super::RedisBusConfig;
-use super::super::dropped::{self, DropReason};
-use super::super::inbound::{Verdict, Verifier};
+use super::super::inbound::{Verifier, check_and_queue};
 use super::super::link::{Link, Outgoing};
 use super::super::slot;
 use super::super::task::{End, now_ms, self_deliver};
@@ -96,7 +95,6 @@ impl<M: Clone + Send + DeserializeOwned + 'static> Shard<M> {
             }
         };
         let (checked_tx, mut checked) = mpsc::channel::<::redis::Msg>(self.config.max_inbound);
-        let max_inbound = self.config.max_inbound;
         let draining = async {
             loop {
                 let push = match pushes.recv().await {
@@ -123,26 +121,8 @@ impl<M: Clone + Send + DeserializeOwned + 'static> Shard<M> {
                 let Some(msg) = ::redis::Msg::from_push_info(push) else {
                     continue;
                 };
-                let verdict = verifier.check(
-                    msg.get_channel_name().as_bytes(),
-                    msg.get_payload_bytes(),
-                    now_ms(),
-                    std::time::Instant::now(),
-                );
-                match verdict {
-                    Verdict::Deliver(_) => {}
-                    Verdict::Own => continue,
-                    Verdict::Drop(reason) => {
-                        dropped::count(reason, msg.get_channel_name());
-                        continue;
-                    }
-                }
-                if checked_tx.try_send(msg).is_err() {
-                    dropped::count(DropReason::Backlog, "");
-                    return End::Lost(format!(
-                        "{max_inbound} messages from Redis already wait for delivery (max_inbound): \
-                         this node cannot keep up"
-                    ));
+                if let Err(reason) = check_and_queue(verifier, msg, &checked_tx, now_ms()) {
+                    return End::Lost(reason);
                 }
             }
         };

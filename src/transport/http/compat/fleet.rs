@@ -8,14 +8,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use actix::Actor as _;
-use actix_web::http::StatusCode;
 use actix_web::{HttpResponse, web};
 use tokio::sync::{OwnedSemaphorePermit, mpsc, oneshot};
 
-use super::get_stream::{session_gone, state_refusal};
+use super::get_stream::{not_reserved, session_gone, state_refusal};
 use super::session::Session;
-use super::{AppState, Compat, refusal};
-use crate::compat::{Control, LegacyStream, Reserve, SharedSessions, StateKey};
+use super::{AppState, Compat};
+use crate::compat::{Control, LegacyStream, SharedSessions, StateKey};
 use crate::mux::{Assigns, Outbox, OutboxReceiver};
 use crate::protocol::{McpError, RequestId, RequestMeta};
 use crate::runtime::{CloseReason, Connection, StopStream, UriOutcome};
@@ -208,17 +207,8 @@ pub(super) async fn get<H: SubscriptionHandler>(
     }
     let key = session.key();
     let generation = compat.next_generation();
-    match shared.reserve_get(&key, generation).await {
-        Ok(Reserve::Reserved) => {}
-        Ok(Reserve::Busy) => {
-            return refusal(
-                StatusCode::CONFLICT,
-                -32600,
-                "Conflict: this session already has an open GET stream",
-            );
-        }
-        Ok(Reserve::Deleted) => return session_gone(),
-        Err(e) => return state_refusal(&e),
+    if let Some(refused) = not_reserved(shared.reserve_get(&key, generation).await) {
+        return refused;
     }
     let mut held = Held {
         compat: compat.clone(),

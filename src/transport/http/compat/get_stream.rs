@@ -63,6 +63,21 @@ pub(super) fn state_refusal(error: &McpError) -> HttpResponse {
     with_retry_after(resp, error)
 }
 
+/// The refusal of a GET whose session's stream could not be reserved (409
+/// while it is open elsewhere, 404 once DELETEd), or `None` when reserved.
+pub(super) fn not_reserved(reserved: Result<Reserve, McpError>) -> Option<HttpResponse> {
+    match reserved {
+        Ok(Reserve::Reserved) => None,
+        Ok(Reserve::Busy) => Some(refusal(
+            StatusCode::CONFLICT,
+            -32600,
+            "Conflict: this session already has an open GET stream",
+        )),
+        Ok(Reserve::Deleted) => Some(session_gone()),
+        Err(e) => Some(state_refusal(&e)),
+    }
+}
+
 pub(super) fn session_gone() -> HttpResponse {
     refusal(
         StatusCode::NOT_FOUND,
@@ -167,17 +182,8 @@ pub(in crate::transport::http) async fn get<H: SubscriptionHandler>(
     }
     let key = session.key();
     let generation = compat.next_generation();
-    match compat.sessions.reserve_get(&key, generation) {
-        Ok(Reserve::Reserved) => {}
-        Ok(Reserve::Busy) => {
-            return refusal(
-                StatusCode::CONFLICT,
-                -32600,
-                "Conflict: this session already has an open GET stream",
-            );
-        }
-        Ok(Reserve::Deleted) => return session_gone(),
-        Err(e) => return state_refusal(&e),
+    if let Some(refused) = not_reserved(compat.sessions.reserve_get(&key, generation)) {
+        return refused;
     }
     let reservation = Reservation {
         store: &compat.sessions,
