@@ -6,6 +6,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use crate::queue::fanout;
 use crate::queue::{self, TrySendError};
 
 /// Why a delivery into an [`Inbox`] failed.
@@ -78,11 +79,56 @@ impl OverflowSignal {
     }
 }
 
+/// The readers of topic logs ([`fanout::Log`]) a bus hands a stream when it
+/// subscribes it to a topic; the stream's feed takes them on its next wake-up
+/// and reads them beside its mailbox.
+pub(crate) struct Taps<M> {
+    /// `None` once the feed has gone: a reader handed over then is dropped
+    /// (which its topic sees as the subscriber gone).
+    readers: std::sync::Mutex<Option<Vec<TapReader<M>>>>,
+    arrived: AtomicBool,
+}
+
+/// A topic log's reader, as the stream's feed polls it.
+pub(crate) type TapReader<M> = Pin<Box<dyn futures_util::Stream<Item = M> + Send>>;
+
+impl<M> Taps<M> {
+    fn new() -> Self {
+        Taps {
+            readers: std::sync::Mutex::new(Some(Vec::new())),
+            arrived: AtomicBool::new(false),
+        }
+    }
+
+    /// Readers handed over since the last call.
+    pub(crate) fn take(&self) -> Vec<TapReader<M>> {
+        if !self.arrived.swap(false, Ordering::AcqRel) {
+            return Vec::new();
+        }
+        lock(&self.readers)
+            .as_mut()
+            .map(std::mem::take)
+            .unwrap_or_default()
+    }
+
+    /// The feed has gone: readers still here, and any handed over later, are dropped.
+    pub(crate) fn close(&self) {
+        let readers = lock(&self.readers).take();
+        drop(readers);
+    }
+}
+
+fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    // Each critical section is one push or take: nothing is left half done.
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
 enum Target<M> {
     /// A stream actor's bounded mailbox.
     Channel {
         tx: queue::Sender<M>,
         signal: Arc<OverflowSignal>,
+        taps: Arc<Taps<M>>,
     },
     Sink(Arc<dyn InboxSink<M>>),
 }
@@ -97,9 +143,10 @@ impl<M> Clone for Inbox<M> {
     fn clone(&self) -> Self {
         Inbox {
             target: match &self.target {
-                Target::Channel { tx, signal } => Target::Channel {
+                Target::Channel { tx, signal, taps } => Target::Channel {
                     tx: tx.clone(),
                     signal: signal.clone(),
+                    taps: taps.clone(),
                 },
                 Target::Sink(sink) => Target::Sink(sink.clone()),
             },
@@ -125,22 +172,50 @@ impl<M: Send + 'static> Inbox<M> {
 
     /// A bounded mailbox of `capacity` messages and its receiving side; the
     /// runtime attaches the receiver to a stream actor.
-    pub(crate) fn channel(capacity: usize) -> (Self, queue::Receiver<M>, Arc<OverflowSignal>) {
+    pub(crate) fn channel(
+        capacity: usize,
+    ) -> (Self, queue::Receiver<M>, Arc<OverflowSignal>, Arc<Taps<M>>) {
         let (tx, rx) = queue::bounded(capacity);
         let signal = Arc::new(OverflowSignal::default());
+        let taps = Arc::new(Taps::new());
         let inbox = Inbox {
             target: Target::Channel {
                 tx,
                 signal: signal.clone(),
+                taps: taps.clone(),
             },
         };
-        (inbox, rx, signal)
+        (inbox, rx, signal, taps)
+    }
+
+    /// Joins `log` for this inbox's stream, which then reads it beside its
+    /// mailbox, with a backlog as large as its mailbox: the tap to offer the
+    /// log's messages to. `None` for an inbox backed by a custom sink (the
+    /// caller sends to it instead).
+    pub(crate) fn join(&self, log: &Arc<fanout::Log<M>>) -> Option<fanout::Tap>
+    where
+        M: Clone,
+    {
+        let Target::Channel { tx, signal, taps } = &self.target else {
+            return None;
+        };
+        let (tap, reader) = fanout::Log::join(log, tx.capacity());
+        let mut guard = lock(&taps.readers);
+        if let Some(readers) = guard.as_mut() {
+            readers.push(Box::pin(reader));
+            taps.arrived.store(true, Ordering::Release);
+            drop(guard);
+            signal.waker.wake();
+        }
+        // Else the reader is dropped here: its stream has gone, and the
+        // topic drops the tap at its next offer.
+        Some(tap)
     }
 
     /// Delivers without waiting; a full mailbox ends the stream as `Overflow`.
     pub fn try_send(&self, msg: M) -> Result<(), InboxError> {
         match &self.target {
-            Target::Channel { tx, signal } => {
+            Target::Channel { tx, signal, .. } => {
                 if signal.is_set() {
                     return Err(InboxError::Closed);
                 }
@@ -162,7 +237,7 @@ impl<M: Send + 'static> Inbox<M> {
     /// sink), `Err(None)` means the stream has ended.
     pub(crate) fn try_offer(&self, msg: M) -> Result<(), Option<M>> {
         match &self.target {
-            Target::Channel { tx, signal } => {
+            Target::Channel { tx, signal, .. } => {
                 if signal.is_set() || signal.is_completed() {
                     return Err(None);
                 }
@@ -188,7 +263,7 @@ impl<M: Send + 'static> Inbox<M> {
     /// has ended.
     pub async fn send(&self, msg: M) -> Result<(), InboxError> {
         match &self.target {
-            Target::Channel { tx, signal } => {
+            Target::Channel { tx, signal, .. } => {
                 if signal.is_set() {
                     return Err(InboxError::Closed);
                 }
@@ -201,7 +276,7 @@ impl<M: Send + 'static> Inbox<M> {
     /// Whether the stream has ended (or was asked to complete).
     pub fn is_closed(&self) -> bool {
         match &self.target {
-            Target::Channel { tx, signal } => {
+            Target::Channel { tx, signal, .. } => {
                 signal.is_set() || signal.is_completed() || tx.is_closed()
             }
             Target::Sink(sink) => sink.is_closed(),

@@ -8,27 +8,55 @@ use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 use super::Inbox;
+use crate::queue::fanout::{Log, Offer, Tap};
 
-type Subscribers<M> = Vec<(u64, Inbox<M>)>;
+/// One subscriber of a topic.
+struct Sub<M> {
+    id: u64,
+    inbox: Inbox<M>,
+    /// Its place in the topic's log; `None` for an inbox backed by a custom
+    /// sink, which is sent each message instead. Dropped (the subscriber
+    /// leaves the topic), its stream reads what it took, then stops reading
+    /// the log.
+    tap: Option<Tap>,
+}
+
+type Subscribers<M> = Vec<Sub<M>>;
 
 /// One topic: its subscribers, behind a lock of its own, so a fan-out on one
-/// topic never waits for another's.
+/// topic never waits for another's, and its log: a publish appends each
+/// message once, and each subscriber's stream reads it from there (the
+/// per-subscriber work is one count on one cache line).
 struct Topic<M> {
     subs: Mutex<Subscribers<M>>,
+    log: Arc<Log<M>>,
     /// Set (under `subs`' lock) when the last subscriber went: the topic is
     /// leaving the map and takes no new subscriber; [`Topics::add`] makes a
     /// fresh one instead. Read without the lock by `add` under the map's lock.
     removed: AtomicBool,
 }
 
-impl<M> Topic<M> {
-    fn with(first: (u64, Inbox<M>)) -> Arc<Self> {
+impl<M: Clone + Send + 'static> Topic<M> {
+    fn with(id: u64, inbox: Inbox<M>) -> Arc<Self> {
+        let log = Arc::new(Log::new());
+        let first = Sub::new(id, inbox, &log);
         Arc::new(Topic {
             subs: Mutex::new(vec![first]),
+            log,
             removed: AtomicBool::new(false),
         })
     }
+}
 
+impl<M: Clone + Send + 'static> Sub<M> {
+    /// Joins `log` for `inbox` (under the topic's lock: no publish in between).
+    fn new(id: u64, inbox: Inbox<M>, log: &Arc<Log<M>>) -> Self {
+        let tap = inbox.join(log);
+        Sub { id, inbox, tap }
+    }
+}
+
+impl<M> Topic<M> {
     fn is_removed(&self) -> bool {
         self.removed.load(Ordering::Acquire)
     }
@@ -72,35 +100,9 @@ impl<M> Topics<M> {
     fn get(&self, topic: &str) -> Option<Arc<Topic<M>>> {
         read(&self.map).get(topic).cloned()
     }
+}
 
-    /// Adds `inbox` to `topic`: its subscription id, and whether the topic is new.
-    pub(crate) fn add(&self, topic: &str, inbox: Inbox<M>) -> (u64, bool) {
-        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        loop {
-            let existing = {
-                let mut map = write(&self.map);
-                match map.get(topic) {
-                    Some(t) if !t.is_removed() => t.clone(),
-                    // None, or one whose last subscriber just went (its
-                    // remover takes it out of the map only if it is still
-                    // this one): a fresh topic, made with its subscriber.
-                    _ => {
-                        map.insert(topic.to_owned(), Topic::with((id, inbox)));
-                        return (id, true);
-                    }
-                }
-            };
-            // The topic's lock is taken without the map's (it may be held by
-            // a fan-out).
-            let mut subs = lock(&existing.subs);
-            if !existing.is_removed() {
-                subs.push((id, inbox));
-                return (id, false);
-            }
-            // Emptied meanwhile: try again, with a fresh topic.
-        }
-    }
-
+impl<M> Topics<M> {
     /// Removes subscription `id`; whether that removed the topic.
     pub(crate) fn remove(&self, topic: &str, id: u64) -> bool {
         let Some(t) = self.get(topic) else {
@@ -108,7 +110,7 @@ impl<M> Topics<M> {
         };
         let emptied = {
             let mut subs = lock(&t.subs);
-            subs.retain(|(i, _)| *i != id);
+            subs.retain(|sub| sub.id != id);
             mark_if_empty(&t, &subs)
         };
         if emptied {
@@ -151,6 +153,34 @@ fn mark_if_empty<M>(t: &Topic<M>, subs: &Subscribers<M>) -> bool {
 }
 
 impl<M: Clone + Send + 'static> Topics<M> {
+    /// Adds `inbox` to `topic`: its subscription id, and whether the topic is new.
+    pub(crate) fn add(&self, topic: &str, inbox: Inbox<M>) -> (u64, bool) {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        loop {
+            let existing = {
+                let mut map = write(&self.map);
+                match map.get(topic) {
+                    Some(t) if !t.is_removed() => t.clone(),
+                    // None, or one whose last subscriber just went (its
+                    // remover takes it out of the map only if it is still
+                    // this one): a fresh topic, made with its subscriber.
+                    _ => {
+                        map.insert(topic.to_owned(), Topic::with(id, inbox));
+                        return (id, true);
+                    }
+                }
+            };
+            // The topic's lock is taken without the map's (it may be held by
+            // a fan-out).
+            let mut subs = lock(&existing.subs);
+            if !existing.is_removed() {
+                subs.push(Sub::new(id, inbox, &existing.log));
+                return (id, false);
+            }
+            // Emptied meanwhile: try again, with a fresh topic.
+        }
+    }
+
     /// The live inboxes of `topic`.
     pub(crate) fn subscribers(&self, topic: &str) -> Vec<Inbox<M>> {
         let Some(t) = self.get(topic) else {
@@ -158,27 +188,46 @@ impl<M: Clone + Send + 'static> Topics<M> {
         };
         lock(&t.subs)
             .iter()
-            .filter(|(_, i)| !i.is_closed())
-            .map(|(_, i)| i.clone())
+            .filter(|sub| !sub.inbox.is_closed())
+            .map(|sub| sub.inbox.clone())
             .collect()
     }
 
     /// Hands `msgs`, in order, to each subscriber without waiting; a subscriber
-    /// that refuses one (full: ended as `Overflow`; or ended) is dropped. Returns
-    /// how many took them all, and whether the topic went away.
+    /// that refuses them (full: ended as `Overflow`; or ended) is dropped.
+    /// Returns how many took them all, and whether the topic went away.
+    ///
+    /// The messages are appended to the topic's log once; each subscriber's
+    /// backlog count is raised (all of them, or none if they do not fit), and
+    /// its stream copies them out of the log when it next runs.
     pub(crate) fn deliver(&self, topic: &str, msgs: &[M]) -> (usize, bool) {
         let Some(t) = self.get(topic) else {
             return (0, false);
         };
         let mut delivered = 0;
         let gone = {
-            // Only this topic's lock; `try_send` never blocks.
+            // Only this topic's lock (which orders its appends); nothing
+            // here blocks.
             let mut subs = lock(&t.subs);
-            subs.retain(|(_, inbox)| {
-                let took_all = msgs.iter().all(|msg| inbox.try_send(msg.clone()).is_ok());
+            let appended = t.log.append(msgs);
+            subs.retain(|sub| {
+                let took_all = match &sub.tap {
+                    Some(tap) => match appended.offer(tap) {
+                        Offer::Taken => true,
+                        Offer::Full => {
+                            sub.inbox.overflow();
+                            false
+                        }
+                        Offer::Gone => false,
+                    },
+                    None => msgs
+                        .iter()
+                        .all(|msg| sub.inbox.try_send(msg.clone()).is_ok()),
+                };
                 delivered += usize::from(took_all);
                 took_all
             });
+            drop(appended);
             mark_if_empty(&t, &subs)
         };
         if gone {
@@ -204,11 +253,11 @@ impl<M: Clone + Send + 'static> Topics<M> {
                 return 0;
             };
             let subs = lock(&t.subs);
-            for (_, inbox) in subs.iter() {
-                match offer_all(inbox, msgs) {
+            for sub in subs.iter() {
+                match offer_all(&sub.inbox, msgs) {
                     Offered::All => took_all += 1,
                     Offered::Ended => {}
-                    Offered::FullAt(next, msg) => full.push((inbox.clone(), next, msg)),
+                    Offered::FullAt(next, msg) => full.push((sub.inbox.clone(), next, msg)),
                 }
             }
         }
@@ -251,8 +300,8 @@ impl<M: Clone + Send + 'static> Topics<M> {
                 t.removed.store(true, Ordering::Release);
                 std::mem::take(&mut *subs)
             };
-            for (_, inbox) in &subs {
-                inbox.complete();
+            for sub in &subs {
+                sub.inbox.complete();
                 n += 1;
             }
         }
@@ -277,8 +326,8 @@ impl<M: Clone + Send + 'static> Topics<M> {
                 t.removed.store(true, Ordering::Release);
                 std::mem::take(&mut *subs)
             };
-            for (_, inbox) in &subs {
-                inbox.complete();
+            for sub in &subs {
+                sub.inbox.complete();
                 n += 1;
             }
         }

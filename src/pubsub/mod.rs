@@ -31,8 +31,8 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, Weak};
 
-pub(crate) use inbox::OverflowSignal;
 pub use inbox::{DeliverFuture, Inbox, InboxError, InboxSink};
+pub(crate) use inbox::{OverflowSignal, Taps};
 use local::Topics;
 pub use redis::{RedisBusConfig, RedisOnce, StartMode};
 
@@ -462,7 +462,7 @@ mod tests {
 
     #[test]
     fn complete_ends_a_stream_inbox_and_is_seen_by_the_feed() {
-        let (inbox, _rx, signal) = Inbox::<u32>::channel(4);
+        let (inbox, _rx, signal, _) = Inbox::<u32>::channel(4);
         let bus = Bus::new();
         let _sub = bus.subscribe("t", inbox.clone());
         assert_eq!(bus.inner.local.complete_all(), 1);
@@ -474,8 +474,8 @@ mod tests {
     #[tokio::test]
     async fn events_from_other_nodes_wait_for_room_then_overflow_a_stuck_stream() {
         let bus = Bus::new();
-        let (fast, mut fast_rx, _) = Inbox::<u32>::channel(2);
-        let (stuck, _stuck_rx, stuck_signal) = Inbox::<u32>::channel(2);
+        let (fast, mut fast_rx, _, _) = Inbox::<u32>::channel(2);
+        let (stuck, _stuck_rx, stuck_signal, _) = Inbox::<u32>::channel(2);
         let _a = bus.subscribe("t", fast);
         let _b = bus.subscribe("t", stuck);
         let drain = async {
@@ -500,8 +500,8 @@ mod tests {
         // take a burst of 6 in ~360 ms and hold up every other stream as long.
         // One deadline (100 ms) for the whole burst: it is ended as Overflow.
         let bus = Bus::new();
-        let (slow, mut slow_rx, slow_signal) = Inbox::<u32>::channel(1);
-        let (fast, mut fast_rx, _) = Inbox::<u32>::channel(16);
+        let (slow, mut slow_rx, slow_signal, _) = Inbox::<u32>::channel(1);
+        let (fast, mut fast_rx, _, _) = Inbox::<u32>::channel(16);
         let _a = bus.subscribe("t", slow.clone());
         let _b = bus.subscribe("t", fast);
         assert!(slow.try_send(0).is_ok(), "the slow mailbox starts full");

@@ -32,7 +32,10 @@
 //! File by file: `sender.rs` and `receiver.rs` are the two sides, `shared.rs`
 //! the state between them (slot count, waiting senders), `sync.rs` the
 //! primitives (std, or loom's under the `loom` feature), `loom.rs` the models.
+//! Beside it, `fanout.rs`: the one-to-many log a bus topic delivers through
+//! (one append per message, a bounded backlog per subscriber).
 
+pub(crate) mod fanout;
 mod receiver;
 mod sender;
 mod shared;

@@ -180,6 +180,11 @@ impl<T> Sender<T> {
         self.shared.reader_gone.load(Ordering::Acquire)
     }
 
+    /// The most items the queue holds.
+    pub fn capacity(&self) -> usize {
+        self.shared.capacity
+    }
+
     /// Senders waiting for room.
     #[cfg(test)]
     pub(super) fn waiting_senders(&self) -> usize {

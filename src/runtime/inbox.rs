@@ -18,7 +18,7 @@ use std::task::{Context as TaskContext, Poll, Waker};
 use actix::prelude::*;
 
 use super::stream::Stream;
-use crate::pubsub::OverflowSignal;
+use crate::pubsub::{OverflowSignal, Taps};
 use crate::queue;
 use crate::subscription::{EventStream, SubscriptionHandler};
 
@@ -39,6 +39,9 @@ pub(crate) struct Feed<M> {
     /// Attached event streams still running.
     attached: Vec<EventStream<M>>,
     overflow: Arc<OverflowSignal>,
+    /// Where a bus hands over the readers of the topic logs this stream is
+    /// subscribed to; each becomes an attached stream.
+    taps: Arc<Taps<M>>,
     /// The waker last registered with the signals: registering again costs
     /// atomics on every wake-up, and an actor's task keeps its waker.
     registered: Option<Waker>,
@@ -47,10 +50,19 @@ pub(crate) struct Feed<M> {
 // The feed never pins its messages (the attached streams are boxed).
 impl<M> Unpin for Feed<M> {}
 
+impl<M> Drop for Feed<M> {
+    fn drop(&mut self) {
+        // Topic logs joined from now on are not read: their readers are
+        // dropped, and their topics drop the subscriber.
+        self.taps.close();
+    }
+}
+
 impl<M> Feed<M> {
     pub(crate) fn new(
         rx: queue::Receiver<M>,
         overflow: Arc<OverflowSignal>,
+        taps: Arc<Taps<M>>,
         queued: Vec<M>,
         attached: Vec<EventStream<M>>,
     ) -> Self {
@@ -61,6 +73,7 @@ impl<M> Feed<M> {
             queued: queued.into(),
             attached,
             overflow,
+            taps,
             registered: None,
         }
     }
@@ -147,6 +160,9 @@ impl<H: SubscriptionHandler> ActorFuture<Stream<H>> for Feed<H::Message> {
             act.on_inbox_completed(ctx);
         }
         act.on_attention(ctx);
+        for reader in this.taps.take() {
+            this.attached.push(reader);
+        }
         let mut handled = 0;
         while act.accepts_messages() {
             let msg = if this.attached.is_empty() && this.queued.is_empty() {

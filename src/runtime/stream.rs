@@ -384,7 +384,7 @@ impl<H: SubscriptionHandler> Actor for Stream<H> {
         // by its own future (not the actix mailbox): `Inbox::send` then waits
         // for room only, so a publisher can pipeline instead of waiting for
         // each handle_message, and a wake-up handles every ready event.
-        let (inbox, rx, overflow) = Inbox::channel(self.limits.mailbox_capacity);
+        let (inbox, rx, overflow, taps) = Inbox::channel(self.limits.mailbox_capacity);
         let mut cx = SubscribeCx::new(&self.channel, inbox.clone());
         let handler = &self.handler;
         // Only needed here: not kept for the stream's life. The task ids were
@@ -445,7 +445,7 @@ impl<H: SubscriptionHandler> Actor for Stream<H> {
         self.inbox = Some(inbox);
         // `notify_self` messages and attached streams are fed by the same
         // future as the inbox, so they pause with it while the spill drains.
-        ctx.spawn(Feed::new(rx, overflow, self_messages, streams));
+        ctx.spawn(Feed::new(rx, overflow, taps, self_messages, streams));
         if let Some(on_open) = self.on_open.take() {
             on_open(&self.channel);
         }
