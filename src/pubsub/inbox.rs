@@ -192,14 +192,14 @@ impl<M: Send + 'static> Inbox<M> {
     /// mailbox, with a backlog as large as its mailbox: the tap to offer the
     /// log's messages to. `None` for an inbox backed by a custom sink (the
     /// caller sends to it instead).
-    pub(crate) fn join(&self, log: &Arc<fanout::Log<M>>) -> Option<fanout::Tap>
+    pub(crate) fn join(&self, log: &fanout::Log<M>) -> Option<fanout::Tap>
     where
         M: Clone,
     {
         let Target::Channel { tx, signal, taps } = &self.target else {
             return None;
         };
-        let (tap, reader) = fanout::Log::join(log, tx.capacity());
+        let (tap, reader) = log.join(tx.capacity());
         let mut guard = lock(&taps.readers);
         if let Some(readers) = guard.as_mut() {
             readers.push(Box::pin(reader));

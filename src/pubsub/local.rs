@@ -29,7 +29,7 @@ type Subscribers<M> = Vec<Sub<M>>;
 /// per-subscriber work is one count on one cache line).
 struct Topic<M> {
     subs: Mutex<Subscribers<M>>,
-    log: Arc<Log<M>>,
+    log: Log<M>,
     /// Set (under `subs`' lock) when the last subscriber went: the topic is
     /// leaving the map and takes no new subscriber; [`Topics::add`] makes a
     /// fresh one instead. Read without the lock by `add` under the map's lock.
@@ -38,7 +38,7 @@ struct Topic<M> {
 
 impl<M: Clone + Send + 'static> Topic<M> {
     fn with(id: u64, inbox: Inbox<M>) -> Arc<Self> {
-        let log = Arc::new(Log::new());
+        let log = Log::new();
         let first = Sub::new(id, inbox, &log);
         Arc::new(Topic {
             subs: Mutex::new(vec![first]),
@@ -50,7 +50,7 @@ impl<M: Clone + Send + 'static> Topic<M> {
 
 impl<M: Clone + Send + 'static> Sub<M> {
     /// Joins `log` for `inbox` (under the topic's lock: no publish in between).
-    fn new(id: u64, inbox: Inbox<M>, log: &Arc<Log<M>>) -> Self {
+    fn new(id: u64, inbox: Inbox<M>, log: &Log<M>) -> Self {
         let tap = inbox.join(log);
         Sub { id, inbox, tap }
     }

@@ -460,6 +460,55 @@ mod tests {
         assert_eq!(bus.publish_batch("none", &[1]), 0);
     }
 
+    /// What a stream's feed would read now from the topic logs handed to it.
+    fn read_taps(readers: &mut [super::inbox::TapReader<u32>]) -> Vec<Option<u32>> {
+        use futures_util::{FutureExt as _, StreamExt as _};
+        let mut got = vec![];
+        for reader in readers {
+            while let Some(m) = reader.next().now_or_never() {
+                got.push(m);
+                if m.is_none() {
+                    break;
+                }
+            }
+        }
+        got
+    }
+
+    #[test]
+    fn a_publish_to_a_stream_whose_backlog_is_full_ends_it_as_overflow() {
+        let (inbox, _rx, signal, taps) = Inbox::<u32>::channel(2);
+        let bus = Bus::new();
+        let _sub = bus.subscribe("t", inbox.clone());
+        assert_eq!(bus.publish("t", 1), 1);
+        assert_eq!(bus.publish_batch("t", &[2]), 1);
+        assert!(!signal.is_set());
+        assert_eq!(bus.publish("t", 3), 0, "no room: not taken");
+        assert!(signal.is_set(), "ended as Overflow by the publish");
+        assert!(inbox.is_closed());
+        assert!(bus.subscribers("t").is_empty(), "dropped from the topic");
+        assert_eq!(bus.publish("t", 4), 0);
+        let mut readers = taps.take();
+        assert_eq!(readers.len(), 1, "the topic's log was handed to the stream");
+        // Ended as overflowed, as with a full mailbox: what it had not read
+        // is not handed out (nor anything else in its place).
+        assert_eq!(read_taps(&mut readers), [None]);
+    }
+
+    #[test]
+    fn an_unsubscribed_stream_reads_what_it_took_then_nothing_more_of_the_topic() {
+        let (inbox, _rx, _signal, taps) = Inbox::<u32>::channel(8);
+        let bus = Bus::new();
+        let sub = bus.subscribe("t", inbox.clone());
+        let _other = bus.subscribe("t", Inbox::<u32>::channel(8).0);
+        bus.publish_batch("t", &[1, 2]);
+        drop(sub);
+        assert_eq!(bus.publish("t", 3), 1, "only the other subscriber is left");
+        let mut readers = taps.take();
+        assert_eq!(read_taps(&mut readers), [Some(1), Some(2), None]);
+        assert!(!inbox.is_closed(), "the stream itself goes on");
+    }
+
     #[test]
     fn complete_ends_a_stream_inbox_and_is_seen_by_the_feed() {
         let (inbox, _rx, signal, _) = Inbox::<u32>::channel(4);

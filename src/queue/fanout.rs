@@ -34,8 +34,20 @@ use super::sync::{Arc, AtomicBool, AtomicUsize, Mutex, Ordering, lock};
 /// Entries the log keeps once it has been read to the end.
 const IDLE_FLOOR: usize = 4;
 
-/// One topic's recent messages.
+/// One topic's recent messages: a cheap handle (clones share the log).
 pub(crate) struct Log<T> {
+    state: Arc<LogState<T>>,
+}
+
+impl<T> Clone for Log<T> {
+    fn clone(&self) -> Self {
+        Log {
+            state: self.state.clone(),
+        }
+    }
+}
+
+struct LogState<T> {
     entries: Mutex<Entries<T>>,
     /// Messages taken by taps and not read yet, summed over readers, plus one
     /// per append whose offers are under way: the log empties itself when
@@ -69,6 +81,9 @@ struct Backlog {
     capacity: usize,
     /// The reader has gone: offers are refused.
     reader_gone: AtomicBool,
+    /// An offer found the backlog full: every later one is refused too (the
+    /// reader has missed a message, so what it would read next is not its own).
+    refused: AtomicBool,
     /// The tap was closed: the reader ends once its backlog is read.
     closed: AtomicBool,
     /// The reader's waker while it may be idle.
@@ -90,7 +105,7 @@ pub(crate) struct Tap {
 
 /// The reading side: one subscriber's view of the log.
 pub(crate) struct Reader<T> {
-    log: Arc<Log<T>>,
+    log: Arc<LogState<T>>,
     backlog: Arc<Backlog>,
     /// Sequence number of the next message to read.
     next: u64,
@@ -109,28 +124,30 @@ impl<T> Unpin for Reader<T> {}
 /// An append whose offers are under way; the log may empty itself again once
 /// it is dropped.
 pub(crate) struct Appended<'a, T> {
-    log: &'a Log<T>,
+    log: &'a LogState<T>,
     count: usize,
 }
 
 impl<T> Log<T> {
     pub(crate) fn new() -> Self {
         Log {
-            entries: Mutex::new(Entries {
-                first: 0,
-                items: VecDeque::new(),
-                keep: 0,
+            state: Arc::new(LogState {
+                entries: Mutex::new(Entries {
+                    first: 0,
+                    items: VecDeque::new(),
+                    keep: 0,
+                }),
+                unread: AtomicUsize::new(0),
             }),
-            unread: AtomicUsize::new(0),
         }
     }
 
-    /// A new reader of `log`, at its end, with room for `capacity` messages.
+    /// A new reader, at the log's end, with room for `capacity` messages.
     /// Under the writer's lock (no append in between).
-    pub(crate) fn join(log: &Arc<Self>, capacity: usize) -> (Tap, Reader<T>) {
+    pub(crate) fn join(&self, capacity: usize) -> (Tap, Reader<T>) {
         let capacity = capacity.max(1);
         let next = {
-            let mut entries = lock(&log.entries);
+            let mut entries = lock(&self.state.entries);
             entries.keep = entries.keep.max(capacity);
             entries.first + entries.items.len() as u64
         };
@@ -138,11 +155,12 @@ impl<T> Log<T> {
             pending: AtomicUsize::new(0),
             capacity,
             reader_gone: AtomicBool::new(false),
+            refused: AtomicBool::new(false),
             closed: AtomicBool::new(false),
             waker: Mutex::new(None),
         });
         let reader = Reader {
-            log: log.clone(),
+            log: self.state.clone(),
             backlog: backlog.clone(),
             next,
             batch: VecDeque::new(),
@@ -157,10 +175,11 @@ impl<T> Log<T> {
     where
         T: Clone,
     {
+        let log = &*self.state;
         // Held until the offers are done: the log does not empty itself
         // between this append and the taps' counts.
-        self.unread.fetch_add(1, Ordering::SeqCst);
-        let mut entries = lock(&self.entries);
+        log.unread.fetch_add(1, Ordering::SeqCst);
+        let mut entries = lock(&log.entries);
         entries.items.extend(msgs.iter().cloned());
         let excess = entries.items.len().saturating_sub(entries.keep);
         if excess > 0 {
@@ -170,11 +189,20 @@ impl<T> Log<T> {
         }
         drop(entries);
         Appended {
-            log: self,
+            log,
             count: msgs.len(),
         }
     }
 
+    /// Entries held: how many, and the storage for how many.
+    #[cfg(test)]
+    pub(crate) fn held(&self) -> (usize, usize) {
+        let entries = lock(&self.state.entries);
+        (entries.items.len(), entries.items.capacity())
+    }
+}
+
+impl<T> LogState<T> {
     /// Gives back `n` counts of `unread`; the last one out empties the log.
     fn release(&self, n: usize) {
         if n > 0 && self.unread.fetch_sub(n, Ordering::SeqCst) == n {
@@ -187,13 +215,6 @@ impl<T> Log<T> {
             }
         }
     }
-
-    /// Entries held (for the memory tests).
-    #[cfg(test)]
-    pub(crate) fn held(&self) -> (usize, usize) {
-        let entries = lock(&self.entries);
-        (entries.items.len(), entries.items.capacity())
-    }
 }
 
 impl<T> Appended<'_, T> {
@@ -203,7 +224,11 @@ impl<T> Appended<'_, T> {
         if backlog.reader_gone.load(Ordering::SeqCst) {
             return Offer::Gone;
         }
-        if backlog.pending.load(Ordering::SeqCst) + self.count > backlog.capacity {
+        if backlog.refused.load(Ordering::Relaxed)
+            || backlog.pending.load(Ordering::SeqCst) + self.count > backlog.capacity
+        {
+            // Only the (serialised) writer reads and sets this flag.
+            backlog.refused.store(true, Ordering::Relaxed);
             return Offer::Full;
         }
         // Counted in `unread` first: a reader never gives back more than was counted.

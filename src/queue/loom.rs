@@ -145,3 +145,74 @@ fn storage_is_given_back_when_idle_while_senders_race_the_reader() {
         assert_eq!(rx.try_recv(), Ok(4));
     });
 }
+
+// The topic log (`fanout.rs`): a writer appending and offering while its
+// reader reads, goes, or is unsubscribed.
+
+fn recv_log(reader: &mut fanout::Reader<u32>) -> Option<u32> {
+    block_on(std::future::poll_fn(|cx| reader.poll_recv(cx)))
+}
+
+#[test]
+fn fanout_a_reader_reads_each_message_once_in_order_then_the_end() {
+    ::loom::model(|| {
+        let log = fanout::Log::new();
+        let (tap, mut reader) = log.join(2);
+        let writer_log = log.clone();
+        let writer = thread::spawn(move || {
+            for m in [1, 2] {
+                let appended = writer_log.append(&[m]);
+                assert_eq!(appended.offer(&tap), fanout::Offer::Taken);
+            }
+            drop(tap);
+        });
+        // A count raised while the reader parks wakes it (else: deadlock).
+        assert_eq!(recv_log(&mut reader), Some(1));
+        assert_eq!(recv_log(&mut reader), Some(2));
+        assert_eq!(recv_log(&mut reader), None);
+        writer.join().unwrap();
+        assert_eq!(log.held().0, 0, "read to the end: the log emptied itself");
+    });
+}
+
+#[test]
+fn fanout_a_reader_going_during_an_offer_leaves_no_count_behind() {
+    ::loom::model(|| {
+        let log = fanout::Log::new();
+        let (tap, reader) = log.join(2);
+        let writer_log = log.clone();
+        let writer = thread::spawn(move || {
+            let appended = writer_log.append(&[1]);
+            let offer = appended.offer(&tap);
+            assert_ne!(offer, fanout::Offer::Full);
+        });
+        drop(reader);
+        writer.join().unwrap();
+        // Whichever side looked last gave the count back.
+        assert_eq!(log.held().0, 0, "nothing is held for a reader that went");
+    });
+}
+
+#[test]
+fn fanout_the_log_empties_only_once_a_racing_reader_has_read() {
+    ::loom::model(|| {
+        let log = fanout::Log::new();
+        let (tap, mut reader) = log.join(2);
+        {
+            let appended = log.append(&[1]);
+            assert_eq!(appended.offer(&tap), fanout::Offer::Taken);
+        }
+        let writer_log = log.clone();
+        let writer = thread::spawn(move || {
+            // Appended while the reader gives back its last count: the
+            // reader's emptying must not take this message with it.
+            let appended = writer_log.append(&[2]);
+            assert_eq!(appended.offer(&tap), fanout::Offer::Taken);
+            tap
+        });
+        assert_eq!(recv_log(&mut reader), Some(1));
+        assert_eq!(recv_log(&mut reader), Some(2));
+        drop(writer.join().unwrap());
+        assert_eq!(log.held().0, 0);
+    });
+}

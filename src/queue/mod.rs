@@ -42,6 +42,8 @@ mod shared;
 mod sync;
 mod wake_slot;
 
+#[cfg(all(test, not(feature = "loom")))]
+mod fanout_tests;
 #[cfg(all(test, feature = "loom"))]
 mod loom;
 #[cfg(all(test, not(feature = "loom")))]
