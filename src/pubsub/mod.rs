@@ -302,21 +302,24 @@ impl<M: Clone + Send + 'static> Bus<M> {
     /// mailbox is full, is ended as `Overflow` and dropped from the topic; on a
     /// Redis bus the message also goes to the other nodes (see
     /// [`Bus::try_publish`] to learn whether it could). Returns how many local
-    /// subscribers took the message. Nothing is allocated per subscriber:
-    /// with a cheap-to-clone message (an `Arc`, a
-    /// [`crate::mux::SharedNotification`]) a publish costs one clone and one
-    /// bounded `try_send` per subscriber.
+    /// subscribers took the message. The message is appended once to the
+    /// topic's log; per subscriber a publish raises one backlog count (no
+    /// clone, no allocation, no lock), and each stream copies its backlog out
+    /// of the log when it next runs. The messages of `publish` and
+    /// `publish_batch` reach a stream in publish order; those it gets through
+    /// its mailbox ([`Bus::publish_wait`], other nodes, [`Inbox::send`])
+    /// interleave with them in no set order.
     pub fn publish(&self, topic: &str, msg: M) -> usize {
         self.publish_batch(topic, std::slice::from_ref(&msg))
     }
 
     /// Publishes a burst without waiting: each subscriber gets every message of
     /// `msgs`, in order, before the next subscriber gets any. The result is the
-    /// same as publishing them one by one (a subscriber whose mailbox fills is
-    /// ended as `Overflow` and dropped from the topic), but each subscriber's
-    /// mailbox is touched while it is hot: with thousands of subscribers this is
-    /// several times faster. On a Redis bus the burst crosses to the other nodes
-    /// as one message. Returns how many local subscribers took the whole burst.
+    /// same as publishing them one by one, except that a subscriber whose
+    /// backlog has no room for the whole burst takes none of it (it is ended
+    /// as `Overflow` and dropped from the topic either way). On a Redis bus
+    /// the burst crosses to the other nodes as one message. Returns how many
+    /// local subscribers took the whole burst.
     pub fn publish_batch(&self, topic: &str, msgs: &[M]) -> usize {
         match self.try_publish_batch(topic, msgs) {
             Ok(n) => n,
@@ -351,7 +354,8 @@ impl<M: Clone + Send + 'static> Bus<M> {
     }
 
     /// Publishes and waits until every live local subscriber has taken `msg`
-    /// (back-pressure instead of overflow). Returns how many took it. On a
+    /// (back-pressure instead of overflow), through each subscriber's mailbox
+    /// (see [`Bus::publish`] on order). Returns how many took it. On a
     /// Redis bus the message also goes to the other nodes, waiting for room in
     /// the queue to Redis; a failure there is logged.
     pub async fn publish_wait(&self, topic: &str, msg: M) -> usize {
