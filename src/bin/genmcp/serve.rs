@@ -68,7 +68,7 @@ fn move_key_out_of_environment(args: &ServeArgs) {
             std::process::id(),
             u64::from_le_bytes(nonce)
         ));
-        let hex: String = key.iter().map(|b| format!("{b:02x}")).collect();
+        let hex: String = data_encoding::HEXLOWER.encode(&key);
         let written = std::fs::OpenOptions::new()
             .write(true)
             .create_new(true)

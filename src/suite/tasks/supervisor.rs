@@ -96,7 +96,7 @@ fn random_id() -> String {
         let n = seal::now_ms().to_be_bytes();
         bytes[..8].copy_from_slice(&n);
     }
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+    data_encoding::HEXLOWER.encode(&bytes)
 }
 
 impl Tasks {
