@@ -85,17 +85,19 @@ fn with_idle_floor<T>(capacity: usize, idle_floor: usize) -> (Sender<T>, Receive
 }
 
 /// Items of storage the queue and its reader's batch each keep once idle
-/// (default 16).
+/// (default 4).
 ///
 /// Both grow with a burst, up to the queue's capacity (a connection's outbox
 /// and a stream's mailbox: 64 by default). When the reader finds nothing
 /// queued, each is shrunk back to this many items (and to no less than it
-/// holds): a stream that is idle again holds what an idle stream holds. 16
+/// holds): a stream that is idle again holds what an idle stream holds. 4
 /// covers the batches of ordinary traffic (a reply and its notifications, a
-/// handful of events between two reads), which then take and give back no
-/// memory; storage only ever shrinks when it grew past this. An outbox frame
-/// is 48 bytes, so the floor is 768 bytes per side.
-pub const IDLE_FLOOR: usize = 16;
+/// few events between two reads), which then take and give back no memory;
+/// storage only ever shrinks when it grew past this. An outbox frame is 48
+/// bytes, so the floor is 192 bytes per side. (It was 16 until the memory
+/// measured after a burst showed the floors' 1.5 KiB per stream;
+/// `docs/benchmark.md`.)
+pub const IDLE_FLOOR: usize = 4;
 
 /// The queue's reader has gone.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]

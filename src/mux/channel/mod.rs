@@ -17,15 +17,15 @@ use crate::protocol::{
 mod lifecycle;
 
 /// Frames of storage a listen stream's spill queue keeps once drained
-/// (default 8).
+/// (default 4).
 ///
 /// A spill grows the queue up to `Limits::spill_limit` frames (64 by
 /// default); once [`Channel`]'s flush has moved the last spilled frame into
 /// the outbox, the queue is shrunk back to this, so a stream that is idle
 /// again holds what an idle stream holds. A stream that never spills holds
 /// none at all, and a short spill (a few frames while the outbox is full)
-/// reuses these 8 (384 bytes) without allocating.
-pub(crate) const SPILL_IDLE_FLOOR: usize = 8;
+/// reuses these 4 (192 bytes) without allocating.
+pub(crate) const SPILL_IDLE_FLOOR: usize = 4;
 
 const OPEN: u8 = 0;
 const CLOSED: u8 = 1;
