@@ -130,6 +130,22 @@ impl<H: SubscriptionHandler> Suite<H> {
         if method == methods::DISCOVER {
             return true;
         }
+        // A kind the catalog holds is advertised whatever the handler adds
+        // (it only adds): served without building the capabilities, which
+        // this runs on for every request.
+        let catalog = &self.inner.catalog;
+        let in_catalog = match method {
+            methods::TOOLS_LIST | methods::TOOLS_CALL => catalog.has_tools(),
+            methods::PROMPTS_LIST | methods::PROMPTS_GET => catalog.has_prompts(),
+            methods::RESOURCES_LIST
+            | methods::RESOURCES_TEMPLATES_LIST
+            | methods::RESOURCES_READ => catalog.has_resources(),
+            methods::COMPLETE => catalog.has_completions(),
+            _ => false,
+        };
+        if in_catalog {
+            return true;
+        }
         let caps = self.capabilities(channel);
         match method {
             methods::TOOLS_LIST | methods::TOOLS_CALL => caps.tools.is_some(),
