@@ -95,6 +95,7 @@ mod inbound;
 mod lifecycle;
 mod link;
 mod once;
+mod publish;
 mod remote;
 mod slot;
 mod task;

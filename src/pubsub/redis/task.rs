@@ -18,7 +18,8 @@ use super::dropped::{self, DropReason};
 use super::inbound::{Verifier, check_and_queue};
 use super::lifecycle::{self, Engine, Started};
 use super::link::{Link, Outgoing};
-use super::wire::{self, Header};
+use super::publish::Publisher;
+use super::wire;
 use crate::pubsub::local::lock;
 use crate::pubsub::{BusError, BusInner};
 
@@ -103,43 +104,19 @@ impl<M: Clone + Send + DeserializeOwned + 'static> Task<M> {
     async fn session_on(
         &mut self,
         pubsub: PubSub,
-        mut conn: MultiplexedConnection,
+        conn: MultiplexedConnection,
         started: &mut Started,
     ) -> End {
         let (mut sink, mut messages) = pubsub.split();
         let command_timeout = self.config.command_timeout;
         let rx = &mut self.rx;
         let seq = &mut self.seq;
-        let key = self.config.key.as_ref();
-        let node = self.link.node;
-        let publishing = async {
-            let mut batch: Vec<Outgoing> = Vec::with_capacity(256);
-            loop {
-                if rx.recv_many(&mut batch, 256).await == 0 {
-                    return End::Shutdown;
-                }
-                let mut pipe = ::redis::pipe();
-                let sent_ms = now_ms();
-                for mut out in batch.drain(..) {
-                    // Numbered here, in the order of the PUBLISHes.
-                    *seq += 1;
-                    let header = Header {
-                        node,
-                        seq: *seq,
-                        sent_ms,
-                    };
-                    wire::seal(&mut out.payload, header, key, out.channel.as_bytes());
-                    pipe.publish(out.channel, out.payload).ignore();
-                }
-                match tokio::time::timeout(command_timeout, pipe.exec_async(&mut conn)).await {
-                    Ok(Ok(())) => {}
-                    Ok(Err(e)) => return End::Lost(format!("PUBLISH failed: {e}")),
-                    Err(_) => {
-                        return End::Lost(format!("PUBLISH unanswered in {command_timeout:?}"));
-                    }
-                }
-            }
-        };
+        let publisher = Publisher::new("PUBLISH", &self.link, &self.config);
+        // Numbered here, in the order of the PUBLISHes.
+        let publishing = publisher.run(rx, conn, || {
+            *seq += 1;
+            *seq
+        });
         let link = &self.link;
         let bus = &self.bus;
         let config = &self.config;

@@ -14,9 +14,9 @@ use tokio::sync::{mpsc, watch};
 use super::super::RedisBusConfig;
 use super::super::inbound::{Verifier, check_and_queue};
 use super::super::link::{Link, Outgoing};
+use super::super::publish::Publisher;
 use super::super::slot;
 use super::super::task::{End, now_ms, self_deliver};
-use super::super::wire::{self, Header};
 use super::connect::Pushes;
 use crate::pubsub::BusInner;
 use crate::pubsub::local::lock;
@@ -57,43 +57,15 @@ impl<M: Clone + Send + DeserializeOwned + 'static> Shard<M> {
         ready: mpsc::Sender<String>,
     ) -> End {
         let command_timeout = self.config.command_timeout;
-        let key = self.config.key.as_ref();
-        let node = self.link.node;
-        let seq = &self.seq;
         // The channels subscribed (or being subscribed) on this shard: a
         // `sunsubscribe` push for one of them comes from the server (its slot
         // moved), not from this node.
         let subscribed: std::cell::RefCell<HashSet<String>> = Default::default();
-        let mut pub_conn = conn.clone();
-        let publishing = async {
-            let mut batch: Vec<Outgoing> = Vec::with_capacity(256);
-            loop {
-                if publish.recv_many(&mut batch, 256).await == 0 {
-                    return End::Shutdown;
-                }
-                let mut pipe = ::redis::pipe();
-                let sent_ms = now_ms();
-                for mut out in batch.drain(..) {
-                    let header = Header {
-                        node,
-                        seq: seq.fetch_add(1, Ordering::Relaxed) + 1,
-                        sent_ms,
-                    };
-                    wire::seal(&mut out.payload, header, key, out.channel.as_bytes());
-                    pipe.cmd("SPUBLISH")
-                        .arg(out.channel)
-                        .arg(out.payload)
-                        .ignore();
-                }
-                match tokio::time::timeout(command_timeout, pipe.exec_async(&mut pub_conn)).await {
-                    Ok(Ok(())) => {}
-                    Ok(Err(e)) => return End::Lost(format!("SPUBLISH failed: {e}")),
-                    Err(_) => {
-                        return End::Lost(format!("SPUBLISH unanswered in {command_timeout:?}"));
-                    }
-                }
-            }
-        };
+        let publisher = Publisher::new("SPUBLISH", &self.link, &self.config);
+        // One counter for the node's shards: numbered in the order sent.
+        let publishing = publisher.run(&mut publish, conn.clone(), || {
+            self.seq.fetch_add(1, Ordering::Relaxed) + 1
+        });
         let (checked_tx, mut checked) = mpsc::channel::<::redis::Msg>(self.config.max_inbound);
         let draining = async {
             loop {
