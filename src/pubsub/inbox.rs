@@ -6,6 +6,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use super::local::lock;
 use crate::queue::fanout;
 use crate::queue::{self, TrySendError};
 
@@ -102,7 +103,9 @@ impl<M> Taps<M> {
 
     /// Readers handed over since the last call.
     pub(crate) fn take(&self) -> Vec<TapReader<M>> {
-        if !self.arrived.swap(false, Ordering::AcqRel) {
+        // Looked at on every wake-up of the stream: a load, and the swap
+        // only when something arrived.
+        if !self.arrived.load(Ordering::Acquire) || !self.arrived.swap(false, Ordering::AcqRel) {
             return Vec::new();
         }
         lock(&self.readers)
@@ -116,11 +119,6 @@ impl<M> Taps<M> {
         let readers = lock(&self.readers).take();
         drop(readers);
     }
-}
-
-fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    // Each critical section is one push or take: nothing is left half done.
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 enum Target<M> {

@@ -290,37 +290,21 @@ impl<M: Clone + Send + 'static> Topics<M> {
     /// Asks every subscriber to complete ([`Inbox::complete`]) and forgets
     /// them all: they depended on something that is gone.
     pub(crate) fn complete_all(&self) -> usize {
-        let drained: Vec<Arc<Topic<M>>> = write(&self.map).drain().map(|(_, t)| t).collect();
-        let mut n = 0;
-        for t in drained {
-            // Marked removed under its lock: a subscriber added after this
-            // goes to a fresh topic; one added before is completed here.
-            let subs = {
-                let mut subs = lock(&t.subs);
-                t.removed.store(true, Ordering::Release);
-                std::mem::take(&mut *subs)
-            };
-            for sub in &subs {
-                sub.inbox.complete();
-                n += 1;
-            }
-        }
-        n
+        self.complete_where(|_| true)
     }
-}
 
-impl<M: Clone + Send + 'static> Topics<M> {
     /// Asks the subscribers of every topic for which `lost` is true to
     /// complete ([`Inbox::complete`]) and forgets those topics (the others
     /// keep going): what they depended on is gone. Returns how many were asked.
     pub(crate) fn complete_where(&self, lost: impl Fn(&str) -> bool) -> usize {
-        let drained: Vec<Arc<Topic<M>>> = {
-            let mut map = write(&self.map);
-            let names: Vec<String> = map.keys().filter(|t| lost(t)).cloned().collect();
-            names.iter().filter_map(|name| map.remove(name)).collect()
-        };
+        let drained: Vec<Arc<Topic<M>>> = write(&self.map)
+            .extract_if(|name, _| lost(name))
+            .map(|(_, t)| t)
+            .collect();
         let mut n = 0;
         for t in drained {
+            // Marked removed under its lock: a subscriber added after this
+            // goes to a fresh topic; one added before is completed here.
             let subs = {
                 let mut subs = lock(&t.subs);
                 t.removed.store(true, Ordering::Release);
