@@ -103,8 +103,14 @@ pub(crate) use crate::runtime::TIMED_OUT;
 /// The span of one request: its method (bounded, as in the metrics), its id
 /// and, when the server names one, its principal. The outcome is recorded
 /// when it ends.
+///
+/// At DEBUG, as tower-http's request spans are: at INFO and above it is not
+/// created at all, because a formatting subscriber renders a span's fields
+/// when it is made, and that was about a tenth of the CPU of a trivial
+/// `tools/call` (docs/benchmark.md). The warnings and errors of a request
+/// carry its method and id themselves, so they say which request at any level.
 pub(crate) fn request_span(server: &Server, channel: &Channel, method: &str) -> tracing::Span {
-    let span = tracing::info_span!(
+    let span = tracing::debug_span!(
         "request",
         method = method_label(method),
         request_id = %channel.id(),
@@ -174,14 +180,23 @@ pub(crate) fn spawn_unary<H: SubscriptionHandler, G: 'static>(
                     (result, counted)
                 }
                 Ok(Err(_)) => {
-                    tracing::error!("request handler panicked");
+                    tracing::error!(
+                        method = method_label(&method),
+                        request_id = %channel.id(),
+                        "request handler panicked"
+                    );
                     (
                         Err(McpError::internal("Internal error: request handler failed")),
                         RequestOutcome::Panicked,
                     )
                 }
                 Err(_) => {
-                    tracing::warn!(deadline = ?deadlines.request, "request timed out; handler dropped");
+                    tracing::warn!(
+                        method = method_label(&method),
+                        request_id = %channel.id(),
+                        deadline = ?deadlines.request,
+                        "request timed out; handler dropped"
+                    );
                     (Err(McpError::internal(TIMED_OUT)), RequestOutcome::Timeout)
                 }
             };
