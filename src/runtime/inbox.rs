@@ -4,8 +4,9 @@
 //! (an inbox overflow or completion request, frames spilled by a background clone of the channel).
 //!
 //! Every source of events goes through it: the messages `subscribe` queued
-//! with `notify_self` (first), the inbox, and the streams it attached (polled
-//! in turn with the inbox, one item each, so neither starves the other). It
+//! with `notify_self` (first), the inbox, and the streams it attached (taking
+//! turns with the inbox, up to [`TURN`] items a turn, so neither starves the
+//! other). It
 //! takes an event only while the stream accepts one, so all of them pause
 //! while the stream drains its spill: an attached stream is pulled, never
 //! pushed, and waits in place.
@@ -27,13 +28,22 @@ use crate::subscription::{EventStream, SubscriptionHandler};
 /// default mailbox, so a full mailbox is emptied in one go.
 const BUDGET: usize = 256;
 
+/// Items the inbox, or the attached streams together, hand out in one turn
+/// before the other side's turn. One item a turn polled every idle attached
+/// stream (the topic logs a handler subscribed to) once per inbox event; with
+/// turns of 32 they are looked at once per 32 events, and a source with
+/// items ready still waits at most 32 items for its turn.
+const TURN: usize = 32;
+
 /// Feeds a stream actor: its mailbox, its overflow signal, its spill signal.
 pub(crate) struct Feed<M> {
     rx: queue::Receiver<M>,
     /// Every inbox was dropped: the mailbox has nothing more to give.
     rx_done: bool,
-    /// Whether the inbox goes before the attached streams next time.
+    /// Whose turn it is: the inbox's, or the attached streams'.
     inbox_turn: bool,
+    /// Items the source whose turn it is may still hand out this turn.
+    turn_left: usize,
     /// `notify_self` messages not handled yet (as many as `subscribe` queued).
     queued: VecDeque<M>,
     /// Attached event streams still running.
@@ -70,6 +80,7 @@ impl<M> Feed<M> {
             rx,
             rx_done: false,
             inbox_turn: true,
+            turn_left: TURN,
             queued: queued.into(),
             attached,
             overflow,
@@ -79,26 +90,40 @@ impl<M> Feed<M> {
     }
 
     /// The next event: a `notify_self` message while any is left, then the
-    /// inbox and the attached streams in turn (one item each, so a busy inbox
-    /// does not starve a stream, nor the other way round). `None`: nothing is
-    /// ready, and every source has the task's waker.
+    /// inbox and the attached streams in turns of up to [`TURN`] items (so a
+    /// busy inbox does not starve a stream, nor the other way round). A turn
+    /// ends early when its side has nothing ready. `None`: nothing is ready,
+    /// and every source was polled and has the task's waker.
     fn next_event(&mut self, task: &mut TaskContext<'_>) -> Option<M> {
         if let Some(msg) = self.queued.pop_front() {
             return Some(msg);
         }
-        let inbox_first = self.inbox_turn;
-        if inbox_first && let Some(msg) = self.poll_inbox(task) {
-            self.inbox_turn = false;
-            return Some(msg);
-        }
-        if let Some(msg) = self.poll_attached(task) {
-            self.inbox_turn = true;
-            return Some(msg);
-        }
-        if !inbox_first {
-            return self.poll_inbox(task);
+        // At most: the current side (unless its turn is used up), the other
+        // side, the current side again with a fresh turn. Returning `None`
+        // needs both polled since they were last ready.
+        for _ in 0..3 {
+            if self.turn_left == 0 {
+                self.switch_turn();
+            }
+            let msg = if self.inbox_turn {
+                self.poll_inbox(task)
+            } else {
+                self.poll_attached(task)
+            };
+            match msg {
+                Some(msg) => {
+                    self.turn_left -= 1;
+                    return Some(msg);
+                }
+                None => self.switch_turn(),
+            }
         }
         None
+    }
+
+    fn switch_turn(&mut self) {
+        self.inbox_turn = !self.inbox_turn;
+        self.turn_left = TURN;
     }
 
     fn poll_inbox(&mut self, task: &mut TaskContext<'_>) -> Option<M> {
@@ -190,5 +215,86 @@ impl<H: SubscriptionHandler> ActorFuture<Stream<H>> for Feed<H::Message> {
         } else {
             Poll::Pending
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pubsub::Inbox;
+    use std::cell::Cell;
+    use std::rc::Rc;
+
+    /// An attached stream that counts how often it is polled: `items` first,
+    /// then nothing ready.
+    fn counted(items: Vec<u32>, polls: Rc<Cell<usize>>) -> EventStream<u32> {
+        let mut items = VecDeque::from(items);
+        Box::pin(futures_util::stream::poll_fn(move |_| {
+            polls.set(polls.get() + 1);
+            match items.pop_front() {
+                Some(item) => Poll::Ready(Some(item)),
+                None => Poll::Pending,
+            }
+        }))
+    }
+
+    fn feed(attached: Vec<EventStream<u32>>) -> (Inbox<u32>, Feed<u32>) {
+        let (inbox, rx, overflow, taps) = Inbox::channel(64);
+        (inbox, Feed::new(rx, overflow, taps, Vec::new(), attached))
+    }
+
+    fn drain(feed: &mut Feed<u32>) -> Vec<u32> {
+        let mut task = TaskContext::from_waker(futures_util::task::noop_waker_ref());
+        std::iter::from_fn(|| feed.next_event(&mut task)).collect()
+    }
+
+    #[test]
+    fn the_inbox_and_an_attached_stream_take_turns_of_at_most_turn_items() {
+        let polls = Rc::new(Cell::new(0));
+        let (inbox, mut feed) = feed(vec![counted((1000..1100).collect(), polls)]);
+        for n in 0..64 {
+            inbox.try_send(n).expect("room");
+        }
+        let got = drain(&mut feed);
+        assert_eq!(got.len(), 164, "every item of both sources: {got:?}");
+        let from_inbox = |n: &u32| *n < 1000;
+        // The inbox goes first, then turns of TURN alternate while both have items.
+        let runs: Vec<(bool, usize)> = got
+            .chunk_by(|a, b| from_inbox(a) == from_inbox(b))
+            .map(|run| (from_inbox(&run[0]), run.len()))
+            .collect();
+        assert_eq!(
+            runs,
+            vec![
+                (true, TURN),
+                (false, TURN),
+                (true, TURN),
+                (false, 100 - TURN)
+            ],
+            "{got:?}"
+        );
+        // Each source's items in their own order.
+        assert!(got.iter().filter(|n| from_inbox(n)).is_sorted());
+        assert!(got.iter().filter(|n| !from_inbox(n)).is_sorted());
+    }
+
+    #[test]
+    fn an_idle_attached_stream_is_polled_once_a_turn_not_once_an_event() {
+        let polls = Rc::new(Cell::new(0));
+        let (inbox, mut feed) = feed(vec![counted(Vec::new(), polls.clone())]);
+        let mut handled = 0;
+        for round in 0..10 {
+            for n in 0..64 {
+                inbox.try_send(round * 64 + n).expect("room");
+            }
+            handled += drain(&mut feed).len();
+        }
+        assert_eq!(handled, 640);
+        // One look per turn of the inbox, and one when both have nothing.
+        assert!(
+            polls.get() <= 640 / TURN + 2 * 10,
+            "the idle attached stream was polled {} times for 640 inbox events",
+            polls.get()
+        );
     }
 }
