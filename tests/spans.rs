@@ -5,44 +5,12 @@
 
 mod common;
 
-use std::io::Write;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
+use common::log_capture::Capture;
 use common::{Exchange, headers, request};
 use genmcp::prelude::*;
-use serde_json::{Value, json};
-
-/// The log lines, captured.
-#[derive(Clone, Default)]
-struct Capture(Arc<Mutex<Vec<u8>>>);
-
-impl Write for Capture {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for Capture {
-    type Writer = Capture;
-
-    fn make_writer(&'a self) -> Capture {
-        self.clone()
-    }
-}
-
-impl Capture {
-    fn lines(&self) -> Vec<Value> {
-        String::from_utf8_lossy(&self.0.lock().unwrap())
-            .lines()
-            .map(|l| serde_json::from_str(l).expect("JSON log line"))
-            .collect()
-    }
-}
+use serde_json::json;
 
 /// The authenticated user, as an application's assigns hook attaches it.
 struct User(String);

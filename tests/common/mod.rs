@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod legacy;
+pub mod log_capture;
 pub mod probe;
 pub mod quiet;
 pub mod redis_server;

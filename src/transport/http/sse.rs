@@ -250,18 +250,22 @@ mod tests {
         ))
     }
 
-    #[actix_rt::test]
-    async fn a_chunk_of_ready_frames_is_written_into_a_buffer_sized_once() {
-        let (tx, rx) = outbox(128);
-        let server = Server::new(Limits::default());
-        let mut body = SseBody::new(
+    /// A body whose first frame is `frame(0)`, reading `rx`.
+    fn body(rx: OutboxReceiver) -> SseBody {
+        SseBody::new(
             frame(0),
             rx,
             None,
             Duration::from_secs(60),
-            server,
+            Server::new(Limits::default()),
             AbortOnDrop(None),
-        );
+        )
+    }
+
+    #[actix_rt::test]
+    async fn a_chunk_of_ready_frames_is_written_into_a_buffer_sized_once() {
+        let (tx, rx) = outbox(128);
+        let mut body = body(rx);
         for n in 1..=64 {
             tx.try_send(frame(n)).expect("room");
         }
@@ -285,15 +289,7 @@ mod tests {
     #[actix_rt::test]
     async fn the_write_buffer_shrinks_back_to_the_floor_once_a_burst_is_written() {
         let (tx, rx) = outbox(2048);
-        let server = Server::new(Limits::default());
-        let mut body = SseBody::new(
-            frame(0),
-            rx,
-            None,
-            Duration::from_secs(60),
-            server,
-            AbortOnDrop(None),
-        );
+        let mut body = body(rx);
         for n in 1..=1000 {
             tx.try_send(frame(n)).expect("room");
         }
