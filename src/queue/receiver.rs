@@ -71,13 +71,6 @@ impl<T> Receiver<T> {
         }
     }
 
-    /// Items already taken from the queue and not handed out yet: the next
-    /// this many receives are ready without a lock (a writer sizes its
-    /// buffer for them at once).
-    pub fn ready_len(&self) -> usize {
-        self.batch.len()
-    }
-
     /// Storage held for items: the queue's and the batch's, in items.
     #[cfg(test)]
     pub(super) fn capacity_held(&self) -> usize {

@@ -118,19 +118,6 @@ impl SseBody {
         }
     }
 
-    /// Grows the buffer once for `ready` frames like `frame` (up to one
-    /// chunk's bounds) rather than doubling it frame by frame: each doubling
-    /// of a buffer that is still shared with the chunk in flight allocates
-    /// and copies what was written so far.
-    fn size_for(&mut self, frame: &Frame, ready: usize) {
-        let per_frame = EVENT_HEAD.len() + frame.len() + 2;
-        let want = ready
-            .min(MAX_FRAMES_PER_CHUNK)
-            .saturating_mul(per_frame)
-            .min(MAX_CHUNK_BYTES + per_frame);
-        self.buf.reserve(want);
-    }
-
     /// Appends a frame unless its stream was cancelled; returns whether it did.
     fn push(&mut self, frame: Frame) -> bool {
         if frame.is_revoked() {
@@ -171,9 +158,6 @@ impl Stream for SseBody {
             match this.rx.poll_recv(cx) {
                 Poll::Ready(Some(frame)) => {
                     taken += 1;
-                    if taken == 1 {
-                        this.size_for(&frame, 1 + this.rx.ready_len());
-                    }
                     if this.push(frame) {
                         frames += 1;
                     }
@@ -260,30 +244,6 @@ mod tests {
             Server::new(Limits::default()),
             AbortOnDrop(None),
         )
-    }
-
-    #[actix_rt::test]
-    async fn a_chunk_of_ready_frames_is_written_into_a_buffer_sized_once() {
-        let (tx, rx) = outbox(128);
-        let mut body = body(rx);
-        for n in 1..=64 {
-            tx.try_send(frame(n)).expect("room");
-        }
-        // What `poll_next` does with the first frame it takes: size the buffer
-        // for every frame already taken from the queue.
-        let first = body.rx.try_recv().expect("a frame");
-        body.size_for(&first, 1 + body.rx.ready_len());
-        let start = body.buf.as_ptr();
-        assert!(body.push(first));
-        while let Ok(frame) = body.rx.try_recv() {
-            assert!(body.push(frame));
-        }
-        assert_eq!(
-            body.buf.as_ptr(),
-            start,
-            "64 frames were written without growing (moving) the buffer"
-        );
-        assert_eq!(body.buf.windows(6).filter(|w| w == b"data: ").count(), 64);
     }
 
     #[actix_rt::test]
