@@ -29,6 +29,7 @@
 use std::collections::VecDeque;
 use std::task::{Context, Poll, Waker};
 
+use super::WakeSlot;
 use super::sync::{Arc, AtomicBool, AtomicUsize, Mutex, Ordering, lock};
 
 /// Entries the log keeps once it has been read to the end.
@@ -87,15 +88,7 @@ struct Backlog {
     /// The tap was closed: the reader ends once its backlog is read.
     closed: AtomicBool,
     /// The reader's waker while it may be idle.
-    waker: Mutex<Option<Waker>>,
-}
-
-impl Backlog {
-    fn wake(&self) {
-        if let Some(waker) = lock(&self.waker).as_ref() {
-            waker.wake_by_ref();
-        }
-    }
+    waker: WakeSlot,
 }
 
 /// The writer's handle on one reader.
@@ -157,7 +150,7 @@ impl<T> Log<T> {
             reader_gone: AtomicBool::new(false),
             refused: AtomicBool::new(false),
             closed: AtomicBool::new(false),
-            waker: Mutex::new(None),
+            waker: WakeSlot::default(),
         });
         let reader = Reader {
             log: self.state.clone(),
@@ -242,7 +235,7 @@ impl<T> Appended<'_, T> {
             return Offer::Gone;
         }
         if before == 0 {
-            backlog.wake();
+            backlog.waker.wake();
         }
         Offer::Taken
     }
@@ -259,7 +252,7 @@ impl Drop for Tap {
     /// read what it took.
     fn drop(&mut self) {
         self.backlog.closed.store(true, Ordering::SeqCst);
-        self.backlog.wake();
+        self.backlog.waker.wake();
     }
 }
 
@@ -275,7 +268,7 @@ impl<T: Clone> Reader<T> {
             .as_ref()
             .is_some_and(|w| w.will_wake(cx.waker()))
         {
-            *lock(&self.backlog.waker) = Some(cx.waker().clone());
+            self.backlog.waker.register(cx.waker());
             self.registered = Some(cx.waker().clone());
         }
         // Looked at after registering: a count raised from zero after this

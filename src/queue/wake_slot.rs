@@ -1,18 +1,30 @@
 //! [`WakeSlot`]: a waker that stays registered after it is woken.
 
-use std::sync::{Mutex, MutexGuard};
 use std::task::Waker;
 
+use super::sync::{Mutex, lock};
+
 /// A waker that stays registered after it is woken (unlike `AtomicWaker`,
-/// whose `wake` takes it): for rare signals to a task whose waker does not
-/// change, so the task registers once instead of on every poll.
-#[derive(Debug, Default)]
+/// whose `wake` takes it): for signals to a task whose waker does not
+/// change, so the task registers once instead of on every poll. Built on
+/// the queue's primitives, so the loom models check it where the queue uses
+/// it (the topic log's readers).
 pub(crate) struct WakeSlot {
     waker: Mutex<Option<Waker>>,
 }
 
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
+impl Default for WakeSlot {
+    fn default() -> Self {
+        WakeSlot {
+            waker: Mutex::new(None),
+        }
+    }
+}
+
+impl std::fmt::Debug for WakeSlot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WakeSlot").finish_non_exhaustive()
+    }
 }
 
 impl WakeSlot {
