@@ -130,32 +130,28 @@ impl<H: SubscriptionHandler> Suite<H> {
         if method == methods::DISCOVER {
             return true;
         }
+        let Some(kind) = Kind::of(method) else {
+            return tasks::is_task_method(method) && self.serves_tasks();
+        };
         // A kind the catalog holds is advertised whatever the handler adds
         // (it only adds): served without building the capabilities, which
         // this runs on for every request.
         let catalog = &self.inner.catalog;
-        let in_catalog = match method {
-            methods::TOOLS_LIST | methods::TOOLS_CALL => catalog.has_tools(),
-            methods::PROMPTS_LIST | methods::PROMPTS_GET => catalog.has_prompts(),
-            methods::RESOURCES_LIST
-            | methods::RESOURCES_TEMPLATES_LIST
-            | methods::RESOURCES_READ => catalog.has_resources(),
-            methods::COMPLETE => catalog.has_completions(),
-            _ => false,
+        let in_catalog = match kind {
+            Kind::Tools => catalog.has_tools(),
+            Kind::Prompts => catalog.has_prompts(),
+            Kind::Resources => catalog.has_resources(),
+            Kind::Completions => catalog.has_completions(),
         };
         if in_catalog {
             return true;
         }
         let caps = self.capabilities(channel);
-        match method {
-            methods::TOOLS_LIST | methods::TOOLS_CALL => caps.tools.is_some(),
-            methods::PROMPTS_LIST | methods::PROMPTS_GET => caps.prompts.is_some(),
-            methods::RESOURCES_LIST
-            | methods::RESOURCES_TEMPLATES_LIST
-            | methods::RESOURCES_READ => caps.resources.is_some(),
-            methods::COMPLETE => caps.completions.is_some(),
-            m if tasks::is_task_method(m) => self.serves_tasks(),
-            _ => false,
+        match kind {
+            Kind::Tools => caps.tools.is_some(),
+            Kind::Prompts => caps.prompts.is_some(),
+            Kind::Resources => caps.resources.is_some(),
+            Kind::Completions => caps.completions.is_some(),
         }
     }
 
@@ -267,5 +263,28 @@ impl<H: SubscriptionHandler> Suite<H> {
         }
         self.inner.discover_cache.apply(&mut result);
         result
+    }
+}
+
+/// The capability a unary method of the catalog is served under.
+#[derive(Clone, Copy)]
+enum Kind {
+    Tools,
+    Prompts,
+    Resources,
+    Completions,
+}
+
+impl Kind {
+    fn of(method: &str) -> Option<Kind> {
+        Some(match method {
+            methods::TOOLS_LIST | methods::TOOLS_CALL => Kind::Tools,
+            methods::PROMPTS_LIST | methods::PROMPTS_GET => Kind::Prompts,
+            methods::RESOURCES_LIST
+            | methods::RESOURCES_TEMPLATES_LIST
+            | methods::RESOURCES_READ => Kind::Resources,
+            methods::COMPLETE => Kind::Completions,
+            _ => return None,
+        })
     }
 }
