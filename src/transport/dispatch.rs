@@ -106,7 +106,7 @@ pub(crate) use crate::runtime::TIMED_OUT;
 ///
 /// At DEBUG, as tower-http's request spans are: at INFO and above it is not
 /// created at all, because a formatting subscriber renders a span's fields
-/// when it is made, and that was about a tenth of the CPU of a trivial
+/// when it is made, and that was about 5 % of the CPU of a trivial
 /// `tools/call` (docs/benchmark.md). The warnings and errors of a request
 /// carry its method and id themselves, so they say which request at any level.
 pub(crate) fn request_span(server: &Server, channel: &Channel, method: &str) -> tracing::Span {
