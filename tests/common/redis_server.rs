@@ -119,9 +119,18 @@ impl RedisServer {
             cmd.push_str(&format!("${}\r\n{a}\r\n", a.len()));
         }
         s.write_all(cmd.as_bytes()).ok()?;
+        // A reply can arrive in several reads (a long `CLUSTER NODES` on a
+        // busy machine): read until one whole RESP value is in.
+        let mut reply = Vec::new();
         let mut buf = [0u8; 4096];
-        let n = s.read(&mut buf).ok()?;
-        (n > 0).then(|| String::from_utf8_lossy(&buf[..n]).into_owned())
+        while resp_len(&reply).is_none() && reply.len() < 1 << 20 {
+            let n = s.read(&mut buf).ok()?;
+            if n == 0 {
+                break;
+            }
+            reply.extend_from_slice(&buf[..n]);
+        }
+        (!reply.is_empty()).then(|| String::from_utf8_lossy(&reply).into_owned())
     }
 
     /// How many client connections the server has, not counting this query's.
@@ -141,6 +150,33 @@ impl RedisServer {
                     .and_then(|n| n.trim().parse().ok())
             })
             .unwrap_or(0)
+    }
+}
+
+/// The length of the one RESP value at the start of `b`, once it is all there.
+fn resp_len(b: &[u8]) -> Option<usize> {
+    let line_end = b.windows(2).position(|w| w == b"\r\n")?;
+    let head = std::str::from_utf8(&b[1..line_end]).ok()?;
+    let after = line_end + 2;
+    match b.first()? {
+        b'+' | b'-' | b':' => Some(after),
+        b'$' => {
+            let len: i64 = head.parse().ok()?;
+            if len < 0 {
+                return Some(after);
+            }
+            let end = after + usize::try_from(len).ok()? + 2;
+            (b.len() >= end).then_some(end)
+        }
+        b'*' => {
+            let count: i64 = head.parse().ok()?;
+            let mut pos = after;
+            for _ in 0..count.max(0) {
+                pos += resp_len(&b[pos..])?;
+            }
+            Some(pos)
+        }
+        _ => None,
     }
 }
 
