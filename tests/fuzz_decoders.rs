@@ -10,7 +10,7 @@
 mod fuzz;
 
 use fuzz::runner;
-use genmcp::protocol::jsonrpc::{MAX_ID_LEN, encode_error};
+use genmcp::protocol::jsonrpc::{MAX_ID_LEN, encode_error, parse_value};
 use genmcp::protocol::meta::{
     MAX_CLIENT_CAPABILITIES_BYTES, MAX_EXTRA_META_BYTES, MAX_PROGRESS_TOKEN_LEN,
     MAX_TRACE_VALUE_LEN,
@@ -152,6 +152,39 @@ fn fuzz_the_json_rpc_decoder() {
                     prop_assert_eq!(&v["jsonrpc"], "2.0");
                     prop_assert!(reply.len() <= 2 * MAX_ID_LEN + 1024, "{}", reply.len());
                 }
+            }
+            Ok(())
+        })
+        .unwrap();
+}
+
+/// Below the `_meta` budget nothing can be skipped, so the one-pass decoder
+/// must read exactly what `serde_json` reads: the same value, or an error
+/// where `serde_json` errs. Above it, what is kept is a subset of the message.
+#[test]
+fn the_decoder_reads_what_serde_json_reads() {
+    runner(1_000, SEED)
+        .run(&message_bytes(), |bytes| {
+            let expected = serde_json::from_slice::<Value>(&bytes);
+            match parse_value(&bytes) {
+                Ok(got) => {
+                    let expected = expected.expect("serde_json accepts what the decoder accepts");
+                    if bytes.len() <= MAX_EXTRA_META_BYTES {
+                        prop_assert_eq!(got, expected);
+                    } else {
+                        let kept = got.pointer("/params/_meta").and_then(Value::as_object);
+                        for (k, v) in kept.into_iter().flatten() {
+                            prop_assert_eq!(
+                                Some(v),
+                                expected.pointer(&format!(
+                                    "/params/_meta/{}",
+                                    k.replace('~', "~0").replace('/', "~1")
+                                ))
+                            );
+                        }
+                    }
+                }
+                Err(_) => prop_assert!(expected.is_err()),
             }
             Ok(())
         })

@@ -2,9 +2,7 @@
 
 use std::fmt;
 
-use serde::de::{Deserializer, MapAccess, Visitor};
 use serde::{Deserialize, Serialize};
-use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
 use super::error::{ErrorObject, McpError};
@@ -223,99 +221,7 @@ impl Incoming {
 /// tree (for transports that must look at a message before knowing what it
 /// is, such as a 2025-era POST that may be a response).
 pub fn parse_value(bytes: &[u8]) -> Result<Value, serde_json::Error> {
-    let first = bytes.iter().find(|b| !b.is_ascii_whitespace());
-    if first == Some(&b'{') {
-        let top: RawObject<'_> = serde_json::from_slice(bytes)?;
-        top.into_message()
-    } else {
-        serde_json::from_slice(bytes)
-    }
-}
-
-/// A JSON object whose values are still raw text, keys in order.
-struct RawObject<'a>(Vec<(String, &'a RawValue)>);
-
-impl<'de> Deserialize<'de> for RawObject<'de> {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct V;
-        impl<'de> Visitor<'de> for V {
-            type Value = RawObject<'de>;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a JSON object")
-            }
-            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-                let mut entries = Vec::new();
-                while let Some((k, v)) = map.next_entry::<String, &'de RawValue>()? {
-                    entries.push((k, v));
-                }
-                Ok(RawObject(entries))
-            }
-        }
-        deserializer.deserialize_map(V)
-    }
-}
-
-fn is_object(raw: &RawValue) -> bool {
-    raw.get().starts_with('{')
-}
-
-fn parse_raw(raw: &RawValue) -> Result<Value, serde_json::Error> {
-    serde_json::from_str(raw.get())
-}
-
-impl RawObject<'_> {
-    /// The message as a JSON value, with `params._meta` pre-filtered.
-    fn into_message(self) -> Result<Value, serde_json::Error> {
-        let mut obj = Map::new();
-        for (k, raw) in self.0 {
-            let value = if k == "params" && is_object(raw) {
-                let params: RawObject<'_> = serde_json::from_str(raw.get())?;
-                params.into_params()?
-            } else {
-                parse_raw(raw)?
-            };
-            obj.insert(k, value);
-        }
-        Ok(Value::Object(obj))
-    }
-
-    fn into_params(self) -> Result<Value, serde_json::Error> {
-        let mut obj = Map::new();
-        for (k, raw) in self.0 {
-            let value = if k == "_meta" && is_object(raw) {
-                let meta: RawObject<'_> = serde_json::from_str(raw.get())?;
-                meta.into_meta()?
-            } else {
-                parse_raw(raw)?
-            };
-            obj.insert(k, value);
-        }
-        Ok(Value::Object(obj))
-    }
-
-    /// Known keys are parsed; trace keys and unknown keys only while their raw
-    /// text fits a generous multiple of what `RequestMeta` keeps (which then
-    /// applies the exact budget on compact JSON).
-    fn into_meta(self) -> Result<Value, serde_json::Error> {
-        use super::meta::{MAX_EXTRA_META_BYTES, MAX_TRACE_VALUE_LEN, TRACE_KEYS};
-        use super::meta::{is_known_key, ws_slack};
-        let mut obj = Map::new();
-        let mut left = ws_slack(MAX_EXTRA_META_BYTES);
-        for (k, raw) in self.0 {
-            let len = raw.get().len();
-            if is_known_key(&k) {
-                obj.insert(k, parse_raw(raw)?);
-            } else if TRACE_KEYS.contains(&k.as_str()) {
-                if len <= ws_slack(MAX_TRACE_VALUE_LEN) {
-                    obj.insert(k, parse_raw(raw)?);
-                }
-            } else if len + k.len() <= left {
-                left -= len + k.len();
-                obj.insert(k, parse_raw(raw)?);
-            }
-        }
-        Ok(Value::Object(obj))
-    }
+    super::decode::parse_value(bytes)
 }
 
 #[derive(Serialize)]

@@ -6,6 +6,7 @@
 //! HTTP status ([`error`]). No actix, no tokio, no I/O: this module could become a
 //! crate of its own without edits.
 
+mod decode;
 pub mod error;
 pub mod jsonrpc;
 pub mod meta;

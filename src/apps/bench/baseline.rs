@@ -116,16 +116,27 @@ async fn post(body: web::Bytes, registry: web::Data<Registry>) -> HttpResponse {
     }
 }
 
+/// The baseline's `/mcp` route, with a registry of listen streams of its own,
+/// for an `App` of the caller's (as `benches/unary.rs` drives it in-process).
+pub fn configure(cfg: &mut web::ServiceConfig) {
+    let registry: Registry = Arc::new(Mutex::new(Vec::new()));
+    routes(cfg, registry);
+}
+
+fn routes(cfg: &mut web::ServiceConfig, registry: Registry) {
+    cfg.app_data(web::Data::new(registry))
+        .app_data(web::PayloadConfig::new(1 << 20))
+        .route("/mcp", web::post().to(post));
+}
+
 /// Serves the baseline on `127.0.0.1:port` with `workers` threads until the
 /// process is killed.
 pub fn serve(port: u16, workers: usize) -> std::io::Result<()> {
     let registry: Registry = Arc::new(Mutex::new(Vec::new()));
     actix_rt::System::new().block_on(async move {
         HttpServer::new(move || {
-            App::new()
-                .app_data(web::Data::new(registry.clone()))
-                .app_data(web::PayloadConfig::new(1 << 20))
-                .route("/mcp", web::post().to(post))
+            let registry = registry.clone();
+            App::new().configure(move |cfg| routes(cfg, registry))
         })
         .workers(workers.max(1))
         // The bench decides how many streams to open (up to 100,000 and

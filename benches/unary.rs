@@ -1,0 +1,101 @@
+#![allow(missing_docs)] // criterion_group! generates an undocumented pub fn
+//! `cargo bench --bench unary`: one trivial `tools/call` (the demo's `whoami`)
+//! through the whole actix-web service, in process, against the raw
+//! actix-web baseline (`genmcp::apps::bench::baseline`) answering the same
+//! request in the same run.
+//!
+//! No socket and no HTTP/1 parser: what is left is the request path of the
+//! two services (header checks, `_meta` validation, JSON parse, dispatch,
+//! the handler, encoding), so a change to it shows here even when the
+//! machine's noise hides it under `wrk`. Compare the two rows of one run;
+//! the over-the-wire figure is `docs/benchmark.md`'s `wrk` table.
+//!
+//! The time reported is the bench thread's time on a CPU
+//! (`/proc/thread-self/schedstat`, Linux), not wall time: on a shared machine
+//! the time the thread waited for a CPU is the neighbours' noise, not the
+//! request path's cost. Elsewhere it falls back to wall time. The kernel
+//! brings that figure up to date at each scheduler tick, so every sample is
+//! made long (flat sampling, 20 samples): a tick is about 1 % of one.
+
+use std::time::{Duration, Instant};
+
+use actix_web::http::header;
+use actix_web::{App, test, web};
+use criterion::{Criterion, criterion_group, criterion_main};
+
+const BODY: &str = r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"whoami","arguments":{},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}"#;
+
+/// The request every iteration sends (built fresh each time: a request is
+/// consumed by the service).
+fn request() -> test::TestRequest {
+    test::TestRequest::post()
+        .uri("/mcp")
+        .insert_header((header::HOST, "127.0.0.1"))
+        .insert_header((header::CONTENT_TYPE, "application/json"))
+        .insert_header((header::ACCEPT, "application/json, text/event-stream"))
+        .insert_header(("Mcp-Method", "tools/call"))
+        .insert_header(("Mcp-Name", "whoami"))
+        .insert_header(("MCP-Protocol-Version", "2026-07-28"))
+        .set_payload(BODY)
+}
+
+/// This thread's time on a CPU so far, where the kernel reports it.
+fn on_cpu() -> Option<Duration> {
+    let text = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
+    let ns = text.split_whitespace().next()?.parse().ok()?;
+    Some(Duration::from_nanos(ns))
+}
+
+/// Times `iters` requests through `app` (on-CPU time, see the module doc),
+/// each answered 200 with a body read to the end.
+async fn drive<S, R, B>(app: &S, make: impl Fn() -> R, iters: u64) -> Duration
+where
+    S: actix_web::dev::Service<
+            R,
+            Response = actix_web::dev::ServiceResponse<B>,
+            Error = actix_web::Error,
+        >,
+    B: actix_web::body::MessageBody,
+{
+    let (wall, cpu) = (Instant::now(), on_cpu());
+    for _ in 0..iters {
+        let resp = test::call_service(app, make()).await;
+        assert!(resp.status().is_success(), "{}", resp.status());
+        let body = test::read_body(resp).await;
+        assert!(body.starts_with(b"{\"jsonrpc\":\"2.0\""));
+    }
+    match (cpu, on_cpu()) {
+        (Some(before), Some(after)) => after.saturating_sub(before),
+        _ => wall.elapsed(),
+    }
+}
+
+fn unary(c: &mut Criterion) {
+    let system = actix_rt::System::new();
+    let mut group = c.benchmark_group("unary tools/call");
+    group.throughput(criterion::Throughput::Elements(1));
+    group.sampling_mode(criterion::SamplingMode::Flat);
+    group.sample_size(20);
+
+    let baseline = system.block_on(test::init_service(
+        App::new().configure(genmcp::apps::bench::baseline::configure),
+    ));
+    group.bench_function("baseline", |b| {
+        b.iter_custom(|iters| system.block_on(drive(&baseline, || request().to_request(), iters)));
+    });
+
+    let (suite, _bus) = genmcp::apps::demo::suite();
+    let endpoint = genmcp::http::Endpoint::new(suite, genmcp::http::HttpConfig::default());
+    let genmcp = system.block_on(test::init_service(
+        App::new()
+            .app_data(web::PayloadConfig::new(1 << 20))
+            .service(endpoint.service()),
+    ));
+    group.bench_function("genmcp", |b| {
+        b.iter_custom(|iters| system.block_on(drive(&genmcp, || request().to_request(), iters)));
+    });
+    group.finish();
+}
+
+criterion_group!(benches, unary);
+criterion_main!(benches);
