@@ -160,12 +160,22 @@ fn fuzz_the_json_rpc_decoder() {
 
 /// Below the `_meta` budget nothing can be skipped, so the one-pass decoder
 /// must read exactly what `serde_json` reads: the same value, or an error
-/// where `serde_json` errs. Above it, what is kept is a subset of the message.
+/// where `serde_json` errs, and the same message as validating that value
+/// (`Incoming::from_value`). Above it, what is kept is a subset of the message.
 #[test]
 fn the_decoder_reads_what_serde_json_reads() {
     runner(1_000, SEED)
         .run(&message_bytes(), |bytes| {
             let expected = serde_json::from_slice::<Value>(&bytes);
+            match (&expected, Incoming::parse(&bytes)) {
+                (Ok(value), parsed) if bytes.len() <= MAX_EXTRA_META_BYTES => {
+                    prop_assert_eq!(parsed, Incoming::from_value(value.clone()));
+                }
+                (Ok(_), _) => {}
+                (Err(_), parsed) => {
+                    prop_assert_eq!(parsed.map_err(|e| e.error.code()), Err(-32700));
+                }
+            }
             match parse_value(&bytes) {
                 Ok(got) => {
                     let expected = expected.expect("serde_json accepts what the decoder accepts");

@@ -27,6 +27,95 @@ pub(super) fn parse_value(bytes: &[u8]) -> Result<Value, serde_json::Error> {
     Ok(value)
 }
 
+/// The top-level keys of a message that JSON-RPC reads, taken out in the one
+/// pass without building the message's own object. A repeated key keeps its
+/// last value, as in a JSON object.
+#[derive(Debug, Default)]
+pub(super) struct Envelope {
+    pub(super) id: Option<Value>,
+    pub(super) jsonrpc: Option<Value>,
+    pub(super) method: Option<Value>,
+    pub(super) params: Option<Value>,
+    /// Whether a `result` or an `error` key is present (a response).
+    pub(super) responds: bool,
+}
+
+/// What a message is at its top level.
+#[derive(Debug)]
+pub(super) enum Top {
+    /// An object: its envelope.
+    Object(Envelope),
+    /// An array (a batch).
+    Array,
+    /// Any other JSON value.
+    Other,
+}
+
+/// Parses one JSON message from bytes into its [`Top`], with `params` read as
+/// [`parse_value`] reads it. Every other key is still parsed (invalid JSON
+/// anywhere is an error), then dropped.
+pub(super) fn parse_envelope(bytes: &[u8]) -> Result<Top, serde_json::Error> {
+    let mut de = serde_json::Deserializer::from_slice(bytes);
+    let top = de.deserialize_any(TopVisitor)?;
+    de.end()?;
+    Ok(top)
+}
+
+struct TopVisitor;
+
+impl<'de> Visitor<'de> for TopVisitor {
+    type Value = Top;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("any JSON value")
+    }
+
+    fn visit_bool<E>(self, _: bool) -> Result<Top, E> {
+        Ok(Top::Other)
+    }
+
+    fn visit_i64<E>(self, _: i64) -> Result<Top, E> {
+        Ok(Top::Other)
+    }
+
+    fn visit_u64<E>(self, _: u64) -> Result<Top, E> {
+        Ok(Top::Other)
+    }
+
+    fn visit_f64<E>(self, _: f64) -> Result<Top, E> {
+        Ok(Top::Other)
+    }
+
+    fn visit_str<E>(self, _: &str) -> Result<Top, E> {
+        Ok(Top::Other)
+    }
+
+    fn visit_unit<E>(self) -> Result<Top, E> {
+        Ok(Top::Other)
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Top, A::Error> {
+        Level::Message.visit_seq(seq).map(|_| Top::Array)
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Top, A::Error> {
+        let mut envelope = Envelope::default();
+        while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+            match &*key {
+                "id" => envelope.id = Some(map.next_value()?),
+                "jsonrpc" => envelope.jsonrpc = Some(map.next_value()?),
+                "method" => envelope.method = Some(map.next_value()?),
+                "params" => envelope.params = Some(map.next_value_seed(Level::Params)?),
+                other => {
+                    envelope.responds |= other == "result" || other == "error";
+                    map.next_value::<Value>()?;
+                }
+            }
+        }
+        Ok(Top::Object(envelope))
+    }
+}
+
 /// Where in the message a value sits, which decides how its object is read.
 #[derive(Clone, Copy)]
 enum Level {
@@ -90,7 +179,9 @@ impl<'de> Visitor<'de> for Level {
     }
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
-        let mut obj = Map::new();
+        // Room for the usual few keys at once (`name`, `arguments`, `_meta`;
+        // the `_meta` keys of a request) instead of growing twice.
+        let mut obj = Map::with_capacity(4);
         match self {
             Level::Message | Level::Params => {
                 let nested = match self {

@@ -5,6 +5,7 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+use super::decode::{self, Envelope, Top};
 use super::error::{ErrorObject, McpError};
 
 /// Longest string request id accepted, in bytes (integer ids always fit). An id
@@ -147,30 +148,44 @@ impl Incoming {
     /// [`super::meta::MAX_EXTRA_META_BYTES`]): they are checked for syntax and
     /// skipped, so junk there costs its bytes, not a tree of allocations.
     pub fn parse(bytes: &[u8]) -> Result<Incoming, EnvelopeError> {
-        let parse_error = |e: serde_json::Error| EnvelopeError {
+        let top = decode::parse_envelope(bytes).map_err(|e| EnvelopeError {
             id: None,
             error: McpError::Parse(format!("Invalid JSON: {e}")),
-        };
-        Self::from_value(parse_value(bytes).map_err(parse_error)?)
+        })?;
+        Self::from_top(top)
     }
 
     /// Validates an already parsed JSON value as one JSON-RPC message.
     pub fn from_value(value: Value) -> Result<Incoming, EnvelopeError> {
+        Self::from_top(match value {
+            Value::Object(mut obj) => Top::Object(Envelope {
+                id: obj.remove("id"),
+                jsonrpc: obj.remove("jsonrpc"),
+                method: obj.remove("method"),
+                params: obj.remove("params"),
+                responds: obj.contains_key("result") || obj.contains_key("error"),
+            }),
+            Value::Array(_) => Top::Array,
+            _ => Top::Other,
+        })
+    }
+
+    fn from_top(top: Top) -> Result<Incoming, EnvelopeError> {
         let invalid = |id: Option<RequestId>, msg: &str| EnvelopeError {
             id,
             error: McpError::InvalidRequest(msg.to_owned()),
         };
-        let mut obj = match value {
-            Value::Object(obj) => obj,
-            Value::Array(_) => {
+        let envelope = match top {
+            Top::Object(envelope) => envelope,
+            Top::Array => {
                 return Err(invalid(
                     None,
                     "batch arrays are not allowed; send one message per POST",
                 ));
             }
-            _ => return Err(invalid(None, "a JSON-RPC message must be an object")),
+            Top::Other => return Err(invalid(None, "a JSON-RPC message must be an object")),
         };
-        let id = match obj.get("id") {
+        let id = match envelope.id {
             None => None,
             Some(Value::String(s)) if s.len() > MAX_ID_LEN => {
                 return Err(EnvelopeError {
@@ -181,18 +196,19 @@ impl Incoming {
                     )),
                 });
             }
-            Some(v) => match RequestId::from_value(v) {
+            Some(Value::String(s)) => Some(RequestId::String(s)),
+            Some(v) => match RequestId::from_value(&v) {
                 Some(id) => Some(id),
                 None => return Err(invalid(None, "id must be a string or an integer")),
             },
         };
-        if obj.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
+        if envelope.jsonrpc.as_ref().and_then(Value::as_str) != Some("2.0") {
             return Err(invalid(id, "jsonrpc must be \"2.0\""));
         }
-        let method = match obj.remove("method") {
+        let method = match envelope.method {
             Some(Value::String(m)) => m,
             Some(_) => return Err(invalid(id, "method must be a string")),
-            None if obj.contains_key("result") || obj.contains_key("error") => {
+            None if envelope.responds => {
                 return Err(invalid(
                     id,
                     "JSON-RPC responses may not be sent to the server",
@@ -200,7 +216,7 @@ impl Incoming {
             }
             None => return Err(invalid(id, "missing method")),
         };
-        let params = match obj.remove("params") {
+        let params = match envelope.params {
             None => None,
             Some(Value::Object(p)) => Some(p),
             Some(_) => return Err(invalid(id, "params must be an object")),

@@ -254,9 +254,11 @@ impl<H: SubscriptionHandler> SuiteBuilder<H> {
             Some(key) => Sealer::new(key),
             None => Sealer::random(),
         };
+        let info_value = serde_json::to_value(&self.info).unwrap_or(Value::Null);
         Suite {
             inner: Arc::new(Inner {
                 info: self.info,
+                info_value,
                 instructions: self.instructions,
                 discover_cache: self.discover_cache,
                 list_cache: self.list_cache,

@@ -26,10 +26,7 @@ impl<H: SubscriptionHandler> Suite<H> {
             .entry("_meta")
             .or_insert_with(|| Value::Object(Map::new()));
         if let Value::Object(meta) = meta {
-            meta.insert(
-                keys::SERVER_INFO.into(),
-                serde_json::to_value(&self.inner.info).unwrap_or(Value::Null),
-            );
+            meta.insert(keys::SERVER_INFO.into(), self.inner.info_value.clone());
         }
     }
 

@@ -97,6 +97,8 @@ pub const DEFAULT_REQUEST_STATE_TTL: Duration = Duration::from_secs(10 * 60);
 
 struct Inner {
     info: Implementation,
+    /// `info` as the JSON value stamped on every result, made once.
+    info_value: Value,
     instructions: Option<String>,
     discover_cache: CacheHint,
     list_cache: CacheHint,

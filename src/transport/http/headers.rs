@@ -2,7 +2,7 @@
 //! and the routing headers (`MCP-Protocol-Version`, `Mcp-Method`, `Mcp-Name`).
 
 use actix_web::HttpRequest;
-use actix_web::http::header::{self, HeaderMap};
+use actix_web::http::header::{self, HeaderMap, HeaderName};
 use base64::Engine as _;
 
 use serde_json::{Map, Value};
@@ -16,6 +16,14 @@ pub const PROTOCOL_VERSION: &str = "mcp-protocol-version";
 pub const METHOD: &str = "mcp-method";
 /// `Mcp-Name`.
 pub const NAME: &str = "mcp-name";
+
+/// [`PROTOCOL_VERSION`] as a header name. Look headers up by these: a lookup
+/// by `&str` in actix-web's `HeaderMap` parses and copies the name each time.
+pub(crate) static PROTOCOL_VERSION_HEADER: HeaderName = HeaderName::from_static(PROTOCOL_VERSION);
+/// [`METHOD`] as a header name.
+pub(crate) static METHOD_HEADER: HeaderName = HeaderName::from_static(METHOD);
+/// [`NAME`] as a header name.
+pub(crate) static NAME_HEADER: HeaderName = HeaderName::from_static(NAME);
 
 /// The hostname part of a `Host` header value or an origin's authority.
 fn hostname(authority: &str) -> &str {
@@ -85,14 +93,15 @@ pub(super) fn authority_allowed(authority: &str, allowed_hosts: &[String]) -> bo
         && host_allowed(hostname(authority), allowed_hosts)
 }
 
-fn media_types(headers: &HeaderMap, name: header::HeaderName) -> Option<Vec<String>> {
+/// The media types of every `name` header, without their parameters; `None`
+/// when a value is not visible ASCII.
+fn media_types(headers: &HeaderMap, name: header::HeaderName) -> Option<Vec<&str>> {
     let mut out = Vec::new();
     for value in headers.get_all(name) {
-        let value = value.to_str().ok()?;
-        for part in value.split(',') {
+        for part in value.to_str().ok()?.split(',') {
             let media = part.split(';').next().unwrap_or_default().trim();
             if !media.is_empty() {
-                out.push(media.to_ascii_lowercase());
+                out.push(media);
             }
         }
     }
@@ -100,6 +109,7 @@ fn media_types(headers: &HeaderMap, name: header::HeaderName) -> Option<Vec<Stri
 }
 
 /// Whether `Accept` admits `wanted` (absent Accept admits everything).
+/// Media types compare without regard to case.
 pub fn accepts(headers: &HeaderMap, wanted: &str) -> bool {
     if !headers.contains_key(header::ACCEPT) {
         return true;
@@ -108,20 +118,28 @@ pub fn accepts(headers: &HeaderMap, wanted: &str) -> bool {
         return false;
     };
     let family = wanted.split('/').next().unwrap_or_default();
-    types
-        .iter()
-        .any(|t| t == wanted || t == "*/*" || *t == format!("{family}/*"))
+    types.iter().any(|t| {
+        t.eq_ignore_ascii_case(wanted)
+            || *t == "*/*"
+            || t.strip_suffix("/*")
+                .is_some_and(|f| f.eq_ignore_ascii_case(family))
+    })
 }
 
 /// Whether the body is declared as JSON.
 pub fn is_json(headers: &HeaderMap) -> bool {
-    media_types(headers, header::CONTENT_TYPE)
-        .is_some_and(|t| t.first().is_some_and(|m| m == "application/json"))
+    media_types(headers, header::CONTENT_TYPE).is_some_and(|t| {
+        t.first()
+            .is_some_and(|m| m.eq_ignore_ascii_case("application/json"))
+    })
 }
 
 /// Reads a single-valued routing header: `Ok(None)` when absent, `-32020` when
 /// repeated or not visible ASCII. Surrounding whitespace is trimmed.
-pub fn routing_header<'a>(headers: &'a HeaderMap, name: &str) -> Result<Option<&'a str>, McpError> {
+pub fn routing_header<'a>(
+    headers: &'a HeaderMap,
+    name: &header::HeaderName,
+) -> Result<Option<&'a str>, McpError> {
     let mut values = headers.get_all(name);
     let Some(first) = values.next() else {
         return Ok(None);
@@ -216,7 +234,10 @@ pub(crate) fn check_param_headers(
     required: bool,
 ) -> Result<(), McpError> {
     for param in expected {
-        if required || headers.contains_key(param.header.to_ascii_lowercase().as_str()) {
+        let present = || {
+            HeaderName::from_bytes(param.header.as_bytes()).is_ok_and(|n| headers.contains_key(n))
+        };
+        if required || present() {
             check_param_header(headers, param)?;
         }
     }
@@ -226,13 +247,14 @@ pub(crate) fn check_param_headers(
 /// Checks one `Mcp-Param-*` header against its argument: missing, undecodable or
 /// different is `-32020`. Integers compare numerically, booleans as `true`/`false`.
 pub fn check_param_header(headers: &HeaderMap, expected: &ParamHeader) -> Result<(), McpError> {
-    let name = expected.header.to_ascii_lowercase();
-    let raw = routing_header(headers, &name)?.ok_or_else(|| {
+    let missing = || {
         McpError::HeaderMismatch(format!(
             "Header mismatch: required {} header is missing",
             expected.header
         ))
-    })?;
+    };
+    let name = HeaderName::from_bytes(expected.header.as_bytes()).map_err(|_| missing())?;
+    let raw = routing_header(headers, &name)?.ok_or_else(missing)?;
     let decoded = decode_value(raw)?;
     let matches = match &expected.value {
         Value::String(s) => *s == decoded,
@@ -256,6 +278,57 @@ pub fn check_param_header(headers: &HeaderMap, expected: &ParamHeader) -> Result
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn head(pairs: &[(HeaderName, &'static str)]) -> HeaderMap {
+        let mut map = HeaderMap::new();
+        for (name, value) in pairs {
+            map.append(name.clone(), header::HeaderValue::from_static(value));
+        }
+        map
+    }
+
+    #[test]
+    fn media_types_match_without_case_parameters_or_order() {
+        let h = head(&[
+            (header::ACCEPT, "Text/Event-Stream;q=0.9"),
+            (header::ACCEPT, " application/* "),
+        ]);
+        assert!(accepts(&h, "application/json"));
+        assert!(accepts(&h, "text/event-stream"));
+        assert!(!accepts(&h, "image/png"));
+        assert!(accepts(&head(&[(header::ACCEPT, "*/*")]), "image/png"));
+        assert!(accepts(&head(&[]), "image/png"));
+        assert!(!accepts(
+            &head(&[(header::ACCEPT, "text/html")]),
+            "text/event-stream"
+        ));
+        assert!(is_json(&head(&[(
+            header::CONTENT_TYPE,
+            "Application/JSON; charset=utf-8"
+        )])));
+        assert!(!is_json(&head(&[(
+            header::CONTENT_TYPE,
+            "text/plain, application/json"
+        )])));
+        assert!(!is_json(&head(&[])));
+    }
+
+    #[test]
+    fn routing_headers_are_single_and_trimmed() {
+        let h = head(&[(METHOD_HEADER.clone(), " tools/call\t")]);
+        assert_eq!(
+            routing_header(&h, &METHOD_HEADER).unwrap(),
+            Some("tools/call")
+        );
+        assert_eq!(routing_header(&h, &NAME_HEADER).unwrap(), None);
+        let twice = head(&[(NAME_HEADER.clone(), "a"), (NAME_HEADER.clone(), "b")]);
+        let err = routing_header(&twice, &NAME_HEADER).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("mcp-name header appears more than once"),
+            "{err}"
+        );
+    }
 
     #[test]
     fn hostnames_are_read_from_authorities() {

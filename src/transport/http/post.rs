@@ -178,9 +178,9 @@ pub(super) fn validate<H: SubscriptionHandler>(
     outbox: Outbox,
 ) -> Result<Routed, McpError> {
     let head = req.headers();
-    let header_version = headers::routing_header(head, headers::PROTOCOL_VERSION)?;
-    let header_method = headers::routing_header(head, headers::METHOD)?;
-    let header_name = headers::routing_header(head, headers::NAME)?;
+    let header_version = headers::routing_header(head, &headers::PROTOCOL_VERSION_HEADER)?;
+    let header_method = headers::routing_header(head, &headers::METHOD_HEADER)?;
+    let header_name = headers::routing_header(head, &headers::NAME_HEADER)?;
     let params = request.params;
     if let (Some(h), Some(body)) = (header_version, RequestMeta::raw_version(params.as_ref()))
         && h != body

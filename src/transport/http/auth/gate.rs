@@ -164,7 +164,7 @@ pub(in crate::transport::http) async fn admit<H: SubscriptionHandler>(
     let count = |outcome| {
         let method = req
             .headers()
-            .get(crate::transport::http::headers::METHOD)
+            .get(&crate::transport::http::headers::METHOD_HEADER)
             .and_then(|v| v.to_str().ok())
             .unwrap_or("");
         state.server.record_request(method, outcome, None);

@@ -22,14 +22,14 @@ use actix_web::http::{StatusCode, header};
 use actix_web::{HttpRequest, HttpResponse, web};
 use tokio::sync::{OwnedSemaphorePermit, oneshot};
 
-use super::session::{SESSION_HEADER, Session};
+use super::session::{SESSION_HEADER_NAME, Session};
 use super::{AppState, Compat, LEGACY_VERSIONS, SessionRefused, refusal, session_of};
 use crate::compat::{LegacyStream, Reservation, Reserve, encode_legacy_error};
 use crate::mux::{Assigns, Channel, outbox};
 use crate::protocol::{McpError, RequestId};
 use crate::runtime::{CloseReason, Connection, StopStream};
 use crate::subscription::SubscriptionHandler;
-use crate::transport::http::headers::{self, PROTOCOL_VERSION};
+use crate::transport::http::headers::{self, PROTOCOL_VERSION_HEADER};
 use crate::transport::http::reply::{overloaded, with_retry_after};
 use crate::transport::http::sse::{SseBody, sse_response};
 
@@ -105,10 +105,10 @@ async fn admit<H: SubscriptionHandler>(
     let Some(compat) = state.compat.clone() else {
         return Err(not_allowed());
     };
-    if !req.headers().contains_key(SESSION_HEADER) {
+    if !req.headers().contains_key(&SESSION_HEADER_NAME) {
         let legacy = req
             .headers()
-            .get(PROTOCOL_VERSION)
+            .get(&PROTOCOL_VERSION_HEADER)
             .and_then(|v| v.to_str().ok())
             .is_some_and(|v| LEGACY_VERSIONS.contains(&v.trim()));
         return Err(if legacy {

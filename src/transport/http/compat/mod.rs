@@ -28,7 +28,7 @@ use actix_web::{HttpRequest, HttpResponse};
 use serde_json::{Map, Value, json};
 use tokio::sync::OwnedSemaphorePermit;
 
-use super::headers::{self, METHOD, NAME, PROTOCOL_VERSION};
+use super::headers::{self, METHOD_HEADER, NAME_HEADER, PROTOCOL_VERSION_HEADER};
 use super::reply::with_retry_after;
 use super::state::{AppState, Compat};
 use crate::compat::{
@@ -41,18 +41,18 @@ use crate::runtime::{CloseReason, StopStream, UriOutcome};
 use crate::subscription::SubscriptionHandler;
 
 pub(super) use get_stream::{delete, get};
-use session::{SESSION_HEADER, Session};
+use session::{SESSION_HEADER, SESSION_HEADER_NAME, Session};
 
 /// The parsed body of a POST that belongs to the compatibility path, or `None`
 /// for the modern path (see the module documentation).
 pub(super) fn legacy_body(req: &HttpRequest, body: &[u8]) -> Option<Value> {
     let head = req.headers();
-    let session = head.contains_key(SESSION_HEADER);
+    let session = head.contains_key(&SESSION_HEADER_NAME);
     let legacy_version = head
-        .get(PROTOCOL_VERSION)
+        .get(&PROTOCOL_VERSION_HEADER)
         .and_then(|v| v.to_str().ok())
         .is_some_and(|v| LEGACY_VERSIONS.contains(&v.trim()));
-    if !session && !legacy_version && head.contains_key(METHOD) {
+    if !session && !legacy_version && head.contains_key(&METHOD_HEADER) {
         return None;
     }
     let value = parse_value(body).ok()?;
@@ -102,7 +102,7 @@ async fn session_of<H: SubscriptionHandler>(
     compat: &Compat,
     assigns: &Assigns,
 ) -> Result<Session, SessionRefused> {
-    let Some(raw) = req.headers().get(SESSION_HEADER) else {
+    let Some(raw) = req.headers().get(&SESSION_HEADER_NAME) else {
         return Err(SessionRefused::Http(refusal(
             StatusCode::BAD_REQUEST,
             -32600,
@@ -223,7 +223,7 @@ pub(super) async fn post<H: SubscriptionHandler>(
                 "Invalid Request: initialize needs a string or integer id",
             );
         };
-        if let Err(e) = headers::routing_header(head, METHOD)
+        if let Err(e) = headers::routing_header(head, &METHOD_HEADER)
             .and_then(|h| headers::check_method_header(h, "initialize"))
         {
             return mismatch(Some(&id), &e);
@@ -236,7 +236,7 @@ pub(super) async fn post<H: SubscriptionHandler>(
     }
     if let Some(version) = req
         .headers()
-        .get(PROTOCOL_VERSION)
+        .get(&PROTOCOL_VERSION_HEADER)
         .map(|v| v.to_str().unwrap_or_default().trim())
         && !LEGACY_VERSIONS.contains(&version)
     {
@@ -278,8 +278,8 @@ pub(super) async fn post<H: SubscriptionHandler>(
             "Invalid Request: the id must be a string or an integer",
         );
     };
-    if let Err(e) =
-        headers::routing_header(head, METHOD).and_then(|h| headers::check_method_header(h, &method))
+    if let Err(e) = headers::routing_header(head, &METHOD_HEADER)
+        .and_then(|h| headers::check_method_header(h, &method))
     {
         return mismatch(Some(&id), &e);
     }
@@ -296,7 +296,7 @@ pub(super) async fn post<H: SubscriptionHandler>(
     };
     // The same header/body agreement as a 2026-07-28 request, for the
     // headers a 2025 client sent (a gateway may route or authorize on them).
-    if let Err(e) = headers::routing_header(head, NAME)
+    if let Err(e) = headers::routing_header(head, &NAME_HEADER)
         .and_then(|h| headers::check_name_header(h, &method, &params, false))
     {
         return mismatch(Some(&id), &e);

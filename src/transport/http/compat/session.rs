@@ -17,6 +17,10 @@ use crate::suite::sealing::seal::{self, Sealer, purpose};
 
 /// The `Mcp-Session-Id` header.
 pub(crate) const SESSION_HEADER: &str = "mcp-session-id";
+/// [`SESSION_HEADER`] as a header name (for lookups; see
+/// `headers::PROTOCOL_VERSION_HEADER`).
+pub(crate) static SESSION_HEADER_NAME: actix_web::http::header::HeaderName =
+    actix_web::http::header::HeaderName::from_static(SESSION_HEADER);
 
 /// Longest `Mcp-Session-Id` accepted (longer is 404 without decoding).
 const MAX_SESSION_ID_LEN: usize = 8 * 1024;
