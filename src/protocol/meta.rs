@@ -94,6 +94,41 @@ const KNOWN_KEYS: [&str; 5] = [
     keys::PROGRESS_TOKEN,
 ];
 
+/// The values of the `_meta` keys this crate reads, found in one pass over
+/// the map: a lookup per key would hash each of the nine key names on every
+/// request.
+#[derive(Default)]
+struct Known<'a> {
+    protocol_version: Option<&'a Value>,
+    client_capabilities: Option<&'a Value>,
+    client_info: Option<&'a Value>,
+    log_level: Option<&'a Value>,
+    progress_token: Option<&'a Value>,
+    /// In the order of [`TRACE_KEYS`].
+    trace: [Option<&'a Value>; 3],
+}
+
+impl<'a> Known<'a> {
+    fn of(meta: &'a Map<String, Value>) -> Self {
+        let mut known = Known::default();
+        for (key, value) in meta {
+            let slot = match key.as_str() {
+                keys::PROTOCOL_VERSION => &mut known.protocol_version,
+                keys::CLIENT_CAPABILITIES => &mut known.client_capabilities,
+                keys::CLIENT_INFO => &mut known.client_info,
+                keys::LOG_LEVEL => &mut known.log_level,
+                keys::PROGRESS_TOKEN => &mut known.progress_token,
+                other => match TRACE_KEYS.iter().position(|k| *k == other) {
+                    Some(i) => &mut known.trace[i],
+                    None => continue,
+                },
+            };
+            *slot = Some(value);
+        }
+        known
+    }
+}
+
 /// Whether `key` is one of the `_meta` keys this crate reads.
 pub(crate) fn is_known_key(key: &str) -> bool {
     KNOWN_KEYS.contains(&key)
@@ -309,7 +344,8 @@ impl RequestMeta {
                 ));
             }
         };
-        let protocol_version = match meta.get(keys::PROTOCOL_VERSION) {
+        let known = Known::of(meta);
+        let protocol_version = match known.protocol_version {
             // Never a served version when this long: keep only what the -32022 echoes.
             Some(Value::String(v)) => truncate_str(v, MAX_VERSION_ECHO_LEN).to_owned(),
             Some(_) => {
@@ -320,7 +356,7 @@ impl RequestMeta {
             }
             None => return Err(missing(keys::PROTOCOL_VERSION)),
         };
-        let client_capabilities = match meta.get(keys::CLIENT_CAPABILITIES) {
+        let client_capabilities = match known.client_capabilities {
             Some(v @ Value::Object(c)) => {
                 if encoded_len_within(v, MAX_CLIENT_CAPABILITIES_BYTES).is_none() {
                     return Err(McpError::invalid_params(format!(
@@ -338,11 +374,11 @@ impl RequestMeta {
             }
             None => return Err(missing(keys::CLIENT_CAPABILITIES)),
         };
-        let client_info = match meta.get(keys::CLIENT_INFO) {
+        let client_info = match known.client_info {
             None | Some(Value::Null) => None,
             Some(v) => Some(client_info(v)?),
         };
-        let log_level = match meta.get(keys::LOG_LEVEL) {
+        let log_level = match known.log_level {
             None => None,
             Some(v) => Some(v.as_str().and_then(LogLevel::parse).ok_or_else(|| {
                 McpError::invalid_params(format!(
@@ -351,7 +387,7 @@ impl RequestMeta {
                 ))
             })?),
         };
-        let progress_token = match meta.get(keys::PROGRESS_TOKEN) {
+        let progress_token = match known.progress_token {
             None => None,
             Some(Value::String(s)) if s.len() > MAX_PROGRESS_TOKEN_LEN => {
                 return Err(McpError::invalid_params(format!(
@@ -372,11 +408,11 @@ impl RequestMeta {
                 .filter(|(k, _)| !is_known_key(k) && !TRACE_KEYS.contains(&k.as_str())),
             MAX_EXTRA_META_BYTES,
         );
-        for key in TRACE_KEYS {
-            if let Some(Value::String(v)) = meta.get(key)
+        for (key, value) in TRACE_KEYS.iter().zip(known.trace) {
+            if let Some(Value::String(v)) = value
                 && v.len() <= MAX_TRACE_VALUE_LEN
             {
-                extra.insert(key.to_owned(), Value::String(v.clone()));
+                extra.insert((*key).to_owned(), Value::String(v.clone()));
             }
         }
         Ok(RequestMeta {
