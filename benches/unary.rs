@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 
 use actix_web::http::header;
 use actix_web::{App, test, web};
-use criterion::{Criterion, criterion_group, criterion_main};
+use criterion::{Criterion, criterion_group};
 
 const BODY: &str = r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"whoami","arguments":{},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}"#;
 
@@ -98,4 +98,45 @@ fn unary(c: &mut Criterion) {
 }
 
 criterion_group!(benches, unary);
-criterion_main!(benches);
+
+/// `cargo bench --bench unary -- --count N SERVICE`: instead of criterion,
+/// answer N requests with SERVICE (`baseline` or `genmcp`) and exit, for an
+/// instruction counter, which the noise of a shared machine does not move:
+///
+/// ```text
+/// valgrind --tool=callgrind target/release/deps/unary-HASH --count 2000 genmcp
+/// ```
+///
+/// Both services are built whatever SERVICE is, so the difference between
+/// two counts (N and 0 requests) divided by N is the instructions per request.
+fn count(n: u64, service: &str) {
+    let system = actix_rt::System::new();
+    let baseline = system.block_on(test::init_service(
+        App::new().configure(genmcp::apps::bench::baseline::configure),
+    ));
+    let (suite, _bus) = genmcp::apps::demo::suite();
+    let endpoint = genmcp::http::Endpoint::new(suite, genmcp::http::HttpConfig::default());
+    let genmcp = system.block_on(test::init_service(
+        App::new()
+            .app_data(web::PayloadConfig::new(1 << 20))
+            .service(endpoint.service()),
+    ));
+    match service {
+        "baseline" => system.block_on(drive(&baseline, || request().to_request(), n)),
+        _ => system.block_on(drive(&genmcp, || request().to_request(), n)),
+    };
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    match args.iter().position(|a| a == "--count") {
+        Some(i) => count(
+            args.get(i + 1).and_then(|n| n.parse().ok()).unwrap_or(1_000),
+            args.get(i + 2).map_or("genmcp", String::as_str),
+        ),
+        None => {
+            benches();
+            Criterion::default().configure_from_args().final_summary();
+        }
+    }
+}
