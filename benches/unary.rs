@@ -131,7 +131,9 @@ fn main() {
     let args: Vec<String> = std::env::args().collect();
     match args.iter().position(|a| a == "--count") {
         Some(i) => count(
-            args.get(i + 1).and_then(|n| n.parse().ok()).unwrap_or(1_000),
+            args.get(i + 1)
+                .and_then(|n| n.parse().ok())
+                .unwrap_or(1_000),
             args.get(i + 2).map_or("genmcp", String::as_str),
         ),
         None => {

@@ -93,19 +93,22 @@ pub(super) fn authority_allowed(authority: &str, allowed_hosts: &[String]) -> bo
         && host_allowed(hostname(authority), allowed_hosts)
 }
 
-/// The media types of every `name` header, without their parameters; `None`
-/// when a value is not visible ASCII.
-fn media_types(headers: &HeaderMap, name: header::HeaderName) -> Option<Vec<&str>> {
-    let mut out = Vec::new();
+/// Calls `each` with the media types of every `name` header in order,
+/// without their parameters; `None` when a value is not visible ASCII.
+fn media_types<'a>(
+    headers: &'a HeaderMap,
+    name: header::HeaderName,
+    mut each: impl FnMut(&'a str),
+) -> Option<()> {
     for value in headers.get_all(name) {
         for part in value.to_str().ok()?.split(',') {
             let media = part.split(';').next().unwrap_or_default().trim();
             if !media.is_empty() {
-                out.push(media);
+                each(media);
             }
         }
     }
-    Some(out)
+    Some(())
 }
 
 /// Whether `Accept` admits `wanted` (absent Accept admits everything).
@@ -114,24 +117,24 @@ pub fn accepts(headers: &HeaderMap, wanted: &str) -> bool {
     if !headers.contains_key(header::ACCEPT) {
         return true;
     }
-    let Some(types) = media_types(headers, header::ACCEPT) else {
-        return false;
-    };
     let family = wanted.split('/').next().unwrap_or_default();
-    types.iter().any(|t| {
-        t.eq_ignore_ascii_case(wanted)
-            || *t == "*/*"
+    let mut admitted = false;
+    let readable = media_types(headers, header::ACCEPT, |t| {
+        admitted |= t.eq_ignore_ascii_case(wanted)
+            || t == "*/*"
             || t.strip_suffix("/*")
-                .is_some_and(|f| f.eq_ignore_ascii_case(family))
-    })
+                .is_some_and(|f| f.eq_ignore_ascii_case(family));
+    });
+    readable.is_some() && admitted
 }
 
 /// Whether the body is declared as JSON.
 pub fn is_json(headers: &HeaderMap) -> bool {
-    media_types(headers, header::CONTENT_TYPE).is_some_and(|t| {
-        t.first()
-            .is_some_and(|m| m.eq_ignore_ascii_case("application/json"))
-    })
+    let mut first = None;
+    let readable = media_types(headers, header::CONTENT_TYPE, |t| {
+        first.get_or_insert(t);
+    });
+    readable.is_some() && first.is_some_and(|m| m.eq_ignore_ascii_case("application/json"))
 }
 
 /// Reads a single-valued routing header: `Ok(None)` when absent, `-32020` when
@@ -311,6 +314,11 @@ mod tests {
             "text/plain, application/json"
         )])));
         assert!(!is_json(&head(&[])));
+        // A value that is not visible ASCII admits nothing, wherever it is.
+        let mut odd = head(&[(header::ACCEPT, "application/json")]);
+        let bytes = header::HeaderValue::from_bytes(b"text/\xff").unwrap();
+        odd.append(header::ACCEPT, bytes);
+        assert!(!accepts(&odd, "application/json"));
     }
 
     #[test]
