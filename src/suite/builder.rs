@@ -255,10 +255,12 @@ impl<H: SubscriptionHandler> SuiteBuilder<H> {
             None => Sealer::random(),
         };
         let info_value = serde_json::to_value(&self.info).unwrap_or(Value::Null);
+        let stamp = json!({ keys::SERVER_INFO: info_value.clone() });
         Suite {
             inner: Arc::new(Inner {
                 info: self.info,
                 info_value,
+                stamp,
                 instructions: self.instructions,
                 discover_cache: self.discover_cache,
                 list_cache: self.list_cache,

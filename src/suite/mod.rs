@@ -99,6 +99,8 @@ struct Inner {
     info: Implementation,
     /// `info` as the JSON value stamped on every result, made once.
     info_value: Value,
+    /// The `_meta` of a result that has none: `{serverInfo: info_value}`.
+    stamp: Value,
     instructions: Option<String>,
     discover_cache: CacheHint,
     list_cache: CacheHint,

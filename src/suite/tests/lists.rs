@@ -158,3 +158,25 @@ async fn capabilities_and_routes_follow_what_is_served() {
         "t"
     );
 }
+
+#[test]
+fn every_result_is_stamped_with_server_info_beside_its_own_meta() {
+    let suite = Suite::builder(Implementation::new("stamped", "2")).build();
+    let info = json!({"name": "stamped", "version": "2"});
+    let mut bare = Map::new();
+    suite.stamp_result(&mut bare);
+    assert_eq!(
+        Value::Object(bare),
+        json!({"_meta": {"io.modelcontextprotocol/serverInfo": info}})
+    );
+    let mut own = json!({"_meta": {"app/x": 1}}).as_object().unwrap().clone();
+    suite.stamp_result(&mut own);
+    assert_eq!(
+        Value::Object(own),
+        json!({"_meta": {"app/x": 1, "io.modelcontextprotocol/serverInfo": info}})
+    );
+    // A `_meta` that is not an object is the handler's business: left as is.
+    let mut odd = json!({"_meta": 5}).as_object().unwrap().clone();
+    suite.stamp_result(&mut odd);
+    assert_eq!(Value::Object(odd), json!({"_meta": 5}));
+}
