@@ -252,7 +252,7 @@ pub(super) async fn unary<H: SubscriptionHandler>(
     if first.last {
         let status = status_rx.await.unwrap_or(ReplyStatus::OK);
         state.server.count_frames(1);
-        let mut resp = json_response(status.code, first.to_bytes().to_vec());
+        let mut resp = json_response(status.code, first.to_bytes());
         if let Some(secs) = status.retry_after {
             // A limit hit inside the handler (spent request states): say when
             // to retry, as every other 429 does.
@@ -318,7 +318,7 @@ pub(super) async fn listen<H: SubscriptionHandler>(
             .and_then(|v| v.pointer("/error/code").and_then(Value::as_i64))
             .map_or(200, |code| status_for_code(code, Phase::Dispatch));
         server.count_frames(1);
-        return json_response(status, first.to_bytes().to_vec());
+        return json_response(status, first.to_bytes());
     }
     super::sse::sse_response(SseBody::new(
         first,

@@ -13,10 +13,10 @@ pub(crate) async fn method_not_allowed() -> HttpResponse {
         .finish()
 }
 
-pub(super) fn json_response(status: u16, body: Vec<u8>) -> HttpResponse {
+pub(super) fn json_response(status: u16, body: impl Into<bytes::Bytes>) -> HttpResponse {
     HttpResponse::build(StatusCode::from_u16(status).unwrap_or(StatusCode::OK))
         .content_type("application/json")
-        .body(body)
+        .body(body.into())
 }
 
 pub(super) fn error_response(

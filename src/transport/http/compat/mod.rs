@@ -145,10 +145,10 @@ async fn session_of<H: SubscriptionHandler>(
     Ok(session)
 }
 
-fn json_ok(body: Vec<u8>) -> HttpResponse {
+fn json_ok(body: impl Into<bytes::Bytes>) -> HttpResponse {
     HttpResponse::Ok()
         .content_type("application/json")
-        .body(body)
+        .body(body.into())
 }
 
 fn result_response(id: &RequestId, result: Map<String, Value>) -> HttpResponse {

@@ -79,7 +79,7 @@ pub(super) async fn unary<H: SubscriptionHandler>(
     };
     if first.last {
         state.server.count_frames(1);
-        return json_ok(first.to_bytes().to_vec());
+        return json_ok(first.to_bytes());
     }
     sse_response(SseBody::new(
         first,
