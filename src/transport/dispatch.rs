@@ -159,70 +159,85 @@ pub(crate) fn spawn_unary<H: SubscriptionHandler, G: 'static>(
     deadlines: Deadlines,
     guard: G,
 ) -> (tokio::task::JoinHandle<()>, oneshot::Receiver<ReplyStatus>) {
+    let (future, status_rx) =
+        unary_future(suite, server, method, params, channel, deadlines, guard);
+    (actix_rt::spawn(future), status_rx)
+}
+
+/// The future [`spawn_unary`] spawns, for a transport that polls it once
+/// itself and spawns it only if it is not done.
+pub(crate) fn unary_future<H: SubscriptionHandler, G: 'static>(
+    suite: &Suite<H>,
+    server: &Server,
+    method: String,
+    params: Map<String, Value>,
+    channel: Channel,
+    deadlines: Deadlines,
+    guard: G,
+) -> (
+    impl Future<Output = ()> + 'static,
+    oneshot::Receiver<ReplyStatus>,
+) {
     let (status_tx, status_rx) = oneshot::channel::<ReplyStatus>();
     let span = request_span(server, &channel, &method);
     let future = suite.call(&method, params, channel.clone());
     let server = server.clone();
-    let task = actix_rt::spawn(
-        async move {
-            let _guard = guard;
-            let started = Instant::now();
-            let outcome =
-                tokio::time::timeout(deadlines.request, AssertUnwindSafe(future).catch_unwind())
-                    .await;
-            let (result, counted) = match outcome {
-                Ok(Ok(result)) => {
-                    let counted = match &result {
-                        Ok(_) => RequestOutcome::Ok,
-                        Err(e) if e.retry_after().is_some() => RequestOutcome::Limited,
-                        Err(_) => RequestOutcome::Error,
-                    };
-                    (result, counted)
-                }
-                Ok(Err(_)) => {
-                    tracing::error!(
-                        method = method_label(&method),
-                        request_id = %channel.id(),
-                        "request handler panicked"
-                    );
-                    (
-                        Err(McpError::internal("Internal error: request handler failed")),
-                        RequestOutcome::Panicked,
-                    )
-                }
-                Err(_) => {
-                    tracing::warn!(
-                        method = method_label(&method),
-                        request_id = %channel.id(),
-                        deadline = ?deadlines.request,
-                        "request timed out; handler dropped"
-                    );
-                    (Err(McpError::internal(TIMED_OUT)), RequestOutcome::Timeout)
-                }
-            };
-            server.record_request(&method, counted, Some(started.elapsed()));
-            tracing::Span::current().record("outcome", counted.as_str());
-            let id = channel.id();
-            let (bytes, status) = match result {
-                Ok(result) => (encode_result(id, &result), ReplyStatus::OK),
-                Err(error) => (
-                    encode_error(Some(id), &error),
-                    ReplyStatus {
-                        code: error.http_status(Phase::Dispatch),
-                        retry_after: error.retry_after(),
-                    },
-                ),
-            };
-            let _ = status_tx.send(status);
-            if tokio::time::timeout(deadlines.stall, channel.respond(bytes))
-                .await
-                .is_err()
-            {
-                tracing::debug!("response dropped: the outbox stayed full past the stall timeout");
+    let future = async move {
+        let _guard = guard;
+        let started = Instant::now();
+        let outcome =
+            tokio::time::timeout(deadlines.request, AssertUnwindSafe(future).catch_unwind()).await;
+        let (result, counted) = match outcome {
+            Ok(Ok(result)) => {
+                let counted = match &result {
+                    Ok(_) => RequestOutcome::Ok,
+                    Err(e) if e.retry_after().is_some() => RequestOutcome::Limited,
+                    Err(_) => RequestOutcome::Error,
+                };
+                (result, counted)
             }
-            tracing::debug!("request answered");
+            Ok(Err(_)) => {
+                tracing::error!(
+                    method = method_label(&method),
+                    request_id = %channel.id(),
+                    "request handler panicked"
+                );
+                (
+                    Err(McpError::internal("Internal error: request handler failed")),
+                    RequestOutcome::Panicked,
+                )
+            }
+            Err(_) => {
+                tracing::warn!(
+                    method = method_label(&method),
+                    request_id = %channel.id(),
+                    deadline = ?deadlines.request,
+                    "request timed out; handler dropped"
+                );
+                (Err(McpError::internal(TIMED_OUT)), RequestOutcome::Timeout)
+            }
+        };
+        server.record_request(&method, counted, Some(started.elapsed()));
+        tracing::Span::current().record("outcome", counted.as_str());
+        let id = channel.id();
+        let (bytes, status) = match result {
+            Ok(result) => (encode_result(id, &result), ReplyStatus::OK),
+            Err(error) => (
+                encode_error(Some(id), &error),
+                ReplyStatus {
+                    code: error.http_status(Phase::Dispatch),
+                    retry_after: error.retry_after(),
+                },
+            ),
+        };
+        let _ = status_tx.send(status);
+        if tokio::time::timeout(deadlines.stall, channel.respond(bytes))
+            .await
+            .is_err()
+        {
+            tracing::debug!("response dropped: the outbox stayed full past the stall timeout");
         }
-        .instrument(span),
-    );
-    (task, status_rx)
+        tracing::debug!("request answered");
+    };
+    (future.instrument(span), status_rx)
 }
