@@ -70,27 +70,34 @@ where
     }
 }
 
+/// The baseline's service and genmcp's (the demo suite's endpoint), built
+/// on `$system`. A macro: the services' types cannot be named.
+macro_rules! services {
+    ($system:expr) => {{
+        let baseline = $system.block_on(test::init_service(
+            App::new().configure(genmcp::apps::bench::baseline::configure),
+        ));
+        let (suite, _bus) = genmcp::apps::demo::suite();
+        let endpoint = genmcp::http::Endpoint::new(suite, genmcp::http::HttpConfig::default());
+        let genmcp = $system.block_on(test::init_service(
+            App::new()
+                .app_data(web::PayloadConfig::new(1 << 20))
+                .service(endpoint.service()),
+        ));
+        (baseline, genmcp)
+    }};
+}
+
 fn unary(c: &mut Criterion) {
     let system = actix_rt::System::new();
+    let (baseline, genmcp) = services!(system);
     let mut group = c.benchmark_group("unary tools/call");
     group.throughput(criterion::Throughput::Elements(1));
     group.sampling_mode(criterion::SamplingMode::Flat);
     group.sample_size(20);
-
-    let baseline = system.block_on(test::init_service(
-        App::new().configure(genmcp::apps::bench::baseline::configure),
-    ));
     group.bench_function("baseline", |b| {
         b.iter_custom(|iters| system.block_on(drive(&baseline, || request().to_request(), iters)));
     });
-
-    let (suite, _bus) = genmcp::apps::demo::suite();
-    let endpoint = genmcp::http::Endpoint::new(suite, genmcp::http::HttpConfig::default());
-    let genmcp = system.block_on(test::init_service(
-        App::new()
-            .app_data(web::PayloadConfig::new(1 << 20))
-            .service(endpoint.service()),
-    ));
     group.bench_function("genmcp", |b| {
         b.iter_custom(|iters| system.block_on(drive(&genmcp, || request().to_request(), iters)));
     });
@@ -111,16 +118,7 @@ criterion_group!(benches, unary);
 /// two counts (N and 0 requests) divided by N is the instructions per request.
 fn count(n: u64, service: &str) {
     let system = actix_rt::System::new();
-    let baseline = system.block_on(test::init_service(
-        App::new().configure(genmcp::apps::bench::baseline::configure),
-    ));
-    let (suite, _bus) = genmcp::apps::demo::suite();
-    let endpoint = genmcp::http::Endpoint::new(suite, genmcp::http::HttpConfig::default());
-    let genmcp = system.block_on(test::init_service(
-        App::new()
-            .app_data(web::PayloadConfig::new(1 << 20))
-            .service(endpoint.service()),
-    ));
+    let (baseline, genmcp) = services!(system);
     match service {
         "baseline" => system.block_on(drive(&baseline, || request().to_request(), n)),
         _ => system.block_on(drive(&genmcp, || request().to_request(), n)),

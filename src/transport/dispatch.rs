@@ -18,7 +18,7 @@ use crate::suite::{Route, Suite};
 
 /// A routed request.
 pub(crate) enum Routed {
-    /// Answer with [`spawn_unary`].
+    /// Answer with [`unary_future`].
     Unary {
         method: String,
         params: Map<String, Value>,
@@ -143,29 +143,14 @@ impl ReplyStatus {
     };
 }
 
-/// Runs a unary request on the current arbiter. Its final frame (result or
-/// error) goes into the channel's outbox after any notification it sent; a
-/// panicking handler answers `-32603`, and so does one still running at
-/// `deadlines.request` (its future is dropped). `guard` is held until the request
-/// has been answered (an in-flight permit). Also returns the HTTP status of the
-/// outcome ([`ReplyStatus`]). The request is counted in `server`'s request metrics (method,
-/// outcome, duration) and runs in its [`request_span`].
-pub(crate) fn spawn_unary<H: SubscriptionHandler, G: 'static>(
-    suite: &Suite<H>,
-    server: &Server,
-    method: String,
-    params: Map<String, Value>,
-    channel: Channel,
-    deadlines: Deadlines,
-    guard: G,
-) -> (tokio::task::JoinHandle<()>, oneshot::Receiver<ReplyStatus>) {
-    let (future, status_rx) =
-        unary_future(suite, server, method, params, channel, deadlines, guard);
-    (actix_rt::spawn(future), status_rx)
-}
-
-/// The future [`spawn_unary`] spawns, for a transport that polls it once
-/// itself and spawns it only if it is not done.
+/// One unary request as a future for the current arbiter, to poll in place
+/// or spawn (`actix_rt::spawn`). Its final frame (result or error) goes into
+/// the channel's outbox after any notification it sent; a panicking handler
+/// answers `-32603`, and so does one still running at `deadlines.request`
+/// (its future is dropped). `guard` is held until the request has been
+/// answered (an in-flight permit). Also returns the HTTP status of the
+/// outcome ([`ReplyStatus`]). The request is counted in `server`'s request
+/// metrics (method, outcome, duration) and runs in its [`request_span`].
 pub(crate) fn unary_future<H: SubscriptionHandler, G: 'static>(
     suite: &Suite<H>,
     server: &Server,

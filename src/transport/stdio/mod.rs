@@ -29,7 +29,7 @@ mod writer;
 
 use writer::write_frames;
 
-use super::dispatch::{Deadlines, ListenRequest, Routed, route, spawn_unary, validate_meta};
+use super::dispatch::{Deadlines, ListenRequest, Routed, route, unary_future, validate_meta};
 use crate::mux::{Assigns, Frame, Outbox, outbox};
 use crate::protocol::jsonrpc::encode_error;
 use crate::protocol::{Incoming, McpError, Request, RequestId, methods};
@@ -452,9 +452,9 @@ async fn dispatch<H: SubscriptionHandler>(
                 request: config.request_timeout,
                 stall: server.limits().stall_timeout,
             };
-            let (task, _status) =
-                spawn_unary(suite, server, method, params, channel, deadlines, ());
-            in_flight.insert(id, task);
+            let (future, _status) =
+                unary_future(suite, server, method, params, channel, deadlines, ());
+            in_flight.insert(id, actix_rt::spawn(future));
         }
         Routed::Listen(listen_request) => {
             let ListenRequest {
