@@ -121,19 +121,24 @@ fn count(n: u64, service: &str) {
     let (baseline, genmcp) = services!(system);
     match service {
         "baseline" => system.block_on(drive(&baseline, || request().to_request(), n)),
-        _ => system.block_on(drive(&genmcp, || request().to_request(), n)),
+        "genmcp" => system.block_on(drive(&genmcp, || request().to_request(), n)),
+        other => {
+            eprintln!("--count N SERVICE: SERVICE is baseline or genmcp, not {other:?}");
+            std::process::exit(2);
+        }
     };
 }
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     match args.iter().position(|a| a == "--count") {
-        Some(i) => count(
-            args.get(i + 1)
-                .and_then(|n| n.parse().ok())
-                .unwrap_or(1_000),
-            args.get(i + 2).map_or("genmcp", String::as_str),
-        ),
+        Some(i) => {
+            let Some(n) = args.get(i + 1).and_then(|n| n.parse().ok()) else {
+                eprintln!("--count N SERVICE: N is a number of requests");
+                std::process::exit(2);
+            };
+            count(n, args.get(i + 2).map_or("genmcp", String::as_str));
+        }
         None => {
             benches();
             Criterion::default().configure_from_args().final_summary();

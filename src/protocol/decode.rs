@@ -6,9 +6,17 @@
 //! the exact budget on compact JSON); the rest are checked for syntax and
 //! skipped, never built into a tree, so junk there costs its bytes and not a
 //! tree of allocations. Everything else is read as [`serde_json::from_slice`]
-//! would read it, in the same single scan of the input.
+//! would read it, in one scan of the input (the `_meta` values kept are read
+//! a second time from their raw text).
+//!
+//! Nesting: the scan counts depth from the top of the message, so a value in
+//! `params` may nest two or three levels less deep than
+//! `serde_json::from_slice` of that value alone would allow (its limit is
+//! 128); a kept `_meta` value, parsed again on its own, up to three more.
 
+use std::borrow::Cow;
 use std::fmt;
+use std::sync::OnceLock;
 
 use serde::de::{DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::value::RawValue;
@@ -103,7 +111,12 @@ impl<'de> Visitor<'de> for TopVisitor {
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Top, A::Error> {
         let mut envelope = Envelope::default();
-        while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+        let mut first = true;
+        while let Some(Key(key)) = map.next_key::<Key<'de>>()? {
+            if std::mem::take(&mut first) && is_number_token(&key) {
+                map.next_value::<Value>()?;
+                return Ok(Top::Other);
+            }
             match &*key {
                 "id" => envelope.id = Some(map.next_value()?),
                 "jsonrpc" => envelope.jsonrpc = Some(map.next_value()?),
@@ -182,32 +195,24 @@ impl<'de> Visitor<'de> for Level {
     }
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
+        use serde::de::Error as _;
         // Room for the usual few keys at once (`name`, `arguments`, `_meta`;
         // the `_meta` keys of a request) instead of growing twice.
         let mut obj = Map::with_capacity(4);
-        match self {
-            Level::Message | Level::Params => {
-                let nested = match self {
-                    Level::Message => "params",
-                    _ => "_meta",
-                };
-                while let Some(key) = map.next_key::<String>()? {
-                    let value = if key == nested {
-                        map.next_value_seed(self.inner())?
-                    } else {
-                        map.next_value::<Value>()?
-                    };
-                    obj.insert(key, value);
-                }
+        let mut left = ws_slack(MAX_EXTRA_META_BYTES);
+        let mut first = true;
+        while let Some(key) = map.next_key::<String>()? {
+            if std::mem::take(&mut first) && is_number_token(&key) {
+                let text: String = map.next_value()?;
+                return serde_json::from_str(&text).map_err(A::Error::custom);
             }
-            Level::Meta => {
-                let mut left = ws_slack(MAX_EXTRA_META_BYTES);
-                while let Some(key) = map.next_key::<String>()? {
-                    if is_known_key(&key) {
-                        let value = map.next_value::<Value>()?;
-                        obj.insert(key, value);
-                        continue;
-                    }
+            let value = match self {
+                Level::Message | Level::Params if key == self.nested_key() => {
+                    map.next_value_seed(self.inner())?
+                }
+                Level::Message | Level::Params => map.next_value::<Value>()?,
+                Level::Meta if is_known_key(&key) => map.next_value::<Value>()?,
+                Level::Meta => {
                     let raw = map.next_value::<&'de RawValue>()?;
                     let len = raw.get().len();
                     let keep = if TRACE_KEYS.contains(&key.as_str()) {
@@ -218,19 +223,87 @@ impl<'de> Visitor<'de> for Level {
                     } else {
                         false
                     };
-                    if keep {
-                        let value = serde_json::from_str(raw.get())
-                            .map_err(<A::Error as serde::de::Error>::custom)?;
-                        obj.insert(key, value);
+                    if !keep {
+                        continue;
                     }
+                    serde_json::from_str(raw.get()).map_err(A::Error::custom)?
                 }
-            }
+            };
+            obj.insert(key, value);
         }
         Ok(Value::Object(obj))
     }
 }
 
+/// The key serde_json hands a number under when its `arbitrary_precision`
+/// feature is on (any crate of an application can turn it on): the number is
+/// then a map of this one key to the number's text.
+const NUMBER_TOKEN: &str = "$serde_json::private::Number";
+
+/// Whether `key`, the first of a map, makes the map a number: only when
+/// serde_json hands numbers over as maps, so a client's own key of that name
+/// is an ordinary key otherwise.
+fn is_number_token(key: &str) -> bool {
+    key == NUMBER_TOKEN && numbers_as_maps()
+}
+
+/// Whether this build's serde_json hands numbers to a visitor as maps.
+fn numbers_as_maps() -> bool {
+    static AS_MAPS: OnceLock<bool> = OnceLock::new();
+    *AS_MAPS.get_or_init(|| {
+        struct Probe;
+        impl<'de> Visitor<'de> for Probe {
+            type Value = bool;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a number")
+            }
+            fn visit_u64<E>(self, _: u64) -> Result<bool, E> {
+                Ok(false)
+            }
+            fn visit_map<A: MapAccess<'de>>(self, _: A) -> Result<bool, A::Error> {
+                Ok(true)
+            }
+        }
+        let mut de = serde_json::Deserializer::from_str("1");
+        de.deserialize_any(Probe).unwrap_or(false)
+    })
+}
+
+/// A map key, borrowed from the input when it has no escapes (serde's own
+/// `Cow<str>` always allocates).
+struct Key<'de>(Cow<'de, str>);
+
+impl<'de> serde::Deserialize<'de> for Key<'de> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Key<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a key")
+            }
+            fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Key<'de>, E> {
+                Ok(Key(Cow::Borrowed(v)))
+            }
+            fn visit_str<E>(self, v: &str) -> Result<Key<'de>, E> {
+                Ok(Key(Cow::Owned(v.to_owned())))
+            }
+            fn visit_string<E>(self, v: String) -> Result<Key<'de>, E> {
+                Ok(Key(Cow::Owned(v)))
+            }
+        }
+        deserializer.deserialize_str(V)
+    }
+}
+
 impl Level {
+    /// The key of the one nested object this level treats specially.
+    fn nested_key(self) -> &'static str {
+        match self {
+            Level::Message => "params",
+            Level::Params | Level::Meta => "_meta",
+        }
+    }
+
     /// The level of the one nested object this level treats specially.
     fn inner(self) -> Level {
         match self {
@@ -279,6 +352,32 @@ mod tests {
         );
         assert_eq!(v["_meta"]["big"], json!(big));
         assert_eq!(v["other"]["_meta"]["big"], json!(big));
+    }
+
+    #[test]
+    fn serde_jsons_number_token_is_an_ordinary_key_in_this_build() {
+        // Without serde_json's `arbitrary_precision` numbers arrive as
+        // numbers, and a client's key that looks like its token is kept.
+        assert!(!numbers_as_maps());
+        let text = r#"{"params":{"$serde_json::private::Number":"5"},"id":5}"#;
+        let v = parse_value(text.as_bytes()).unwrap();
+        assert_eq!(v, serde_json::from_str::<Value>(text).unwrap());
+        let Top::Object(envelope) = parse_envelope(text.as_bytes()).unwrap() else {
+            panic!("an object");
+        };
+        assert_eq!(envelope.id, Some(json!(5)));
+        assert!(matches!(parse_envelope(b"5").unwrap(), Top::Other));
+    }
+
+    #[test]
+    fn escaped_keys_are_the_keys_they_spell() {
+        let text =
+            r#"{"\u0069d":1,"jsonrpc":"2.0","method":"m","par\u0061ms":{"\u005fmeta":{"x":1}}}"#;
+        let Top::Object(envelope) = parse_envelope(text.as_bytes()).unwrap() else {
+            panic!("an object");
+        };
+        assert_eq!(envelope.id, Some(json!(1)));
+        assert_eq!(envelope.params, Some(json!({"_meta": {"x": 1}})));
     }
 
     #[test]

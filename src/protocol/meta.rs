@@ -95,7 +95,7 @@ const KNOWN_KEYS: [&str; 5] = [
 ];
 
 /// The values of the `_meta` keys this crate reads, found in one pass over
-/// the map: a lookup per key would hash each of the nine key names on every
+/// the map: a lookup per key would hash each of the eight key names on every
 /// request.
 #[derive(Default)]
 struct Known<'a> {

@@ -151,6 +151,12 @@ impl ReplyStatus {
 /// answered (an in-flight permit). Also returns the HTTP status of the
 /// outcome ([`ReplyStatus`]). The request is counted in `server`'s request
 /// metrics (method, outcome, duration) and runs in its [`request_span`].
+///
+/// Polled in place first (the HTTP transport does), its first poll runs in
+/// the caller's task and any later one in a task of its own: a handler must
+/// register its waker on every poll, as the `Future` contract asks (tokio's
+/// timers, channels and locks do), and must not rely on task-locals or
+/// `tokio::task::id()` staying the same across polls.
 pub(crate) fn unary_future<H: SubscriptionHandler, G: 'static>(
     suite: &Suite<H>,
     server: &Server,
