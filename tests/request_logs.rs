@@ -38,12 +38,7 @@ fn failing_suite() -> Suite<NoSubscriptions> {
 
 #[test]
 fn at_info_a_requests_warnings_name_the_request_and_no_request_span_is_made() {
-    let capture = Capture::default();
-    tracing_subscriber::fmt()
-        .json()
-        .with_env_filter("genmcp=info")
-        .with_writer(capture.clone())
-        .init();
+    let capture = Capture::install("genmcp=info");
 
     let mut config = common::config();
     config.request_timeout = Duration::from_millis(300);

@@ -23,12 +23,7 @@ fn with_token(method: &str, token: &str) -> Vec<(String, String)> {
 
 #[test]
 fn request_and_stream_spans_carry_method_ids_principal_outcome_and_reason() {
-    let capture = Capture::default();
-    tracing_subscriber::fmt()
-        .json()
-        .with_env_filter("genmcp=debug")
-        .with_writer(capture.clone())
-        .init();
+    let capture = Capture::install("genmcp=debug");
 
     let mut config = common::config();
     config.assigns = Some(Arc::new(|req: &actix_web::HttpRequest| {

@@ -5,8 +5,8 @@ use std::sync::{Arc, Mutex};
 
 use serde_json::Value;
 
-/// The log lines, captured: install with
-/// `tracing_subscriber::fmt().json().with_writer(capture.clone())`.
+/// The log lines, captured: [`Capture::install`] makes one the process's
+/// JSON subscriber.
 #[derive(Clone, Default)]
 pub struct Capture(Arc<Mutex<Vec<u8>>>);
 
@@ -30,6 +30,19 @@ impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for Capture {
 }
 
 impl Capture {
+    /// A capture installed as this test process's global subscriber: JSON
+    /// lines, filtered by `filter` (an `EnvFilter` directive such as
+    /// `genmcp=debug`).
+    pub fn install(filter: &str) -> Capture {
+        let capture = Capture::default();
+        tracing_subscriber::fmt()
+            .json()
+            .with_env_filter(filter)
+            .with_writer(capture.clone())
+            .init();
+        capture
+    }
+
     /// Every line so far, each parsed as JSON.
     pub fn lines(&self) -> Vec<Value> {
         String::from_utf8_lossy(&self.0.lock().unwrap())
