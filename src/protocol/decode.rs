@@ -64,59 +64,34 @@ pub(super) enum Top {
 
 /// Parses one JSON message from bytes into its [`Top`], with `params` read as
 /// [`parse_value`] reads it. Every other key is still parsed (invalid JSON
-/// anywhere is an error), then dropped.
+/// anywhere is an error), then dropped. A message that is not an object is
+/// read whole by [`parse_value`], only to be told apart.
 pub(super) fn parse_envelope(bytes: &[u8]) -> Result<Top, serde_json::Error> {
+    if bytes.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
+        // Not an object (it does not start with `{`): a batch or a scalar.
+        return Ok(match parse_value(bytes)? {
+            Value::Array(_) => Top::Array,
+            _ => Top::Other,
+        });
+    }
     let mut de = serde_json::Deserializer::from_slice(bytes);
-    let top = de.deserialize_any(TopVisitor)?;
+    let envelope = de.deserialize_map(EnvelopeVisitor)?;
     de.end()?;
-    Ok(top)
+    Ok(Top::Object(envelope))
 }
 
-struct TopVisitor;
+struct EnvelopeVisitor;
 
-impl<'de> Visitor<'de> for TopVisitor {
-    type Value = Top;
+impl<'de> Visitor<'de> for EnvelopeVisitor {
+    type Value = Envelope;
 
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("any JSON value")
+        f.write_str("a JSON object")
     }
 
-    fn visit_bool<E>(self, _: bool) -> Result<Top, E> {
-        Ok(Top::Other)
-    }
-
-    fn visit_i64<E>(self, _: i64) -> Result<Top, E> {
-        Ok(Top::Other)
-    }
-
-    fn visit_u64<E>(self, _: u64) -> Result<Top, E> {
-        Ok(Top::Other)
-    }
-
-    fn visit_f64<E>(self, _: f64) -> Result<Top, E> {
-        Ok(Top::Other)
-    }
-
-    fn visit_str<E>(self, _: &str) -> Result<Top, E> {
-        Ok(Top::Other)
-    }
-
-    fn visit_unit<E>(self) -> Result<Top, E> {
-        Ok(Top::Other)
-    }
-
-    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Top, A::Error> {
-        Level::Message.visit_seq(seq).map(|_| Top::Array)
-    }
-
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Top, A::Error> {
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Envelope, A::Error> {
         let mut envelope = Envelope::default();
-        let mut first = true;
         while let Some(Key(key)) = map.next_key::<Key<'de>>()? {
-            if std::mem::take(&mut first) && is_number_token(&key) {
-                map.next_value::<Value>()?;
-                return Ok(Top::Other);
-            }
             match &*key {
                 "id" => envelope.id = Some(map.next_value()?),
                 "jsonrpc" => envelope.jsonrpc = Some(map.next_value()?),
@@ -128,7 +103,7 @@ impl<'de> Visitor<'de> for TopVisitor {
                 }
             }
         }
-        Ok(Top::Object(envelope))
+        Ok(envelope)
     }
 }
 

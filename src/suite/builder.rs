@@ -254,12 +254,14 @@ impl<H: SubscriptionHandler> SuiteBuilder<H> {
             Some(key) => Sealer::new(key),
             None => Sealer::random(),
         };
-        let info_value = serde_json::to_value(&self.info).unwrap_or(Value::Null);
-        let stamp = json!({ keys::SERVER_INFO: info_value.clone() });
+        let mut stamp = Map::new();
+        stamp.insert(
+            keys::SERVER_INFO.into(),
+            serde_json::to_value(&self.info).unwrap_or(Value::Null),
+        );
         Suite {
             inner: Arc::new(Inner {
                 info: self.info,
-                info_value,
                 stamp,
                 instructions: self.instructions,
                 discover_cache: self.discover_cache,

@@ -22,14 +22,13 @@ impl<H: SubscriptionHandler> Suite<H> {
     /// Stamps `_meta["io.modelcontextprotocol/serverInfo"]` on a result (creating
     /// `_meta` if needed).
     pub fn stamp_result(&self, result: &mut Map<String, Value>) {
+        let stamp = &self.inner.stamp;
         match result.get_mut("_meta") {
-            Some(Value::Object(meta)) => {
-                meta.insert(keys::SERVER_INFO.into(), self.inner.info_value.clone());
-            }
+            Some(Value::Object(meta)) => meta.extend(stamp.clone()),
             Some(_) => {}
             // The common case: a copy of the `_meta` made once.
             None => {
-                result.insert("_meta".into(), self.inner.stamp.clone());
+                result.insert("_meta".into(), Value::Object(stamp.clone()));
             }
         }
     }

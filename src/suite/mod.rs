@@ -97,10 +97,8 @@ pub const DEFAULT_REQUEST_STATE_TTL: Duration = Duration::from_secs(10 * 60);
 
 struct Inner {
     info: Implementation,
-    /// `info` as the JSON value stamped on every result, made once.
-    info_value: Value,
-    /// The `_meta` of a result that has none: `{serverInfo: info_value}`.
-    stamp: Value,
+    /// What every result's `_meta` gets, made once: `{serverInfo: info}`.
+    stamp: Map<String, Value>,
     instructions: Option<String>,
     discover_cache: CacheHint,
     list_cache: CacheHint,

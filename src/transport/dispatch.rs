@@ -1,7 +1,9 @@
 //! What every transport does once a request's envelope and `_meta` are valid:
 //! route it (unary or listen), and run unary requests as local tasks.
 
-use std::panic::AssertUnwindSafe;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::pin::Pin;
+use std::task::Poll;
 use std::time::{Duration, Instant};
 
 use futures_util::FutureExt as _;
@@ -152,7 +154,7 @@ impl ReplyStatus {
 /// outcome ([`ReplyStatus`]). The request is counted in `server`'s request
 /// metrics (method, outcome, duration) and runs in its [`request_span`].
 ///
-/// Polled in place first (the HTTP transport does), its first poll runs in
+/// Polled in place first ([`run_or_spawn`], as HTTP does), its first poll runs in
 /// the caller's task and any later one in a task of its own: a handler must
 /// register its waker on every poll, as the `Future` contract asks (tokio's
 /// timers, channels and locks do), and must not rely on task-locals or
@@ -231,4 +233,22 @@ pub(crate) fn unary_future<H: SubscriptionHandler, G: 'static>(
         tracing::debug!("request answered");
     };
     (future.instrument(span), status_rx)
+}
+
+/// Polls a unary request ([`unary_future`]) once in the caller's task and
+/// spawns it only if it is not done: a handler that answers at once costs no
+/// task and no wake-up. Returns the task when there is one. A panic
+/// outside the handler's own guard drops the request (its outbox closes, so
+/// the caller answers "no response"), as a panicking task would.
+pub(crate) async fn run_or_spawn(
+    mut future: Pin<Box<dyn Future<Output = ()>>>,
+) -> Option<tokio::task::JoinHandle<()>> {
+    let first = std::future::poll_fn(|cx| {
+        Poll::Ready(catch_unwind(AssertUnwindSafe(|| future.as_mut().poll(cx))))
+    })
+    .await;
+    match first {
+        Ok(Poll::Pending) => Some(actix_rt::spawn(future)),
+        Ok(Poll::Ready(())) | Err(_) => None,
+    }
 }

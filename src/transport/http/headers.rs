@@ -236,28 +236,33 @@ pub(crate) fn check_param_headers(
     expected: &[ParamHeader],
     required: bool,
 ) -> Result<(), McpError> {
-    for param in expected {
-        let present = || {
-            HeaderName::from_bytes(param.header.as_bytes()).is_ok_and(|n| headers.contains_key(n))
-        };
-        if required || present() {
-            check_param_header(headers, param)?;
-        }
-    }
-    Ok(())
+    expected
+        .iter()
+        .try_for_each(|param| check_param_header(headers, param, required))
 }
 
-/// Checks one `Mcp-Param-*` header against its argument: missing, undecodable or
-/// different is `-32020`. Integers compare numerically, booleans as `true`/`false`.
-pub fn check_param_header(headers: &HeaderMap, expected: &ParamHeader) -> Result<(), McpError> {
+/// Checks one `Mcp-Param-*` header against its argument: missing (when
+/// `required`), undecodable or different is `-32020`. Integers compare
+/// numerically, booleans as `true`/`false`.
+pub fn check_param_header(
+    headers: &HeaderMap,
+    expected: &ParamHeader,
+    required: bool,
+) -> Result<(), McpError> {
     let missing = || {
         McpError::HeaderMismatch(format!(
             "Header mismatch: required {} header is missing",
             expected.header
         ))
     };
-    let name = HeaderName::from_bytes(expected.header.as_bytes()).map_err(|_| missing())?;
-    let raw = routing_header(headers, &name)?.ok_or_else(missing)?;
+    let found = match HeaderName::from_bytes(expected.header.as_bytes()) {
+        Ok(name) => routing_header(headers, &name)?,
+        // Not a name a header can have, so no client sent it.
+        Err(_) => None,
+    };
+    let Some(raw) = found else {
+        return if required { Err(missing()) } else { Ok(()) };
+    };
     let decoded = decode_value(raw)?;
     let matches = match &expected.value {
         Value::String(s) => *s == decoded,

@@ -1,9 +1,6 @@
 //! The POST handler: validation in the reference's order, then a unary reply
 //! (JSON, or SSE once the handler streams) or a listen stream (SSE).
 
-use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::pin::Pin;
-use std::task::Poll;
 use std::time::Duration;
 
 use actix_web::http::{StatusCode, header};
@@ -25,7 +22,7 @@ use crate::runtime::{Connection, RequestOutcome, Server, method_label, spawn_lis
 use crate::subscription::SubscriptionHandler;
 use crate::suite::Suite;
 use crate::transport::dispatch::{
-    Deadlines, ListenRequest, ReplyStatus, Routed, route, unary_future, validate_meta,
+    Deadlines, ListenRequest, ReplyStatus, Routed, route, run_or_spawn, unary_future, validate_meta,
 };
 
 /// Reads the body, at most `limit` bytes. A transport error is logged and
@@ -272,23 +269,6 @@ pub(super) async fn unary<H: SubscriptionHandler>(
         state.server.clone(),
         task,
     ))
-}
-
-/// Polls a unary request once here and spawns it only if it is not done: a
-/// handler that answers at once costs no task and no wake-up. A panic
-/// outside the handler's own guard drops the request (its outbox closes, so
-/// the caller answers "no response"), as a panicking task would.
-async fn run_or_spawn(
-    mut future: Pin<Box<dyn Future<Output = ()>>>,
-) -> Option<tokio::task::JoinHandle<()>> {
-    let first = std::future::poll_fn(|cx| {
-        Poll::Ready(catch_unwind(AssertUnwindSafe(|| future.as_mut().poll(cx))))
-    })
-    .await;
-    match first {
-        Ok(Poll::Pending) => Some(actix_rt::spawn(future)),
-        Ok(Poll::Ready(())) | Err(_) => None,
-    }
 }
 
 pub(super) async fn listen<H: SubscriptionHandler>(
