@@ -88,7 +88,8 @@ fn with_idle_floor<T>(capacity: usize, idle_floor: usize) -> (Sender<T>, Receive
 /// (default 4).
 ///
 /// Both grow with a burst, up to the queue's capacity (a connection's outbox
-/// and a stream's mailbox: 64 by default). When the reader finds nothing
+/// and a stream's mailbox: 64 by default), past the floor in one step of up to
+/// 64 items rather than by doubling (`sender::GROWTH_STEP`). When the reader finds nothing
 /// queued, each is shrunk back to this many items (and to no less than it
 /// holds): a stream that is idle again holds what an idle stream holds. 4
 /// covers the batches of ordinary traffic (a reply and its notifications, a

@@ -100,7 +100,7 @@ impl<T> Sender<T> {
         if !shared.take_slot(&inner) {
             return Err(TrySendError::Full(item));
         }
-        inner.queue.push_back(item);
+        grow_then_push(&mut inner.queue, item, shared);
         let reader = inner.reader.take();
         drop(inner);
         if let Some(reader) = reader {
@@ -116,7 +116,7 @@ impl<T> Sender<T> {
             drop(inner);
             return;
         }
-        inner.queue.push_back(item);
+        grow_then_push(&mut inner.queue, item, &self.shared);
         let reader = inner.reader.take();
         drop(inner);
         if let Some(reader) = reader {
@@ -190,4 +190,27 @@ impl<T> Sender<T> {
     pub(super) fn waiting_senders(&self) -> usize {
         self.shared.waiting()
     }
+}
+
+/// Storage a full queue grows to in one step from its idle floor (no more
+/// than the queue's capacity): 64 items, a default queue's whole capacity.
+///
+/// The reader gives storage back down to the floor whenever it finds the
+/// queue empty, which in a burst is once per batch it takes. Grown by doubling
+/// from a floor of 4, every batch cost four reallocations (8, 16, 32, 64) and
+/// the give-back a fifth; grown in one step it costs one and the give-back.
+/// Never more than the queue may hold, so the memory bound is the one the
+/// capacity sets already; below the floor the queue grows as a `VecDeque`
+/// does, so a queue that carries one reply never takes more.
+pub(super) const GROWTH_STEP: usize = 64;
+
+/// Pushes `item`, first growing a full `queue` straight to [`GROWTH_STEP`]
+/// items when it holds between its idle floor and that.
+fn grow_then_push<T>(queue: &mut std::collections::VecDeque<T>, item: T, shared: &Shared<T>) {
+    let len = queue.len();
+    if len == queue.capacity() && len >= shared.idle_floor && len < GROWTH_STEP {
+        let target = GROWTH_STEP.min(shared.capacity).max(len + 1);
+        queue.reserve_exact(target - len);
+    }
+    queue.push_back(item);
 }

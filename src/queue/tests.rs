@@ -246,3 +246,47 @@ fn traffic_within_the_floor_keeps_its_storage() {
         assert!(held <= 2 * IDLE_FLOOR, "round {round}: {held}");
     }
 }
+
+/// Storage the sender side holds (the queue, not the reader's batch).
+fn queued_capacity<T>(tx: &Sender<T>) -> usize {
+    crate::queue::sync::lock(&tx.shared.inner).queue.capacity()
+}
+
+#[test]
+fn a_burst_grows_storage_in_one_step_past_the_floor_and_never_past_the_capacity() {
+    let (tx, mut rx) = bounded(256);
+    for i in 0..=IDLE_FLOOR {
+        tx.try_send(i).unwrap();
+    }
+    // One item past the floor: straight to the growth step, not to twice the floor.
+    let grown = queued_capacity(&tx);
+    assert!(grown >= sender::GROWTH_STEP, "grew to {grown}");
+    for i in IDLE_FLOOR + 1..sender::GROWTH_STEP {
+        tx.try_send(i).unwrap();
+    }
+    assert_eq!(
+        queued_capacity(&tx),
+        grown,
+        "no second growth within the step"
+    );
+    // Past the step, growth doubles as a VecDeque's does.
+    for i in sender::GROWTH_STEP..256 {
+        tx.try_send(i).unwrap();
+    }
+    for i in 0..256 {
+        assert_eq!(rx.try_recv(), Ok(i));
+    }
+
+    // A small queue grows to its capacity, no further.
+    let (tx, _rx) = bounded(10);
+    for i in 0..10 {
+        tx.try_send(i).unwrap();
+    }
+    let held = queued_capacity(&tx);
+    assert!((10..sender::GROWTH_STEP).contains(&held), "{held}");
+
+    // Below the floor a queue grows as a VecDeque does: one reply takes no more.
+    let (tx, _rx) = bounded(64);
+    tx.try_send(1).unwrap();
+    assert!(queued_capacity(&tx) <= IDLE_FLOOR);
+}
