@@ -118,6 +118,7 @@ impl Frame {
     }
 
     /// Appends the message's JSON text to `buf`.
+    #[inline]
     pub fn write_to(&self, buf: &mut impl BufMut) {
         match &self.body {
             Body::Whole(bytes, _) => buf.put_slice(bytes),

@@ -38,6 +38,7 @@ impl<T> Receiver<T> {
     /// The next item: from the batch, else a new batch from the queue. When
     /// the queue is empty and `park` is given, registers it under the same
     /// lock, so that a sender queuing after the look wakes it.
+    #[inline]
     fn next(&mut self, park: Option<&Context<'_>>) -> Next<T> {
         if self.batch.is_empty() {
             let mut inner = lock(&self.shared.inner);
@@ -78,6 +79,7 @@ impl<T> Receiver<T> {
     }
 
     /// The next item, or `None` once every sender has gone and nothing is left.
+    #[inline]
     pub fn poll_recv(&mut self, cx: &mut Context<'_>) -> Poll<Option<T>> {
         match self.next(Some(cx)) {
             Next::Item(item) => Poll::Ready(Some(item)),

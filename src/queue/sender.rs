@@ -91,6 +91,7 @@ impl<T> Drop for InLine<'_, T> {
 
 impl<T> Sender<T> {
     /// Queues `item` if there is room and no sender waits for it, without waiting.
+    #[inline]
     pub fn try_send(&self, item: T) -> Result<(), TrySendError<T>> {
         let shared = &*self.shared;
         let mut inner = lock(&shared.inner);
@@ -206,6 +207,7 @@ pub(super) const GROWTH_STEP: usize = 64;
 
 /// Pushes `item`, first growing a full `queue` straight to [`GROWTH_STEP`]
 /// items when it holds between its idle floor and that.
+#[inline]
 fn grow_then_push<T>(queue: &mut std::collections::VecDeque<T>, item: T, shared: &Shared<T>) {
     let len = queue.len();
     if len == queue.capacity() && len >= shared.idle_floor && len < GROWTH_STEP {

@@ -93,11 +93,13 @@ impl<T> Shared<T> {
     }
 
     /// Slots in use.
+    #[inline]
     pub(super) fn used(&self) -> usize {
         self.slots.load(Ordering::Acquire) / SLOT
     }
 
     /// Takes a slot if one is free and no sender waits before us. Under `inner`'s lock.
+    #[inline]
     pub(super) fn take_slot(&self, inner: &Inner<T>) -> bool {
         if !inner.waiters.is_empty() || self.used() >= self.capacity {
             return false;
@@ -130,6 +132,7 @@ impl<T> Shared<T> {
 
     /// Gives `n` slots back (items handed to the reader, unused permits); a
     /// waiting sender gets each in turn.
+    #[inline]
     pub(super) fn release(&self, n: usize) {
         let before = self.slots.fetch_sub(n * SLOT, Ordering::AcqRel);
         if before & WAITERS != 0 {

@@ -330,6 +330,7 @@ impl<H: SubscriptionHandler> Stream<H> {
 
     /// After a callback sent frames: notice overflow or a gone client, and wait for
     /// outbox room if frames spilled.
+    #[inline]
     fn after_send(&mut self, ctx: &mut Context<Self>) {
         if self.channel.is_overflowed() {
             return self.cut(ctx, CloseReason::Overflow);

@@ -180,6 +180,7 @@ impl Channel {
     }
 
     /// Whether frames wait in the spill queue for outbox room.
+    #[inline]
     pub(crate) fn has_pending(&self) -> bool {
         self.inner
             .listen

@@ -275,11 +275,13 @@ impl Channel {
     }
 
     /// Whether nothing more can be sent.
+    #[inline]
     pub fn is_closed(&self) -> bool {
         self.inner.state.load(Ordering::Acquire) != OPEN
     }
 
     /// Whether the stream overflowed (its client did not keep up).
+    #[inline]
     pub fn is_overflowed(&self) -> bool {
         self.inner.state.load(Ordering::Acquire) == OVERFLOW
     }
@@ -338,6 +340,7 @@ impl Channel {
     /// }
     /// # let _ = (changed, forward);
     /// ```
+    #[inline]
     pub fn send_shared(&self, notification: SharedNotification) -> Result<(), ChannelError> {
         let Some(listen) = &self.inner.listen else {
             return Err(ChannelError::NotAListenStream(
@@ -367,6 +370,7 @@ impl Channel {
     /// Whether this listen stream's honoured filter lets `notification` through
     /// (false before the acknowledgement and on request channels): a cheap check
     /// for handlers that want to skip work for events the client did not ask for.
+    #[inline]
     pub fn honours(&self, notification: &SharedNotification) -> bool {
         let Some(listen) = &self.inner.listen else {
             return false;
@@ -453,6 +457,7 @@ impl Channel {
 impl Listen {
     /// Whether `honoured` (this stream's, URIs sorted) lets a notification of
     /// `kind` through.
+    #[inline(always)]
     fn allows(&self, honoured: &SubscriptionFilter, kind: &Kind) -> bool {
         match kind {
             Kind::ToolsListChanged => honoured.tools_list_changed,
