@@ -25,9 +25,13 @@
 //! - **The reader going ends every wait.** Waiting senders fail with
 //!   [`Closed`], [`Sender::closed`] completes, queued items are dropped.
 //!
-//! And one it keeps for memory (unit tests and a loom model): storage a
+//! And one it keeps for memory (unit tests and loom models): storage a
 //! burst grew is given back when the reader next finds the queue empty,
-//! down to [`IDLE_FLOOR`] items, with no allocator call under the lock.
+//! down to [`IDLE_FLOOR`] items, with no allocator call under the lock. A
+//! reader that parks after every batch of a long burst (a stream's writer and
+//! its event feed) asks instead, with [`Receiver::tidy_on_call`], to give it
+//! back only when its owner calls [`Receiver::tidy`], once the queue has been
+//! idle for [`TIDY_AFTER`]: otherwise every batch of a burst reallocates.
 //!
 //! File by file: `sender.rs` and `receiver.rs` are the two sides, `shared.rs`
 //! the state between them (slot count, waiting senders), `sync.rs` the
@@ -80,6 +84,8 @@ fn with_idle_floor<T>(capacity: usize, idle_floor: usize) -> (Sender<T>, Receive
         Receiver {
             shared,
             batch: std::collections::VecDeque::new(),
+            tidy_on_call: false,
+            grown: false,
         },
     )
 }
@@ -99,6 +105,12 @@ fn with_idle_floor<T>(capacity: usize, idle_floor: usize) -> (Sender<T>, Receive
 /// measured after a burst showed the floors' 1.5 KiB per stream;
 /// `docs/benchmark.md`.)
 pub const IDLE_FLOOR: usize = 4;
+
+/// How long the queue of a reader that tidies on call
+/// ([`Receiver::tidy_on_call`]) stays idle before its owner gives storage
+/// back: long enough that a burst, whose reader parks between batches, keeps
+/// its storage; short enough that memory is back long before anyone reads it.
+pub const TIDY_AFTER: std::time::Duration = std::time::Duration::from_millis(100);
 
 /// The queue's reader has gone.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]

@@ -13,6 +13,12 @@ pub struct Receiver<T> {
     /// Items taken from the queue in one lock, handed out one by one. Each
     /// keeps its slot until it is handed out.
     pub(super) batch: VecDeque<T>,
+    /// Set by [`Receiver::tidy_on_call`]: storage is given back only by
+    /// [`Receiver::tidy`], not each time the reader parks.
+    pub(super) tidy_on_call: bool,
+    /// Whether either side held more than the idle floor when the reader
+    /// last parked (kept up to date only with `tidy_on_call`).
+    pub(super) grown: bool,
 }
 
 // The receiver never pins its items.
@@ -56,7 +62,12 @@ impl<T> Receiver<T> {
                 {
                     inner.reader = Some(cx.waker().clone());
                 }
-                shrink_when_idle(&self.shared, &mut self.batch, inner);
+                if self.tidy_on_call {
+                    let floor = self.shared.idle_floor;
+                    self.grown = inner.queue.capacity() > floor || self.batch.capacity() > floor;
+                } else {
+                    shrink_when_idle(&self.shared, &mut self.batch, inner);
+                }
                 return Next::Empty;
             }
             std::mem::swap(&mut inner.queue, &mut self.batch);
@@ -76,6 +87,38 @@ impl<T> Receiver<T> {
     #[cfg(test)]
     pub(super) fn capacity_held(&self) -> usize {
         lock(&self.shared.inner).queue.capacity() + self.batch.capacity()
+    }
+
+    /// Leaves storage a burst grew in place when the reader parks, until
+    /// [`Receiver::tidy`] gives it back. For a reader that parks after every
+    /// batch of a long burst (a stream's writer, its event feed): giving
+    /// storage back at each park made every batch reallocate. Its owner calls
+    /// `tidy` once the queue has been idle for a while (a timer it already
+    /// has, or one it starts when [`Receiver::holds_grown_storage`] says so).
+    pub fn tidy_on_call(&mut self) {
+        self.tidy_on_call = true;
+    }
+
+    /// Whether either side held more storage than the idle floor when the
+    /// reader last parked (with [`Receiver::tidy_on_call`]; always false
+    /// otherwise, since each park gives it back).
+    pub fn holds_grown_storage(&self) -> bool {
+        self.grown
+    }
+
+    /// Gives storage back down to the idle floor if nothing is queued or
+    /// waiting in the reader's batch; otherwise does nothing (the next park
+    /// says again whether storage is grown).
+    pub fn tidy(&mut self) {
+        if !self.batch.is_empty() {
+            return;
+        }
+        let inner = lock(&self.shared.inner);
+        if !inner.queue.is_empty() {
+            return;
+        }
+        shrink_when_idle(&self.shared, &mut self.batch, inner);
+        self.grown = false;
     }
 
     /// The next item, or `None` once every sender has gone and nothing is left.

@@ -290,3 +290,37 @@ fn a_burst_grows_storage_in_one_step_past_the_floor_and_never_past_the_capacity(
     tx.try_send(1).unwrap();
     assert!(queued_capacity(&tx) <= IDLE_FLOOR);
 }
+
+#[test]
+fn a_reader_that_tidies_on_call_keeps_a_bursts_storage_until_it_tidies() {
+    let (tx, mut rx) = bounded(256);
+    rx.tidy_on_call();
+    let waker = futures_util::task::noop_waker();
+    let mut cx = Context::from_waker(&waker);
+    for _ in 0..2 {
+        for i in 0..256 {
+            tx.try_send(i).unwrap();
+        }
+        for i in 0..256 {
+            assert_eq!(rx.poll_recv(&mut cx), Poll::Ready(Some(i)));
+        }
+        // Parked between two batches of a burst: the storage stays.
+        assert_eq!(rx.poll_recv(&mut cx), Poll::Pending);
+        assert!(rx.capacity_held() >= 256, "{}", rx.capacity_held());
+        assert!(rx.holds_grown_storage());
+    }
+    // Something queued: tidying waits for the queue to be idle.
+    tx.try_send(7).unwrap();
+    rx.tidy();
+    assert!(rx.capacity_held() >= 256, "{}", rx.capacity_held());
+    assert_eq!(rx.try_recv(), Ok(7));
+    rx.tidy();
+    assert!(
+        rx.capacity_held() <= 2 * IDLE_FLOOR,
+        "{}",
+        rx.capacity_held()
+    );
+    assert!(!rx.holds_grown_storage());
+    tx.try_send(8).unwrap();
+    assert_eq!(rx.try_recv(), Ok(8));
+}

@@ -55,6 +55,10 @@ pub(crate) struct Feed<M> {
     /// The waker last registered with the signals: registering again costs
     /// atomics on every wake-up, and an actor's task keeps its waker.
     registered: Option<Waker>,
+    /// Started when the inbox parks holding storage a burst grew: when it
+    /// fires, the storage is given back if the inbox is still idle
+    /// ([`queue::TIDY_AFTER`]).
+    tidy: Option<Pin<Box<tokio::time::Sleep>>>,
 }
 
 // The feed never pins its messages (the attached streams are boxed).
@@ -76,6 +80,8 @@ impl<M> Feed<M> {
         queued: Vec<M>,
         attached: Vec<EventStream<M>>,
     ) -> Self {
+        let mut rx = rx;
+        rx.tidy_on_call();
         Feed {
             rx,
             rx_done: false,
@@ -86,6 +92,27 @@ impl<M> Feed<M> {
             overflow,
             taps,
             registered: None,
+            tidy: None,
+        }
+    }
+
+    /// Gives the inbox's grown storage back once it has been idle for
+    /// [`queue::TIDY_AFTER`]: the timer is started at the first park that
+    /// finds storage grown, not moved by later ones, so a long burst gives
+    /// its storage back at most once per `TIDY_AFTER`.
+    fn tidy(&mut self, task: &mut TaskContext<'_>) {
+        if let Some(timer) = self.tidy.as_mut() {
+            if timer.as_mut().poll(task).is_pending() {
+                return;
+            }
+            self.tidy = None;
+            self.rx.tidy();
+        }
+        if self.rx.holds_grown_storage() {
+            let mut timer = Box::pin(tokio::time::sleep(queue::TIDY_AFTER));
+            if timer.as_mut().poll(task).is_pending() {
+                self.tidy = Some(timer);
+            }
         }
     }
 
@@ -213,6 +240,7 @@ impl<H: SubscriptionHandler> ActorFuture<Stream<H>> for Feed<H::Message> {
         if act.is_finished() {
             Poll::Ready(())
         } else {
+            this.tidy(task);
             Poll::Pending
         }
     }
@@ -276,6 +304,26 @@ mod tests {
         // Each source's items in their own order.
         assert!(got.iter().filter(|n| from_inbox(n)).is_sorted());
         assert!(got.iter().filter(|n| !from_inbox(n)).is_sorted());
+    }
+
+    #[actix_rt::test]
+    async fn an_inbox_keeps_a_bursts_storage_while_busy_and_gives_it_back_once_idle() {
+        let (inbox, mut feed) = feed(Vec::new());
+        let waker = futures_util::task::noop_waker();
+        let mut task = TaskContext::from_waker(&waker);
+        for round in 0..2 {
+            for n in 0..64 {
+                inbox.try_send(round * 64 + n).expect("room");
+            }
+            assert_eq!(drain(&mut feed).len(), 64);
+            feed.tidy(&mut task);
+            assert!(feed.rx.holds_grown_storage(), "kept between batches");
+        }
+        assert!(feed.tidy.is_some(), "the give-back is timed");
+        tokio::time::sleep(queue::TIDY_AFTER + std::time::Duration::from_millis(50)).await;
+        feed.tidy(&mut task);
+        assert!(!feed.rx.holds_grown_storage(), "given back once idle");
+        assert!(feed.tidy.is_none(), "no timer once nothing is grown");
     }
 
     #[test]

@@ -15,6 +15,7 @@ use tokio::sync::oneshot;
 use tokio::time::{Instant, Sleep};
 
 use crate::mux::{Frame, OutboxReceiver};
+use crate::queue::TIDY_AFTER;
 use crate::runtime::Server;
 
 /// Ready frames coalesced into one write at most.
@@ -23,10 +24,13 @@ const MAX_FRAMES_PER_CHUNK: usize = 1024;
 const MAX_CHUNK_BYTES: usize = 256 * 1024;
 
 /// Capacity an idle stream's write buffer may keep between writes. A burst
-/// grows the buffer up to `MAX_CHUNK_BYTES`; once the stream has nothing ready,
-/// a buffer larger than this is let go (the next write allocates afresh), so
-/// memory comes back after a burst while a stream that sends a frame now and
-/// then keeps reusing one small buffer without allocating.
+/// grows the buffer up to `MAX_CHUNK_BYTES`; once the stream has had nothing
+/// ready for [`TIDY_AFTER`], a buffer larger than this is let go (the
+/// next write allocates afresh), and so is the storage the burst grew in the
+/// outbox: memory comes back after a burst, while a stream that sends a frame
+/// now and then keeps reusing one small buffer without allocating, and a
+/// burst, whose writer parks between batches, reuses its buffer instead of
+/// growing a new one each batch.
 pub(crate) const IDLE_BUFFER_FLOOR: usize = 4 * 1024;
 
 const KEEPALIVE: &[u8] = b": keepalive\n\n";
@@ -65,7 +69,10 @@ pub(crate) struct SseBody {
     done: Option<oneshot::Receiver<()>>,
     closing: bool,
     finished: bool,
+    /// The keep-alive deadline, or, after a write that left grown storage,
+    /// the time to give it back ([`TIDY_AFTER`] later; `tidy_due`).
     keepalive: Pin<Box<Sleep>>,
+    tidy_due: bool,
     interval: Duration,
     server: Server,
     _task: AbortOnDrop,
@@ -80,6 +87,8 @@ impl SseBody {
         server: Server,
         task: AbortOnDrop,
     ) -> Self {
+        let mut rx = rx;
+        rx.tidy_on_call();
         SseBody {
             rx,
             buf: BytesMut::new(),
@@ -89,6 +98,7 @@ impl SseBody {
             closing: false,
             finished: false,
             keepalive: Box::pin(tokio::time::sleep(interval)),
+            tidy_due: false,
             interval,
             server,
             _task: task,
@@ -103,6 +113,8 @@ impl SseBody {
         interval: Duration,
         server: Server,
     ) -> Self {
+        let mut rx = rx;
+        rx.tidy_on_call();
         SseBody {
             rx,
             buf: BytesMut::new(),
@@ -112,6 +124,7 @@ impl SseBody {
             closing: false,
             finished: false,
             keepalive: Box::pin(tokio::time::sleep(interval)),
+            tidy_due: false,
             interval,
             server,
             _task: AbortOnDrop(None),
@@ -128,6 +141,16 @@ impl SseBody {
             self.finished = true;
         }
         true
+    }
+
+    /// Gives back what a burst grew, once the stream is idle: the write
+    /// buffer (the bytes still in flight keep their own share of it until
+    /// they are sent) and the outbox's storage.
+    fn tidy(&mut self) {
+        if self.buf.capacity() > IDLE_BUFFER_FLOOR {
+            self.buf = BytesMut::new();
+        }
+        self.rx.tidy();
     }
 }
 
@@ -180,9 +203,18 @@ impl Stream for SseBody {
         }
         if frames > 0 {
             this.server.count_frames(frames);
-            let interval = this.interval;
-            this.keepalive.as_mut().reset(Instant::now() + interval);
-            return Poll::Ready(Some(Ok(this.buf.split().freeze())));
+            let chunk = this.buf.split().freeze();
+            // Storage left grown is given back once the stream has been idle
+            // for TIDY_AFTER; a burst keeps moving that deadline on.
+            let grown = this.buf.capacity() > IDLE_BUFFER_FLOOR || this.rx.holds_grown_storage();
+            this.tidy_due = grown && TIDY_AFTER < this.interval;
+            let wait = if this.tidy_due {
+                TIDY_AFTER
+            } else {
+                this.interval
+            };
+            this.keepalive.as_mut().reset(Instant::now() + wait);
+            return Poll::Ready(Some(Ok(chunk)));
         }
         if this.closing {
             return Poll::Ready(None);
@@ -197,14 +229,18 @@ impl Stream for SseBody {
             return Poll::Ready(None);
         }
         if this.keepalive.as_mut().poll(cx).is_ready() {
+            this.tidy();
+            if std::mem::take(&mut this.tidy_due) {
+                // The keep-alive is still counted from the last write.
+                let deadline = this.keepalive.deadline() - TIDY_AFTER + this.interval;
+                this.keepalive.as_mut().reset(deadline);
+                if this.keepalive.as_mut().poll(cx).is_pending() {
+                    return Poll::Pending;
+                }
+            }
             let interval = this.interval;
             this.keepalive.as_mut().reset(Instant::now() + interval);
             return Poll::Ready(Some(Ok(Bytes::from_static(KEEPALIVE))));
-        }
-        if this.buf.capacity() > IDLE_BUFFER_FLOOR {
-            // Idle after a burst: give the burst's buffer back (the bytes still
-            // in flight keep their own share of it until they are sent).
-            this.buf = BytesMut::new();
         }
         Poll::Pending
     }
@@ -264,13 +300,19 @@ mod tests {
             "the burst grew the buffer ({} bytes)",
             body.buf.capacity()
         );
-        // Nothing ready: the next poll parks, and lets the burst's buffer go.
+        // Nothing ready: the body parks, keeping what the burst grew for the
+        // burst's next batch.
         assert!(body.next().now_or_never().is_none(), "nothing is ready");
+        assert!(body.rx.holds_grown_storage(), "the outbox grew");
+        // Idle for TIDY_AFTER: the buffer and the outbox's storage go back.
+        tokio::time::sleep(TIDY_AFTER + Duration::from_millis(50)).await;
+        assert!(body.next().now_or_never().is_none(), "still nothing ready");
         assert!(
             body.buf.capacity() <= IDLE_BUFFER_FLOOR,
             "an idle stream keeps {} bytes of write buffer",
             body.buf.capacity()
         );
+        assert!(!body.rx.holds_grown_storage(), "the outbox was tidied");
         // A lone frame later is written from a small buffer, which it keeps.
         tx.try_send(frame(2000)).expect("room");
         let chunk = body.next().await.expect("a chunk").expect("bytes");
