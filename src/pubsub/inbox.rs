@@ -265,7 +265,14 @@ impl<M: Send + 'static> Inbox<M> {
                 if signal.is_set() {
                     return Err(InboxError::Closed);
                 }
-                tx.send(msg).await.map_err(|_| InboxError::Closed)
+                // With room, no waiting future is built: a publisher's common case.
+                match tx.try_send(msg) {
+                    Ok(()) => Ok(()),
+                    Err(TrySendError::Closed(_)) => Err(InboxError::Closed),
+                    Err(TrySendError::Full(msg)) => {
+                        tx.send(msg).await.map_err(|_| InboxError::Closed)
+                    }
+                }
             }
             Target::Sink(sink) => sink.deliver(msg).await,
         }
