@@ -324,3 +324,43 @@ fn a_reader_that_tidies_on_call_keeps_a_bursts_storage_until_it_tidies() {
     tx.try_send(8).unwrap();
     assert_eq!(rx.try_recv(), Ok(8));
 }
+
+#[test]
+fn try_send_many_moves_what_fits_in_order_and_never_overtakes_a_waiting_sender() {
+    let (tx, mut rx) = bounded(4);
+    tx.try_send(0).unwrap();
+    let mut items: std::collections::VecDeque<u32> = (1..=5).collect();
+    assert_eq!(tx.try_send_many(&mut items), Ok(3), "room for three");
+    assert_eq!(items, [4, 5]);
+    assert_eq!(tx.try_send_many(&mut items), Ok(0), "full");
+    for i in 0..4 {
+        assert_eq!(rx.try_recv(), Ok(i));
+    }
+    // A sender waiting for room goes first.
+    for i in 10..14 {
+        tx.try_send(i).unwrap();
+    }
+    let mut waiter = std::pin::pin!(tx.reserve());
+    assert!(poll_once(waiter.as_mut()).is_pending());
+    assert_eq!(rx.try_recv(), Ok(10));
+    assert_eq!(
+        tx.try_send_many(&mut items),
+        Ok(0),
+        "the freed slot is the waiter's"
+    );
+    match poll_once(waiter.as_mut()) {
+        Poll::Ready(Ok(permit)) => permit.send(20),
+        _ => panic!("the waiting sender was served"),
+    }
+    for i in [11, 12, 13, 20] {
+        assert_eq!(rx.try_recv(), Ok(i));
+    }
+    assert_eq!(tx.try_send_many(&mut items), Ok(2));
+    assert!(items.is_empty());
+    assert_eq!(rx.try_recv(), Ok(4));
+    assert_eq!(rx.try_recv(), Ok(5));
+    drop(rx);
+    let mut more: std::collections::VecDeque<u32> = [6].into();
+    assert_eq!(tx.try_send_many(&mut more), Err(Closed));
+    assert_eq!(more, [6], "kept when the reader has gone");
+}

@@ -1,4 +1,4 @@
-use std::collections::{HashSet, VecDeque};
+use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
@@ -15,6 +15,7 @@ use crate::protocol::{
 };
 
 mod lifecycle;
+mod staging;
 
 /// Frames of storage a listen stream's spill queue keeps once drained
 /// (default 4).
@@ -102,9 +103,10 @@ struct Inner {
     /// lock, so a send and a close (or the final frame) never interleave.
     state: AtomicU8,
     /// Frames of a listen stream waiting for outbox room, in order (bounded by
-    /// `spill_limit`; storage back to [`SPILL_IDLE_FLOOR`] once drained);
-    /// always empty for a request channel.
-    pending: Mutex<VecDeque<Frame>>,
+    /// `spill_limit`; storage back to [`SPILL_IDLE_FLOOR`] once drained), or
+    /// staged during a turn of its actor (`staging.rs`); always empty for a
+    /// request channel.
+    pending: Mutex<staging::Pending>,
     last_progress: Mutex<Option<f64>>,
 }
 
@@ -204,7 +206,7 @@ impl Channel {
                 outbox,
                 listen,
                 state: AtomicU8::new(OPEN),
-                pending: Mutex::new(VecDeque::new()),
+                pending: Mutex::new(staging::Pending::default()),
                 last_progress: Mutex::new(None),
             }),
         }

@@ -288,3 +288,77 @@ async fn a_drained_spill_gives_its_storage_back() {
     }
     assert!(rx.try_recv().is_err());
 }
+
+#[test]
+fn a_turns_frames_are_staged_then_moved_in_order_and_overflow_comes_where_it_did() {
+    // The same sends with and without a turn: 20 fit the outbox, 4 spill,
+    // the 25th overflows; staged, each move takes what fits.
+    for staged in [false, true] {
+        let (ch, mut rx) = listen(RequestId::Number(1), 20, 4);
+        ch.acknowledge(SubscriptionFilter::tools()).unwrap();
+        recv_json(&mut rx);
+        let event = SharedNotification::new(Notification::tools_list_changed());
+        if staged {
+            ch.begin_staging();
+            for _ in 0..4 {
+                ch.send_shared(event.clone()).unwrap();
+            }
+            assert!(rx.try_recv().is_err(), "staged, not yet in the outbox");
+        }
+        let mut accepted = if staged { 4 } else { 0 };
+        let refused = loop {
+            match ch.send_shared(event.clone()) {
+                Ok(()) => accepted += 1,
+                Err(e) => break e,
+            }
+            assert!(accepted < 100, "never overflowed");
+        };
+        assert_eq!(refused, ChannelError::Overflow, "staged: {staged}");
+        assert_eq!(accepted, 24, "staged: {staged}");
+        assert!(ch.has_pending(), "the spill waits to be drained");
+        assert!(!ch.end_staging() || staged);
+        let mut got = 0;
+        while let Ok(frame) = rx.try_recv() {
+            let n: Value = serde_json::from_slice(&frame.to_bytes()).unwrap();
+            assert_eq!(n["method"], "notifications/tools/list_changed");
+            got += 1;
+        }
+        assert_eq!(got, 20, "staged: {staged}");
+    }
+}
+
+#[test]
+fn end_staging_moves_the_rest_and_reports_what_did_not_fit() {
+    let (ch, mut rx) = listen(RequestId::Number(2), 3, 8);
+    ch.acknowledge(SubscriptionFilter::tools()).unwrap();
+    recv_json(&mut rx);
+    let event = SharedNotification::new(Notification::tools_list_changed());
+    ch.begin_staging();
+    for _ in 0..5 {
+        ch.send_shared(event.clone()).unwrap();
+    }
+    assert!(ch.end_staging(), "two did not fit");
+    assert!(ch.has_pending(), "they are spill, to be drained");
+    for _ in 0..3 {
+        recv_json(&mut rx);
+    }
+    // Outside a turn sends go straight to the outbox again.
+    let (ch, mut rx) = listen(RequestId::Number(3), 8, 8);
+    ch.acknowledge(SubscriptionFilter::tools()).unwrap();
+    recv_json(&mut rx);
+    ch.begin_staging();
+    for _ in 0..8 {
+        ch.send_shared(event.clone()).unwrap();
+    }
+    assert!(!ch.end_staging(), "all eight fitted");
+    for _ in 0..8 {
+        recv_json(&mut rx);
+    }
+    ch.send_shared(event).unwrap();
+    recv_json(&mut rx);
+    // Eight staged grew the storage past the floor; it goes back once idle.
+    assert!(ch.staging_grown(), "{}", ch.spill_capacity());
+    ch.tidy_staging();
+    assert!(!ch.staging_grown());
+    assert!(ch.spill_capacity() <= SPILL_IDLE_FLOOR);
+}
