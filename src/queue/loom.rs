@@ -174,31 +174,6 @@ fn a_tidy_racing_a_sender_loses_no_item_and_keeps_the_queue_working() {
     });
 }
 
-#[test]
-fn try_send_many_racing_the_reader_keeps_the_bound_and_the_order() {
-    ::loom::model(|| {
-        let (tx, mut rx) = bounded(2);
-        let sender = thread::spawn(move || {
-            let mut items: std::collections::VecDeque<u32> = (1..=3).collect();
-            let mut sent = 0;
-            while !items.is_empty() {
-                let n = tx.try_send_many(&mut items).unwrap();
-                assert!(n <= 2, "never more than the capacity at once");
-                sent += n;
-                if n == 0 {
-                    thread::yield_now();
-                }
-            }
-            sent
-        });
-        for i in 1..=3 {
-            assert_eq!(block_on(rx.recv()), Some(i));
-        }
-        assert_eq!(sender.join().unwrap(), 3);
-        assert_eq!(block_on(rx.recv()), None);
-    });
-}
-
 // The topic log (`fanout.rs`): a writer appending and offering while its
 // reader reads, goes, or is unsubscribed.
 

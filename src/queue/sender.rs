@@ -111,50 +111,6 @@ impl<T> Sender<T> {
     }
 
     /// Queues `item` in a slot already counted for it.
-    /// Moves as many items from the front of `items` as there is room for,
-    /// in one lock and one wake-up of the reader; returns how many. Like
-    /// [`Sender::try_send`] it takes no room while a sender waits for some,
-    /// so it never overtakes one.
-    ///
-    /// # Errors
-    ///
-    /// [`Closed`] once the reader has gone (`items` is left as it was).
-    pub fn try_send_many(
-        &self,
-        items: &mut std::collections::VecDeque<T>,
-    ) -> Result<usize, Closed> {
-        if items.is_empty() {
-            return Ok(0);
-        }
-        let shared = &*self.shared;
-        let mut inner = lock(&shared.inner);
-        if inner.gone {
-            return Err(Closed);
-        }
-        let n = shared.take_slots(&inner, items.len());
-        if n == 0 {
-            return Ok(0);
-        }
-        let queue = &mut inner.queue;
-        let need = queue.len() + n;
-        if need > queue.capacity() {
-            let target = need.max(GROWTH_STEP.min(shared.capacity));
-            queue.reserve_exact(target - queue.len());
-        }
-        if n == items.len() {
-            // The usual case: all of them, moved as one or two slices.
-            queue.append(items);
-        } else {
-            queue.extend((0..n).map_while(|_| items.pop_front()));
-        }
-        let reader = inner.reader.take();
-        drop(inner);
-        if let Some(reader) = reader {
-            reader.wake();
-        }
-        Ok(n)
-    }
-
     fn push(&self, item: T) {
         let mut inner = lock(&self.shared.inner);
         if inner.gone {

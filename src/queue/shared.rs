@@ -108,20 +108,6 @@ impl<T> Shared<T> {
         true
     }
 
-    /// Takes up to `want` slots at once (none while senders wait); how many.
-    /// Under `inner`'s lock, like every take: a slot given back meanwhile at
-    /// worst goes unused until the next take.
-    pub(super) fn take_slots(&self, inner: &Inner<T>, want: usize) -> usize {
-        if !inner.waiters.is_empty() {
-            return 0;
-        }
-        let n = self.capacity.saturating_sub(self.used()).min(want);
-        if n > 0 {
-            self.slots.fetch_add(n * SLOT, Ordering::AcqRel);
-        }
-        n
-    }
-
     /// Takes a slot, or joins the line of waiting senders.
     pub(super) fn acquire(&self) -> Acquire {
         let mut inner = lock(&self.inner);

@@ -19,7 +19,6 @@ use std::task::{Context as TaskContext, Poll, Waker};
 use actix::prelude::*;
 
 use super::stream::Stream;
-use crate::mux::Channel;
 use crate::pubsub::{OverflowSignal, Taps};
 use crate::queue;
 use crate::subscription::{EventStream, SubscriptionHandler};
@@ -101,16 +100,15 @@ impl<M> Feed<M> {
     /// [`queue::TIDY_AFTER`]: the timer is started at the first park that
     /// finds storage grown, not moved by later ones, so a long burst gives
     /// its storage back at most once per `TIDY_AFTER`.
-    fn tidy(&mut self, channel: &Channel, task: &mut TaskContext<'_>) {
+    fn tidy(&mut self, task: &mut TaskContext<'_>) {
         if let Some(timer) = self.tidy.as_mut() {
             if timer.as_mut().poll(task).is_pending() {
                 return;
             }
             self.tidy = None;
             self.rx.tidy();
-            channel.tidy_staging();
         }
-        if self.rx.holds_grown_storage() || channel.staging_grown() {
+        if self.rx.holds_grown_storage() {
             let mut timer = Box::pin(tokio::time::sleep(queue::TIDY_AFTER));
             if timer.as_mut().poll(task).is_pending() {
                 self.tidy = Some(timer);
@@ -218,9 +216,6 @@ impl<H: SubscriptionHandler> ActorFuture<Stream<H>> for Feed<H::Message> {
             this.attached.push(reader);
         }
         let mut handled = 0;
-        // The frames of this turn go to the outbox a few at a time and at its
-        // end (`end_turn`), not one lock and slot each.
-        act.channel().begin_staging();
         while act.accepts_messages() {
             let msg = if this.attached.is_empty() && this.queued.is_empty() {
                 // The usual case: the inbox alone.
@@ -238,16 +233,14 @@ impl<H: SubscriptionHandler> ActorFuture<Stream<H>> for Feed<H::Message> {
             act.on_message(msg, ctx);
             handled += 1;
             if handled == BUDGET {
-                act.end_turn(ctx);
                 task.waker().wake_by_ref();
                 return Poll::Pending;
             }
         }
-        act.end_turn(ctx);
         if act.is_finished() {
             Poll::Ready(())
         } else {
-            this.tidy(act.channel(), task);
+            this.tidy(task);
             Poll::Pending
         }
     }
@@ -316,13 +309,6 @@ mod tests {
     #[actix_rt::test]
     async fn an_inbox_keeps_a_bursts_storage_while_busy_and_gives_it_back_once_idle() {
         let (inbox, mut feed) = feed(Vec::new());
-        let (outbox, _writer) = crate::mux::outbox(8);
-        let channel = Channel::for_request(
-            crate::protocol::RequestId::Number(1),
-            crate::protocol::RequestMeta::current(),
-            crate::mux::Assigns::new(),
-            outbox,
-        );
         let waker = futures_util::task::noop_waker();
         let mut task = TaskContext::from_waker(&waker);
         for round in 0..2 {
@@ -330,12 +316,12 @@ mod tests {
                 inbox.try_send(round * 64 + n).expect("room");
             }
             assert_eq!(drain(&mut feed).len(), 64);
-            feed.tidy(&channel, &mut task);
+            feed.tidy(&mut task);
             assert!(feed.rx.holds_grown_storage(), "kept between batches");
         }
         assert!(feed.tidy.is_some(), "the give-back is timed");
         tokio::time::sleep(queue::TIDY_AFTER + std::time::Duration::from_millis(50)).await;
-        feed.tidy(&channel, &mut task);
+        feed.tidy(&mut task);
         assert!(!feed.rx.holds_grown_storage(), "given back once idle");
         assert!(feed.tidy.is_none(), "no timer once nothing is grown");
     }

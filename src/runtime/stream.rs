@@ -172,8 +172,6 @@ impl<H: SubscriptionHandler> Stream<H> {
         if self.phase == Phase::Done || self.phase == Phase::Closing {
             return;
         }
-        // The turn's staged frames go first (or become spill, drained below).
-        self.channel.end_staging();
         match self.channel.finish(bytes) {
             Ok(()) => {
                 self.phase = Phase::Closing;
@@ -206,7 +204,6 @@ impl<H: SubscriptionHandler> Stream<H> {
         if self.phase == Phase::Done {
             return;
         }
-        self.channel.end_staging();
         let reason = *self.close.get_or_insert(reason);
         if reason == CloseReason::Overflow && self.pipe && self.phase != Phase::Closing {
             let error = McpError::internal(
@@ -343,16 +340,6 @@ impl<H: SubscriptionHandler> Stream<H> {
         }
         if self.channel.has_pending() {
             self.start_drain(ctx);
-        }
-    }
-
-    /// The feed's turn of events is over: the staged frames go to the outbox;
-    /// those that do not fit are spill, drained as any spill is.
-    pub(crate) fn end_turn(&mut self, ctx: &mut Context<Self>) {
-        self.channel.end_staging();
-        if self.phase == Phase::Open {
-            // A move may have found the outbox full (spill) or its reader gone.
-            self.after_send(ctx);
         }
     }
 

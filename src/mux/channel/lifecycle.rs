@@ -9,7 +9,6 @@ use crate::queue::TrySendError;
 
 use serde_json::{Map, Value};
 
-use super::staging::STAGE_LIMIT;
 use super::{CLOSED, Channel, ChannelError, Frame, OPEN, OVERFLOW, SPILL_IDLE_FLOOR, lock};
 use crate::protocol::jsonrpc::encode_notification;
 use crate::protocol::{SubscriptionFilter, keys, methods};
@@ -273,16 +272,7 @@ impl Channel {
             },
             Some(listen) => {
                 let limit = listen.spill_limit + usize::from(last);
-                // Never more staged than the spill may hold: what a move
-                // finds no room for is exactly what would have spilled.
-                let stage_max = STAGE_LIMIT.min(listen.spill_limit);
-                if pending.stages() && pending.len() >= stage_max {
-                    self.move_staged(&mut pending);
-                }
-                if pending.stages() && stage_max > 0 {
-                    pending.push_back(frame);
-                    Ok(())
-                } else if pending.is_empty() {
+                if pending.is_empty() {
                     match self.inner.outbox.try_send(frame) {
                         Ok(()) => Ok(()),
                         Err(TrySendError::Full(frame)) => {

@@ -1,4 +1,4 @@
-use std::collections::HashSet;
+use std::collections::{HashSet, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
@@ -15,7 +15,6 @@ use crate::protocol::{
 };
 
 mod lifecycle;
-mod staging;
 
 /// Frames of storage a listen stream's spill queue keeps once drained
 /// (default 4).
@@ -103,10 +102,9 @@ struct Inner {
     /// lock, so a send and a close (or the final frame) never interleave.
     state: AtomicU8,
     /// Frames of a listen stream waiting for outbox room, in order (bounded by
-    /// `spill_limit`; storage back to [`SPILL_IDLE_FLOOR`] once drained), or
-    /// staged during a turn of its actor (`staging.rs`); always empty for a
-    /// request channel.
-    pending: Mutex<staging::Pending>,
+    /// `spill_limit`; storage back to [`SPILL_IDLE_FLOOR`] once drained);
+    /// always empty for a request channel.
+    pending: Mutex<VecDeque<Frame>>,
     last_progress: Mutex<Option<f64>>,
 }
 
@@ -206,7 +204,7 @@ impl Channel {
                 outbox,
                 listen,
                 state: AtomicU8::new(OPEN),
-                pending: Mutex::new(staging::Pending::default()),
+                pending: Mutex::new(VecDeque::new()),
                 last_progress: Mutex::new(None),
             }),
         }
