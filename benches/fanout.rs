@@ -6,7 +6,7 @@
 //! Criterion reports notifications per second (one notification = one frame
 //! delivered to one stream), so the figure is per core.
 
-use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use criterion::{Criterion, Throughput, criterion_group};
 use genmcp::apps::bench::fanout::Fanout;
 
 fn fanout(c: &mut Criterion) {
@@ -30,4 +30,47 @@ fn fanout(c: &mut Criterion) {
 }
 
 criterion_group!(benches, fanout);
-criterion_main!(benches);
+
+/// `cargo bench --bench fanout -- --count EVENTS STREAMS [each]`: instead of
+/// criterion, open STREAMS streams, publish EVENTS events to them (in bursts of
+/// 32 with `publish_batch`, or one `publish` per event with `each`) and exit,
+/// for an instruction counter, which a shared machine's noise does not move:
+///
+/// ```text
+/// valgrind --tool=callgrind target/release/deps/fanout-HASH --count 64 10000 each
+/// ```
+///
+/// The difference between two counts (EVENTS and 0) divided by EVENTS ×
+/// STREAMS is the instructions per notification.
+fn count(args: &[String]) {
+    let (Some(events), Some(streams)) = (
+        args.first().and_then(|n| n.parse::<u64>().ok()),
+        args.get(1).and_then(|n| n.parse::<usize>().ok()),
+    ) else {
+        eprintln!("--count EVENTS STREAMS [each]: EVENTS and STREAMS are numbers");
+        std::process::exit(2);
+    };
+    let bench = match Fanout::new(streams) {
+        Ok(b) => b,
+        Err(e) => panic!("could not open {streams} streams: {e}"),
+    };
+    match args.get(2).map(String::as_str) {
+        None => drop(bench.run(events)),
+        Some("each") => drop(bench.run_each(events)),
+        Some(other) => {
+            eprintln!("--count EVENTS STREAMS [each]: not {other:?}");
+            std::process::exit(2);
+        }
+    }
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    match args.iter().position(|a| a == "--count") {
+        Some(i) => count(&args[i + 1..]),
+        None => {
+            benches();
+            Criterion::default().configure_from_args().final_summary();
+        }
+    }
+}
