@@ -43,6 +43,8 @@ criterion_group!(benches, fanout);
 /// The difference between two counts (EVENTS and 0) divided by EVENTS ×
 /// STREAMS is the instructions per notification.
 fn count(args: &[String]) {
+    // `cargo bench` adds `--bench` after the arguments it passes on.
+    let args: Vec<&String> = args.iter().filter(|a| !a.starts_with("--")).collect();
     let (Some(events), Some(streams)) = (
         args.first().and_then(|n| n.parse::<u64>().ok()),
         args.get(1).and_then(|n| n.parse::<usize>().ok()),
@@ -54,7 +56,7 @@ fn count(args: &[String]) {
         Ok(b) => b,
         Err(e) => panic!("could not open {streams} streams: {e}"),
     };
-    match args.get(2).map(String::as_str) {
+    match args.get(2).map(|a| a.as_str()) {
         None => drop(bench.run(events)),
         Some("each") => drop(bench.run_each(events)),
         Some(other) => {

@@ -19,6 +19,7 @@ else
   valgrind --tool=callgrind --callgrind-out-file="$OUT/cg.%p" "$BIN" serve --port "$PORT" --workers 2 > "$OUT/server.log" 2>&1 &
 fi
 VPID=$!
+trap 'kill "$VPID" 2> /dev/null || true' EXIT
 for _ in $(seq 120); do
   curl -s -o /dev/null -X POST "http://127.0.0.1:$PORT/mcp" && break
   sleep 0.5

@@ -270,7 +270,9 @@ impl<M: Send + 'static> Inbox<M> {
                     Ok(()) => Ok(()),
                     Err(TrySendError::Closed(_)) => Err(InboxError::Closed),
                     Err(TrySendError::Full(msg)) => {
-                        tx.send(msg).await.map_err(|_| InboxError::Closed)
+                        let permit = tx.reserve().await.map_err(|_| InboxError::Closed)?;
+                        permit.send(msg);
+                        Ok(())
                     }
                 }
             }

@@ -108,8 +108,10 @@ pub const IDLE_FLOOR: usize = 4;
 
 /// How long the queue of a reader that tidies on call
 /// ([`Receiver::tidy_on_call`]) stays idle before its owner gives storage
-/// back: long enough that a burst, whose reader parks between batches, keeps
-/// its storage; short enough that memory is back long before anyone reads it.
+/// back (the stream's event feed: between once and twice this after the
+/// last event): long enough that a burst, whose reader parks between
+/// batches, keeps its storage; short enough that memory is back long before
+/// anyone reads it.
 pub const TIDY_AFTER: std::time::Duration = std::time::Duration::from_millis(100);
 
 /// The queue's reader has gone.

@@ -110,6 +110,9 @@ impl<T> Receiver<T> {
     /// waiting in the reader's batch; otherwise does nothing (the next park
     /// says again whether storage is grown).
     pub fn tidy(&mut self) {
+        // Until the next park says otherwise: an owner that tidies when this
+        // is set does not come back every TIDY_AFTER while the reader is busy.
+        self.grown = false;
         if !self.batch.is_empty() {
             return;
         }
@@ -118,7 +121,6 @@ impl<T> Receiver<T> {
             return;
         }
         shrink_when_idle(&self.shared, &mut self.batch, inner);
-        self.grown = false;
     }
 
     /// The next item, or `None` once every sender has gone and nothing is left.

@@ -309,11 +309,16 @@ fn a_reader_that_tidies_on_call_keeps_a_bursts_storage_until_it_tidies() {
         assert!(rx.capacity_held() >= 256, "{}", rx.capacity_held());
         assert!(rx.holds_grown_storage());
     }
-    // Something queued: tidying waits for the queue to be idle.
+    // Something queued: tidying waits for the queue to be idle, and says
+    // "not grown" until the reader parks again (its owner does not retry
+    // while the reader is busy).
     tx.try_send(7).unwrap();
     rx.tidy();
     assert!(rx.capacity_held() >= 256, "{}", rx.capacity_held());
+    assert!(!rx.holds_grown_storage());
     assert_eq!(rx.try_recv(), Ok(7));
+    assert_eq!(rx.try_recv(), Err(TryRecvError::Empty));
+    assert!(rx.holds_grown_storage(), "the park says it again");
     rx.tidy();
     assert!(
         rx.capacity_held() <= 2 * IDLE_FLOOR,

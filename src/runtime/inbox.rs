@@ -55,10 +55,11 @@ pub(crate) struct Feed<M> {
     /// The waker last registered with the signals: registering again costs
     /// atomics on every wake-up, and an actor's task keeps its waker.
     registered: Option<Waker>,
-    /// Started when the inbox parks holding storage a burst grew: when it
-    /// fires, the storage is given back if the inbox is still idle
-    /// ([`queue::TIDY_AFTER`]).
+    /// Started when the inbox parks holding storage a burst grew: the storage
+    /// is given back once no event came for [`queue::TIDY_AFTER`].
     tidy: Option<Pin<Box<tokio::time::Sleep>>>,
+    /// Events were handled since the tidy timer was (re)started.
+    busy: bool,
 }
 
 // The feed never pins its messages (the attached streams are boxed).
@@ -93,17 +94,28 @@ impl<M> Feed<M> {
             taps,
             registered: None,
             tidy: None,
+            busy: false,
         }
     }
 
-    /// Gives the inbox's grown storage back once it has been idle for
+    /// Gives the inbox's grown storage back once no event has come for
     /// [`queue::TIDY_AFTER`]: the timer is started at the first park that
-    /// finds storage grown, not moved by later ones, so a long burst gives
-    /// its storage back at most once per `TIDY_AFTER`.
+    /// finds storage grown and is not moved by later ones (a reset per batch
+    /// would cost more than it saves); when it fires after events came, it
+    /// waits once more instead. So storage goes back between `TIDY_AFTER`
+    /// and twice that after the last event, and a long burst keeps it.
     fn tidy(&mut self, task: &mut TaskContext<'_>) {
         if let Some(timer) = self.tidy.as_mut() {
             if timer.as_mut().poll(task).is_pending() {
                 return;
+            }
+            if std::mem::take(&mut self.busy) {
+                timer
+                    .as_mut()
+                    .reset(tokio::time::Instant::now() + queue::TIDY_AFTER);
+                if timer.as_mut().poll(task).is_pending() {
+                    return;
+                }
             }
             self.tidy = None;
             self.rx.tidy();
@@ -231,6 +243,7 @@ impl<H: SubscriptionHandler> ActorFuture<Stream<H>> for Feed<H::Message> {
                 }
             };
             act.on_message(msg, ctx);
+            this.busy = true;
             handled += 1;
             if handled == BUDGET {
                 task.waker().wake_by_ref();
@@ -320,7 +333,14 @@ mod tests {
             assert!(feed.rx.holds_grown_storage(), "kept between batches");
         }
         assert!(feed.tidy.is_some(), "the give-back is timed");
-        tokio::time::sleep(queue::TIDY_AFTER + std::time::Duration::from_millis(50)).await;
+        let wait = queue::TIDY_AFTER + std::time::Duration::from_millis(50);
+        // Events came since the timer started: it waits once more.
+        feed.busy = true;
+        tokio::time::sleep(wait).await;
+        feed.tidy(&mut task);
+        assert!(feed.rx.holds_grown_storage(), "busy: kept");
+        assert!(feed.tidy.is_some(), "busy: timed again");
+        tokio::time::sleep(wait).await;
         feed.tidy(&mut task);
         assert!(!feed.rx.holds_grown_storage(), "given back once idle");
         assert!(feed.tidy.is_none(), "no timer once nothing is grown");

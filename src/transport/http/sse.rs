@@ -73,6 +73,8 @@ pub(crate) struct SseBody {
     /// the time to give it back ([`TIDY_AFTER`] later; `tidy_due`).
     keepalive: Pin<Box<Sleep>>,
     tidy_due: bool,
+    /// When the keep-alive is due: `interval` after the last write.
+    keepalive_at: Instant,
     interval: Duration,
     server: Server,
     _task: AbortOnDrop,
@@ -99,6 +101,7 @@ impl SseBody {
             finished: false,
             keepalive: Box::pin(tokio::time::sleep(interval)),
             tidy_due: false,
+            keepalive_at: Instant::now() + interval,
             interval,
             server,
             _task: task,
@@ -125,6 +128,7 @@ impl SseBody {
             finished: false,
             keepalive: Box::pin(tokio::time::sleep(interval)),
             tidy_due: false,
+            keepalive_at: Instant::now() + interval,
             interval,
             server,
             _task: AbortOnDrop(None),
@@ -141,6 +145,11 @@ impl SseBody {
             self.finished = true;
         }
         true
+    }
+
+    /// Whether a burst left storage to give back.
+    fn holds_grown(&self) -> bool {
+        self.buf.capacity() > IDLE_BUFFER_FLOOR || self.rx.holds_grown_storage()
     }
 
     /// Gives back what a burst grew, once the stream is idle: the write
@@ -206,14 +215,15 @@ impl Stream for SseBody {
             let chunk = this.buf.split().freeze();
             // Storage left grown is given back once the stream has been idle
             // for TIDY_AFTER; a burst keeps moving that deadline on.
-            let grown = this.buf.capacity() > IDLE_BUFFER_FLOOR || this.rx.holds_grown_storage();
-            this.tidy_due = grown && TIDY_AFTER < this.interval;
-            let wait = if this.tidy_due {
-                TIDY_AFTER
+            let now = Instant::now();
+            this.keepalive_at = now + this.interval;
+            this.tidy_due = this.holds_grown() && TIDY_AFTER < this.interval;
+            let at = if this.tidy_due {
+                now + TIDY_AFTER
             } else {
-                this.interval
+                this.keepalive_at
             };
-            this.keepalive.as_mut().reset(Instant::now() + wait);
+            this.keepalive.as_mut().reset(at);
             return Poll::Ready(Some(Ok(chunk)));
         }
         if this.closing {
@@ -232,15 +242,29 @@ impl Stream for SseBody {
             this.tidy();
             if std::mem::take(&mut this.tidy_due) {
                 // The keep-alive is still counted from the last write.
-                let deadline = this.keepalive.deadline() - TIDY_AFTER + this.interval;
-                this.keepalive.as_mut().reset(deadline);
+                let at = this.keepalive_at;
+                this.keepalive.as_mut().reset(at);
                 if this.keepalive.as_mut().poll(cx).is_pending() {
                     return Poll::Pending;
                 }
             }
-            let interval = this.interval;
-            this.keepalive.as_mut().reset(Instant::now() + interval);
+            this.keepalive_at = Instant::now() + this.interval;
+            let at = this.keepalive_at;
+            this.keepalive.as_mut().reset(at);
             return Poll::Ready(Some(Ok(Bytes::from_static(KEEPALIVE))));
+        }
+        if !this.tidy_due && TIDY_AFTER < this.interval && this.holds_grown() {
+            // Grown without a write that saw it (a chunk cut at its budget
+            // just as the outbox emptied, a run of revoked frames): time the
+            // give-back from now.
+            let at = Instant::now() + TIDY_AFTER;
+            if at < this.keepalive_at {
+                this.tidy_due = true;
+                this.keepalive.as_mut().reset(at);
+                if this.keepalive.as_mut().poll(cx).is_ready() {
+                    cx.waker().wake_by_ref();
+                }
+            }
         }
         Poll::Pending
     }
