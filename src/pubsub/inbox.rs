@@ -265,7 +265,9 @@ impl<M: Send + 'static> Inbox<M> {
                 if signal.is_set() {
                     return Err(InboxError::Closed);
                 }
-                // With room, no waiting future is built: a publisher's common case.
+                // `Sender::send` inlined: awaiting it would build its future
+                // (and drop it) on every event, where a publisher usually
+                // finds room at once.
                 match tx.try_send(msg) {
                     Ok(()) => Ok(()),
                     Err(TrySendError::Closed(_)) => Err(InboxError::Closed),

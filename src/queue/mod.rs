@@ -94,12 +94,13 @@ fn with_idle_floor<T>(capacity: usize, idle_floor: usize) -> (Sender<T>, Receive
 /// (default 4).
 ///
 /// Both grow with a burst, up to the queue's capacity (a connection's outbox
-/// and a stream's mailbox: 64 by default), past the floor in one step of up to
-/// 64 items rather than by doubling (`sender::GROWTH_STEP`). When the reader finds nothing
-/// queued, each is shrunk back to this many items (and to no less than it
-/// holds): a stream that is idle again holds what an idle stream holds. 4
-/// covers the batches of ordinary traffic (a reply and its notifications, a
-/// few events between two reads), which then take and give back no memory;
+/// and a stream's mailbox: 64 by default), past the floor in one step of up
+/// to 64 items rather than by doubling (`sender::GROWTH_STEP`). When the
+/// reader finds nothing queued, each is shrunk back to this many items (and
+/// to no less than it holds): a stream that is idle again holds what an idle
+/// stream holds. 4 covers the batches of ordinary traffic (a reply and its
+/// notifications, a few events between two reads), which then take and give
+/// back no memory;
 /// storage only ever shrinks when it grew past this. An outbox frame is 48
 /// bytes, so the floor is 192 bytes per side. (It was 16 until the memory
 /// measured after a burst showed the floors' 1.5 KiB per stream;

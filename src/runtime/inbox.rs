@@ -82,6 +82,7 @@ impl<M> Feed<M> {
         attached: Vec<EventStream<M>>,
     ) -> Self {
         let mut rx = rx;
+        // The feed gives a burst's storage back on its own timer (`tidy`).
         rx.tidy_on_call();
         Feed {
             rx,

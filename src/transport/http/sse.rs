@@ -89,23 +89,7 @@ impl SseBody {
         server: Server,
         task: AbortOnDrop,
     ) -> Self {
-        let mut rx = rx;
-        rx.tidy_on_call();
-        SseBody {
-            rx,
-            buf: BytesMut::new(),
-            first: Some(first),
-            greeting: None,
-            done,
-            closing: false,
-            finished: false,
-            keepalive: Box::pin(tokio::time::sleep(interval)),
-            tidy_due: false,
-            keepalive_at: Instant::now() + interval,
-            interval,
-            server,
-            _task: task,
-        }
+        Self::start(Some(first), None, rx, done, interval, server, task)
     }
 
     /// A body with no first frame (a 2025-era GET stream): it opens with an SSE
@@ -116,22 +100,44 @@ impl SseBody {
         interval: Duration,
         server: Server,
     ) -> Self {
-        let mut rx = rx;
+        let greeting: &'static [u8] = b": stream open\n\n";
+        Self::start(
+            None,
+            Some(greeting),
+            rx,
+            done,
+            interval,
+            server,
+            AbortOnDrop(None),
+        )
+    }
+
+    fn start(
+        first: Option<Frame>,
+        greeting: Option<&'static [u8]>,
+        mut rx: OutboxReceiver,
+        done: Option<oneshot::Receiver<()>>,
+        interval: Duration,
+        server: Server,
+        task: AbortOnDrop,
+    ) -> Self {
+        // The body gives a burst's storage back on its own timer (`tidy`).
         rx.tidy_on_call();
+        let keepalive_at = Instant::now() + interval;
         SseBody {
             rx,
             buf: BytesMut::new(),
-            first: None,
-            greeting: Some(b": stream open\n\n"),
+            first,
+            greeting,
             done,
             closing: false,
             finished: false,
-            keepalive: Box::pin(tokio::time::sleep(interval)),
+            keepalive: Box::pin(tokio::time::sleep_until(keepalive_at)),
             tidy_due: false,
-            keepalive_at: Instant::now() + interval,
+            keepalive_at,
             interval,
             server,
-            _task: AbortOnDrop(None),
+            _task: task,
         }
     }
 
