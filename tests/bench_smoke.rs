@@ -223,6 +223,36 @@ fn json_output_holds_every_round_the_summary_the_command_and_the_machine() {
 }
 
 #[test]
+fn the_actor_hop_baseline_forwards_every_frame_in_bursts_larger_than_its_queues() {
+    // 2,000 events a stream is 30 times what the hop's inbox and outbox (64
+    // each) hold: its actor waits for room in the outbox, and nothing is lost.
+    let path = temp_file("hop.json");
+    let file = path.to_str().expect("utf-8 path");
+    let report = bench(&[
+        "--baseline",
+        "actor-hop",
+        "--streams",
+        "3",
+        "--events",
+        "2000",
+        "--rounds",
+        "1",
+        "--json",
+        file,
+    ]);
+    assert!(
+        report.contains("baseline (raw SSE, actor hop)"),
+        "the table names the baseline: {report}"
+    );
+    let doc = read_json(&path);
+    assert_eq!(doc["config"]["baseline"], "actor-hop", "{}", doc["config"]);
+    for server in ["baseline", "genmcp"] {
+        assert_eq!(doc["rounds"][0][server]["frames"], 3 * 2000, "{doc}");
+    }
+    let _ = std::fs::remove_file(&path);
+}
+
+#[test]
 fn compare_prints_before_after_and_ratio_of_every_summary_figure() {
     let path = temp_file("before.json");
     let file = path.to_str().expect("utf-8 path");

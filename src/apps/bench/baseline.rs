@@ -3,7 +3,9 @@
 //! frames written straight into its response body; `burst` hands every open
 //! stream `count` copies of its frame (waiting for room, like the demo's
 //! `burst`). No actors, no handler, no filter, no per-event encoding: the floor
-//! for "SSE over actix-web on this machine".
+//! for "SSE over actix-web on this machine". With `--hop` each listen's
+//! frames pass through an actor of their own ([`super::hop`]): the floor for
+//! an actor per stream.
 
 use std::sync::{Arc, Mutex};
 
@@ -19,6 +21,12 @@ struct Listener {
 
 type Registry = Arc<Mutex<Vec<Listener>>>;
 
+/// Whether listens get an actor hop between `burst` and the body (`--hop`).
+#[derive(Clone, Copy)]
+struct Via {
+    hop: bool,
+}
+
 fn event(message: &Value) -> Bytes {
     Bytes::from(format!("event: message\ndata: {message}\n\n"))
 }
@@ -31,7 +39,11 @@ fn notification(id: &Value, method: &str, uri: Option<&str>) -> Bytes {
     event(&json!({"jsonrpc": "2.0", "method": method, "params": params}))
 }
 
-async fn post(body: web::Bytes, registry: web::Data<Registry>) -> HttpResponse {
+async fn post(
+    body: web::Bytes,
+    registry: web::Data<Registry>,
+    via: web::Data<Via>,
+) -> HttpResponse {
     let Ok(request) = serde_json::from_slice::<Value>(&body) else {
         return HttpResponse::BadRequest().finish();
     };
@@ -41,6 +53,7 @@ async fn post(body: web::Bytes, registry: web::Data<Registry>) -> HttpResponse {
             let (tx, rx) = mpsc::channel::<Bytes>(64);
             let ack = notification(&id, "notifications/subscriptions/acknowledged", None);
             let _ = tx.try_send(ack);
+            let tx = if via.hop { super::hop::start(tx) } else { tx };
             if let Ok(mut r) = registry.lock() {
                 r.push(Listener { id, tx });
             }
@@ -120,23 +133,26 @@ async fn post(body: web::Bytes, registry: web::Data<Registry>) -> HttpResponse {
 /// for an `App` of the caller's (as `benches/unary.rs` drives it in-process).
 pub fn configure(cfg: &mut web::ServiceConfig) {
     let registry: Registry = Arc::new(Mutex::new(Vec::new()));
-    routes(cfg, registry);
+    routes(cfg, registry, Via { hop: false });
 }
 
-fn routes(cfg: &mut web::ServiceConfig, registry: Registry) {
+fn routes(cfg: &mut web::ServiceConfig, registry: Registry, via: Via) {
     cfg.app_data(web::Data::new(registry))
+        .app_data(web::Data::new(via))
         .app_data(web::PayloadConfig::new(1 << 20))
         .route("/mcp", web::post().to(post));
 }
 
 /// Serves the baseline on `127.0.0.1:port` with `workers` threads until the
-/// process is killed.
-pub fn serve(port: u16, workers: usize) -> std::io::Result<()> {
+/// process is killed; with `hop`, each listen's frames pass through an actor
+/// of their own.
+pub fn serve(port: u16, workers: usize, hop: bool) -> std::io::Result<()> {
     let registry: Registry = Arc::new(Mutex::new(Vec::new()));
+    let via = Via { hop };
     actix_rt::System::new().block_on(async move {
         HttpServer::new(move || {
             let registry = registry.clone();
-            App::new().configure(move |cfg| routes(cfg, registry))
+            App::new().configure(move |cfg| routes(cfg, registry, via))
         })
         .workers(workers.max(1))
         // The bench decides how many streams to open (up to 100,000 and

@@ -25,7 +25,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde_json::{Map, Value, json};
 
-use super::report::{kind_name, median, mode_name};
+use super::report::{baseline_name, kind_name, median, mode_name};
 use super::{BenchConfig, Mode, Sample, servers};
 
 /// The `format` of the documents this version writes.
@@ -135,6 +135,7 @@ fn config(cfg: &BenchConfig) -> Value {
     json!({
         "mode": mode_name(cfg.mode),
         "kind": kind_name(cfg.kind),
+        "baseline": baseline_name(cfg.baseline),
         "streams": cfg.streams,
         "events": cfg.events,
         "rounds": cfg.rounds,
@@ -252,7 +253,9 @@ pub fn compare(before: &Value, after: &Value, before_name: &str) -> String {
         describe(before),
         describe(after)
     );
-    for key in ["mode", "kind", "streams", "events", "rate", "url"] {
+    for key in [
+        "mode", "kind", "baseline", "streams", "events", "rate", "url",
+    ] {
         if before["config"][key] != after["config"][key] {
             out.push_str(&format!(
                 "note: {key} differs ({} before, {} after)\n",

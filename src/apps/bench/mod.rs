@@ -36,6 +36,7 @@
 pub mod baseline;
 pub mod counter;
 pub mod fanout;
+mod hop;
 pub mod json;
 pub mod load;
 pub mod measure;
@@ -63,6 +64,20 @@ pub enum Kind {
     Tools,
     /// `notifications/resources/updated` for one URI every stream subscribed to.
     Resources,
+}
+
+/// The server genmcp is measured against (`genmcp bench --baseline`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Baseline {
+    /// Raw SSE on actix-web: pre-encoded frames from one bounded channel per
+    /// stream straight into its body (`genmcp bench-baseline`).
+    #[default]
+    Raw,
+    /// The same, with an actix actor per stream between `burst` and the body
+    /// (`genmcp bench-baseline --hop`): what an actor per stream costs with
+    /// none of genmcp's work.
+    ActorHop,
 }
 
 /// What to measure.
@@ -101,6 +116,8 @@ pub struct BenchConfig {
     pub rounds: usize,
     /// Notification kind (default tools).
     pub kind: Kind,
+    /// The server genmcp is compared with (default the raw SSE server).
+    pub baseline: Baseline,
     /// Mode (default throughput).
     pub mode: Mode,
     /// Events per second in latency mode (default 20,000 / streams, between
@@ -145,6 +162,7 @@ impl BenchConfig {
             events,
             rounds: 3,
             kind: Kind::Tools,
+            baseline: Baseline::Raw,
             mode,
             rate,
             url: None,
@@ -291,7 +309,7 @@ pub fn run(exe: &Path, cfg: &BenchConfig) -> std::io::Result<Vec<Round>> {
         .map(|i| {
             let round = format!("round {}/{}", i + 1, cfg.rounds);
             let baseline = {
-                let server = servers::baseline(exe, cfg.streams)?;
+                let server = servers::baseline(exe, cfg.streams, cfg.baseline)?;
                 measure_across(
                     cfg,
                     &[server.addr],
@@ -411,14 +429,15 @@ pub fn cli(cfg: BenchConfig, exe: &Path, outputs: &Outputs) -> ExitCode {
     }
 }
 
-/// `genmcp bench-baseline --port P`: the raw SSE baseline server, with
-/// `GENMCP_BENCH_WORKERS` workers (default 2).
-pub fn baseline_cli(port: u16) -> ExitCode {
+/// `genmcp bench-baseline --port P [--hop]`: the raw SSE baseline server, with
+/// `GENMCP_BENCH_WORKERS` workers (default 2); `hop` puts an actor between
+/// each listen's event source and its body.
+pub fn baseline_cli(port: u16, hop: bool) -> ExitCode {
     let workers = std::env::var(servers::BASELINE_WORKERS_ENV)
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(2);
-    match baseline::serve(port, workers) {
+    match baseline::serve(port, workers, hop) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e}");

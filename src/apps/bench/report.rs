@@ -1,6 +1,6 @@
 //! The rounds of a run by column, and the text table printed on stdout.
 
-use super::{BenchConfig, Kind, Mode, Round, Sample, figure};
+use super::{Baseline, BenchConfig, Kind, Mode, Round, Sample, figure};
 
 /// The rounds of one run, one [`Sample`] per column per round.
 #[derive(Clone, Debug)]
@@ -12,6 +12,14 @@ pub struct Results {
     pub titles: Vec<String>,
     /// One sample per column, per round.
     pub rounds: Vec<Vec<Sample>>,
+}
+
+/// The baseline's title in the table, the JSON file and the chart.
+fn baseline_title(kind: Baseline) -> &'static str {
+    match kind {
+        Baseline::Raw => "baseline (raw SSE)",
+        Baseline::ActorHop => "baseline (raw SSE, actor hop)",
+    }
 }
 
 impl Results {
@@ -28,7 +36,7 @@ impl Results {
         } else {
             (
                 vec!["baseline", "genmcp"],
-                vec!["baseline (raw SSE)".to_owned(), "genmcp".to_owned()],
+                vec![baseline_title(cfg.baseline).to_owned(), "genmcp".to_owned()],
             )
         };
         Results {
@@ -160,6 +168,14 @@ pub fn mode_name(mode: Mode) -> &'static str {
         Mode::Throughput => "throughput",
         Mode::Latency => "latency",
         Mode::Memory => "memory",
+    }
+}
+
+/// The baseline as the JSON file names it.
+pub fn baseline_name(kind: Baseline) -> &'static str {
+    match kind {
+        Baseline::Raw => "raw",
+        Baseline::ActorHop => "actor-hop",
     }
 }
 

@@ -6,6 +6,8 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use super::Baseline;
+
 /// Connections one actix-web worker accepts (its default `max_connections`
 /// is 25,000), with room to spare: past it the bench gives both servers more
 /// workers.
@@ -71,10 +73,14 @@ pub fn start(exe: &Path, args: &[&str], env: &[(&str, String)]) -> std::io::Resu
     Ok(process)
 }
 
-/// The raw-SSE baseline, with the same workers as genmcp gets.
-pub fn baseline(exe: &Path, streams: usize) -> std::io::Result<ServerProcess> {
+/// The baseline server of `kind`, with the same workers as genmcp gets.
+pub fn baseline(exe: &Path, streams: usize, kind: Baseline) -> std::io::Result<ServerProcess> {
     let workers = workers_for(streams).to_string();
-    start(exe, &["bench-baseline"], &[(BASELINE_WORKERS_ENV, workers)])
+    let args: &[&str] = match kind {
+        Baseline::Raw => &["bench-baseline"],
+        Baseline::ActorHop => &["bench-baseline", "--hop"],
+    };
+    start(exe, args, &[(BASELINE_WORKERS_ENV, workers)])
 }
 
 /// `genmcp serve` (the notes demo), allowed `streams` listens (plus the

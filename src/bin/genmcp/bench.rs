@@ -6,7 +6,7 @@ use std::process::ExitCode;
 
 use clap::{Args, ValueEnum};
 use genmcp::apps::bench::tasks::{DEFAULT_TASKS, TasksConfig};
-use genmcp::apps::bench::{BenchConfig, Kind, Mode, Outputs};
+use genmcp::apps::bench::{Baseline, BenchConfig, Kind, Mode, Outputs};
 
 #[derive(Args, Debug)]
 pub(crate) struct BenchArgs {
@@ -16,6 +16,11 @@ pub(crate) struct BenchArgs {
     /// Which notification the streams receive.
     #[arg(long, value_enum, default_value_t = BenchKind::Tools)]
     kind: BenchKind,
+    /// The server genmcp is compared with: the raw SSE server, or the same
+    /// with an actix actor per stream between the event source and the body
+    /// (what the actor per stream costs with none of genmcp's work).
+    #[arg(long, value_enum, default_value_t = BenchBaseline::Raw, conflicts_with_all = ["url", "cross_node"])]
+    baseline: BenchBaseline,
     /// Concurrent streams (default 100). Above about 10,000 the bench raises
     /// its open-file limit (or says what to run) and spreads its connections
     /// over many loopback source addresses.
@@ -79,6 +84,14 @@ enum BenchMode {
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
+enum BenchBaseline {
+    /// Raw SSE on actix-web (`genmcp bench-baseline`).
+    Raw,
+    /// Raw SSE with an actix actor per stream (`genmcp bench-baseline --hop`).
+    ActorHop,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
 enum BenchKind {
     /// notifications/tools/list_changed.
     Tools,
@@ -102,6 +115,10 @@ impl BenchArgs {
         cfg.kind = match self.kind {
             BenchKind::Tools => Kind::Tools,
             BenchKind::Resources => Kind::Resources,
+        };
+        cfg.baseline = match self.baseline {
+            BenchBaseline::Raw => Baseline::Raw,
+            BenchBaseline::ActorHop => Baseline::ActorHop,
         };
         if let Some(n) = self.events {
             cfg.events = n.get();
@@ -131,6 +148,7 @@ impl BenchArgs {
         }
         [
             ("--kind", !matches!(self.kind, BenchKind::Tools)),
+            ("--baseline", !matches!(self.baseline, BenchBaseline::Raw)),
             ("--streams", self.streams.is_some()),
             ("--events", self.events.is_some()),
             ("--rate", self.rate.is_some()),

@@ -74,6 +74,10 @@ enum Command {
         /// The loopback port to listen on.
         #[arg(long)]
         port: u16,
+        /// Pass each listen's frames through an actix actor of its own (the
+        /// least an actor per stream costs; docs/benchmark.md).
+        #[arg(long)]
+        hop: bool,
     },
 }
 
@@ -87,7 +91,7 @@ fn main() -> ExitCode {
     match cli.command {
         Command::Serve(args) => serve::run(args),
         Command::Bench(args) => bench::run(&args),
-        Command::BenchBaseline { port } => genmcp::apps::bench::baseline_cli(port),
+        Command::BenchBaseline { port, hop } => genmcp::apps::bench::baseline_cli(port, hop),
     }
 }
 
