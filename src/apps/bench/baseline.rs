@@ -4,7 +4,7 @@
 //! stream `count` copies of its frame (waiting for room, like the demo's
 //! `burst`). No actors, no handler, no filter, no per-event encoding: the floor
 //! for "SSE over actix-web on this machine". With `--hop` each listen's
-//! frames pass through an actor of their own ([`super::hop`]): the floor for
+//! frames pass through an actor of their own (`hop.rs`): the floor for
 //! an actor per stream.
 
 use std::sync::{Arc, Mutex};
