@@ -17,7 +17,7 @@ OUT=$(mktemp -d)
 if [ "$MODE" = baseline ]; then
   valgrind --tool=callgrind --callgrind-out-file="$OUT/cg.%p" "$BIN" bench-baseline --port "$PORT" > "$OUT/server.log" 2>&1 &
 elif [ "$MODE" = hop ]; then
-  valgrind --tool=callgrind --callgrind-out-file="$OUT/cg.%p" "$BIN" bench-baseline --port "$PORT" --hop > "$OUT/server.log" 2>&1 &
+  valgrind --tool=callgrind --callgrind-out-file="$OUT/cg.%p" "$BIN" bench-baseline --port "$PORT" --hop "${HOP:-drain}" > "$OUT/server.log" 2>&1 &
 else
   valgrind --tool=callgrind --callgrind-out-file="$OUT/cg.%p" "$BIN" serve --port "$PORT" --workers 2 > "$OUT/server.log" 2>&1 &
 fi

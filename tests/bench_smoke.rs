@@ -153,6 +153,27 @@ fn bad_arguments_are_refused_with_usage() {
 }
 
 #[test]
+fn a_baseline_is_refused_where_no_baseline_runs() {
+    // --url drives one server, --cross-node compares nodes: neither starts a baseline.
+    for other in [
+        &["--url", "http://127.0.0.1:9/mcp"][..],
+        &["--cross-node", "redis://127.0.0.1:9"][..],
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_genmcp"))
+            .args(["bench", "--baseline", "actor-hop"])
+            .args(other)
+            .output()
+            .expect("genmcp bench runs");
+        assert_eq!(out.status.code(), Some(2), "{other:?}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            stderr.contains("'--baseline <BASELINE>' cannot be used with"),
+            "{other:?}: {stderr}"
+        );
+    }
+}
+
+#[test]
 fn in_process_fanout_encodes_every_frame_for_every_stream() {
     let fanout = Fanout::new(50).expect("streams open");
     assert_eq!(fanout.frames(), 50, "one acknowledgement per stream");

@@ -14,6 +14,9 @@ use bytes::Bytes;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
+use super::Baseline;
+use super::hop::Style;
+
 struct Listener {
     id: Value,
     tx: mpsc::Sender<Bytes>,
@@ -21,10 +24,22 @@ struct Listener {
 
 type Registry = Arc<Mutex<Vec<Listener>>>;
 
-/// Whether listens get an actor hop between `burst` and the body (`--hop`).
+/// Whether listens get an actor hop between `burst` and the body (`--hop`),
+/// and of which style.
 #[derive(Clone, Copy)]
 struct Via {
-    hop: bool,
+    hop: Option<Style>,
+}
+
+impl Via {
+    fn of(kind: Baseline) -> Via {
+        let hop = match kind {
+            Baseline::ActorHop => Some(Style::Drain),
+            Baseline::ActorHopHandler => Some(Style::Handler),
+            Baseline::Raw => None,
+        };
+        Via { hop }
+    }
 }
 
 fn event(message: &Value) -> Bytes {
@@ -53,7 +68,10 @@ async fn post(
             let (tx, rx) = mpsc::channel::<Bytes>(64);
             let ack = notification(&id, "notifications/subscriptions/acknowledged", None);
             let _ = tx.try_send(ack);
-            let tx = if via.hop { super::hop::start(tx) } else { tx };
+            let tx = match via.hop {
+                Some(style) => super::hop::start(tx, style),
+                None => tx,
+            };
             if let Ok(mut r) = registry.lock() {
                 r.push(Listener { id, tx });
             }
@@ -133,7 +151,7 @@ async fn post(
 /// for an `App` of the caller's (as `benches/unary.rs` drives it in-process).
 pub fn configure(cfg: &mut web::ServiceConfig) {
     let registry: Registry = Arc::new(Mutex::new(Vec::new()));
-    routes(cfg, registry, Via { hop: false });
+    routes(cfg, registry, Via::of(Baseline::Raw));
 }
 
 fn routes(cfg: &mut web::ServiceConfig, registry: Registry, via: Via) {
@@ -144,11 +162,11 @@ fn routes(cfg: &mut web::ServiceConfig, registry: Registry, via: Via) {
 }
 
 /// Serves the baseline on `127.0.0.1:port` with `workers` threads until the
-/// process is killed; with `hop`, each listen's frames pass through an actor
-/// of their own.
-pub fn serve(port: u16, workers: usize, hop: bool) -> std::io::Result<()> {
+/// process is killed; with an actor-hop `kind`, each listen's frames pass
+/// through an actor of their own.
+pub fn serve(port: u16, workers: usize, kind: Baseline) -> std::io::Result<()> {
     let registry: Registry = Arc::new(Mutex::new(Vec::new()));
-    let via = Via { hop };
+    let via = Via::of(kind);
     actix_rt::System::new().block_on(async move {
         HttpServer::new(move || {
             let registry = registry.clone();

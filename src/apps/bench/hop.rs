@@ -4,17 +4,39 @@
 //!
 //! It answers one question: what the shape genmcp is built on (an actor per
 //! stream, between the event source and the writer) costs on its own, with
-//! none of genmcp's work in it. The hop is the least an actor per stream can
-//! be: the `burst` side hands pre-encoded frames to a bounded inbox (a tokio
-//! channel of 64), the actor takes them as a stream added to its context and
-//! forwards each to a bounded outbox (another channel of 64) read by the body.
-//! When the outbox is full the actor waits for room (`ctx.wait`), which also
-//! stops it taking from the inbox: nothing is dropped, every queue stays
-//! bounded, as in genmcp.
+//! none of genmcp's work in it. The `burst` side hands pre-encoded frames to
+//! a bounded inbox (a tokio channel of 64); the actor forwards each to a
+//! bounded outbox (another channel of 64) read by the body. When the outbox
+//! is full the actor waits for room and takes nothing from the inbox
+//! meanwhile: nothing is dropped, every queue stays bounded, as in genmcp.
+//!
+//! Two ways to take the inbox ([`Style`]): the usual actix one, the inbox
+//! added to the context as a stream (`StreamHandler`, which actix polls 16
+//! items at a time), and a drain that takes everything ready, up to 256
+//! items a wake-up, as genmcp's own feed does.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context as TaskContext, Poll};
 
 use actix::prelude::*;
 use bytes::Bytes;
 use tokio::sync::mpsc;
+
+/// Frames the drain forwards per wake-up before it lets the other tasks of
+/// its thread run (genmcp's feed: 256).
+const BUDGET: usize = 256;
+
+/// How the hop's actor takes its inbox.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Style {
+    /// The inbox added to the context as a stream (`StreamHandler`), the usual
+    /// actix way.
+    Handler,
+    /// An `ActorFuture` that takes everything ready, up to 256 frames a
+    /// wake-up, and calls the actor for each.
+    Drain,
+}
 
 /// One listen's forwarding actor.
 struct Hop {
@@ -25,18 +47,29 @@ impl Actor for Hop {
     type Context = Context<Self>;
 }
 
+impl Hop {
+    /// Forwards `frame` if the outbox has room; gives it back when full, and
+    /// stops the actor when the body has gone.
+    fn forward(&mut self, frame: Bytes, ctx: &mut Context<Self>) -> Option<Bytes> {
+        match self.outbox.try_send(frame) {
+            Ok(()) => None,
+            Err(mpsc::error::TrySendError::Full(frame)) => Some(frame),
+            Err(mpsc::error::TrySendError::Closed(_)) => {
+                ctx.stop();
+                None
+            }
+        }
+    }
+}
+
 impl StreamHandler<Bytes> for Hop {
     fn handle(&mut self, frame: Bytes, ctx: &mut Context<Self>) {
-        match self.outbox.try_send(frame) {
-            Ok(()) => {}
-            Err(mpsc::error::TrySendError::Full(frame)) => {
-                let outbox = self.outbox.clone();
-                // Nothing else of this actor runs until there is room.
-                ctx.wait(actix::fut::wrap_future(async move {
-                    let _ = outbox.send(frame).await;
-                }));
-            }
-            Err(mpsc::error::TrySendError::Closed(_)) => ctx.stop(),
+        if let Some(frame) = self.forward(frame, ctx) {
+            let outbox = self.outbox.clone();
+            // Nothing else of this actor runs until there is room.
+            ctx.wait(actix::fut::wrap_future(async move {
+                let _ = outbox.send(frame).await;
+            }));
         }
     }
 
@@ -47,15 +80,80 @@ impl StreamHandler<Bytes> for Hop {
     }
 }
 
-/// Starts a forwarding actor in front of `outbox` on the current arbiter and
-/// returns its inbox: frames sent there reach `outbox` in order.
-pub(super) fn start(outbox: mpsc::Sender<Bytes>) -> mpsc::Sender<Bytes> {
+type Room =
+    Pin<Box<dyn Future<Output = Result<mpsc::OwnedPermit<Bytes>, mpsc::error::SendError<()>>>>>;
+
+/// The drain: takes the inbox's ready frames and hands each to the actor; a
+/// frame the full outbox gave back waits, with the inbox, for room.
+struct Drain {
+    inbox: mpsc::Receiver<Bytes>,
+    /// The frame the outbox had no room for, and the wait for that room.
+    held: Option<(Bytes, Room)>,
+}
+
+impl ActorFuture<Hop> for Drain {
+    type Output = ();
+
+    fn poll(
+        self: Pin<&mut Self>,
+        act: &mut Hop,
+        ctx: &mut Context<Hop>,
+        task: &mut TaskContext<'_>,
+    ) -> Poll<()> {
+        let this = self.get_mut();
+        if let Some((frame, room)) = this.held.as_mut() {
+            match room.as_mut().poll(task) {
+                Poll::Pending => return Poll::Pending,
+                Poll::Ready(Ok(permit)) => {
+                    permit.send(std::mem::take(frame));
+                    this.held = None;
+                }
+                Poll::Ready(Err(_)) => {
+                    ctx.stop();
+                    return Poll::Ready(());
+                }
+            }
+        }
+        for _ in 0..BUDGET {
+            match this.inbox.poll_recv(task) {
+                Poll::Ready(Some(frame)) => {
+                    if let Some(frame) = act.forward(frame, ctx) {
+                        let room = Box::pin(act.outbox.clone().reserve_owned());
+                        this.held = Some((frame, room));
+                        task.waker().wake_by_ref();
+                        return Poll::Pending;
+                    }
+                }
+                Poll::Ready(None) => {
+                    ctx.stop();
+                    return Poll::Ready(());
+                }
+                Poll::Pending => return Poll::Pending,
+            }
+        }
+        task.waker().wake_by_ref();
+        Poll::Pending
+    }
+}
+
+/// Starts a forwarding actor of `style` in front of `outbox` on the current
+/// arbiter and returns its inbox: frames sent there reach `outbox` in order.
+pub(super) fn start(outbox: mpsc::Sender<Bytes>, style: Style) -> mpsc::Sender<Bytes> {
     let (tx, rx) = mpsc::channel::<Bytes>(64);
-    let frames = futures_util::stream::unfold(rx, |mut rx| async move {
-        rx.recv().await.map(|frame| (frame, rx))
-    });
-    Hop::create(|ctx| {
-        ctx.add_stream(frames);
+    Hop::create(move |ctx| {
+        match style {
+            Style::Handler => {
+                ctx.add_stream(futures_util::stream::unfold(rx, |mut rx| async move {
+                    rx.recv().await.map(|frame| (frame, rx))
+                }));
+            }
+            Style::Drain => {
+                ctx.spawn(Drain {
+                    inbox: rx,
+                    held: None,
+                });
+            }
+        }
         Hop { outbox }
     });
     tx
@@ -67,9 +165,15 @@ mod tests {
 
     #[actix_rt::test]
     async fn a_full_outbox_holds_the_actor_back_and_every_frame_arrives_in_order() {
+        for style in [Style::Handler, Style::Drain] {
+            full_outbox_loses_nothing(style).await;
+        }
+    }
+
+    async fn full_outbox_loses_nothing(style: Style) {
         // An outbox of one: nearly every frame finds it full.
         let (outbox, mut body) = mpsc::channel::<Bytes>(1);
-        let inbox = start(outbox);
+        let inbox = start(outbox, style);
         let sender = actix_rt::spawn(async move {
             for i in 0..200u32 {
                 if inbox.send(Bytes::from(i.to_string())).await.is_err() {
@@ -87,7 +191,7 @@ mod tests {
             }
         }
         let want: Vec<Bytes> = (0..200u32).map(|i| Bytes::from(i.to_string())).collect();
-        assert_eq!(got, want);
+        assert_eq!(got, want, "{style:?}");
         assert!(sender.await.is_ok());
     }
 }

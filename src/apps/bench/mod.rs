@@ -5,7 +5,9 @@
 //!
 //! - **baseline**: `genmcp bench-baseline`, raw actix-web SSE writing
 //!   pre-encoded frames from a bounded channel straight into each response
-//!   body ([`baseline`]);
+//!   body ([`baseline`]); with `--baseline actor-hop` the same server with a
+//!   bare actix actor per stream between `burst` and the body, to measure what
+//!   the actor per stream costs on its own;
 //! - **genmcp**: `genmcp serve`, the notes demo, whose `burst` tool publishes on
 //!   the embedded bus: one `Stream` actor per listen, `handle_message`,
 //!   the filter check, a notification encoded once per fan-out, the outbox and
@@ -75,9 +77,14 @@ pub enum Baseline {
     #[default]
     Raw,
     /// The same, with an actix actor per stream between `burst` and the body
-    /// (`genmcp bench-baseline --hop`): what an actor per stream costs with
-    /// none of genmcp's work.
+    /// that takes every frame ready, up to 256 a wake-up, as genmcp's feed
+    /// does (`genmcp bench-baseline --hop drain`): what an actor per stream
+    /// costs with none of genmcp's work.
     ActorHop,
+    /// The same actor taking its inbox the usual actix way, as a stream added
+    /// to its context (`genmcp bench-baseline --hop handler`; actix polls it
+    /// 16 items at a time).
+    ActorHopHandler,
 }
 
 /// What to measure.
@@ -429,15 +436,14 @@ pub fn cli(cfg: BenchConfig, exe: &Path, outputs: &Outputs) -> ExitCode {
     }
 }
 
-/// `genmcp bench-baseline --port P [--hop]`: the raw SSE baseline server, with
-/// `GENMCP_BENCH_WORKERS` workers (default 2); `hop` puts an actor between
-/// each listen's event source and its body.
-pub fn baseline_cli(port: u16, hop: bool) -> ExitCode {
+/// `genmcp bench-baseline --port P [--hop drain|handler]`: the baseline
+/// server of `kind`, with `GENMCP_BENCH_WORKERS` workers (default 2).
+pub fn baseline_cli(port: u16, kind: Baseline) -> ExitCode {
     let workers = std::env::var(servers::BASELINE_WORKERS_ENV)
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(2);
-    match baseline::serve(port, workers, hop) {
+    match baseline::serve(port, workers, kind) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e}");

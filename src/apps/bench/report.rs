@@ -19,6 +19,7 @@ fn baseline_title(kind: Baseline) -> &'static str {
     match kind {
         Baseline::Raw => "baseline (raw SSE)",
         Baseline::ActorHop => "baseline (raw SSE, actor hop)",
+        Baseline::ActorHopHandler => "baseline (raw SSE, actor hop as a StreamHandler)",
     }
 }
 
@@ -176,6 +177,7 @@ pub fn baseline_name(kind: Baseline) -> &'static str {
     match kind {
         Baseline::Raw => "raw",
         Baseline::ActorHop => "actor-hop",
+        Baseline::ActorHopHandler => "actor-hop-handler",
     }
 }
 

@@ -78,7 +78,8 @@ pub fn baseline(exe: &Path, streams: usize, kind: Baseline) -> std::io::Result<S
     let workers = workers_for(streams).to_string();
     let args: &[&str] = match kind {
         Baseline::Raw => &["bench-baseline"],
-        Baseline::ActorHop => &["bench-baseline", "--hop"],
+        Baseline::ActorHop => &["bench-baseline", "--hop", "drain"],
+        Baseline::ActorHopHandler => &["bench-baseline", "--hop", "handler"],
     };
     start(exe, args, &[(BASELINE_WORKERS_ENV, workers)])
 }

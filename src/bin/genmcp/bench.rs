@@ -87,8 +87,12 @@ enum BenchMode {
 enum BenchBaseline {
     /// Raw SSE on actix-web (`genmcp bench-baseline`).
     Raw,
-    /// Raw SSE with an actix actor per stream (`genmcp bench-baseline --hop`).
+    /// Raw SSE with an actix actor per stream taking every frame ready per
+    /// wake-up (`genmcp bench-baseline --hop drain`).
     ActorHop,
+    /// The same actor taking its inbox as a `StreamHandler`, the usual actix
+    /// way (`genmcp bench-baseline --hop handler`).
+    ActorHopHandler,
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -119,6 +123,7 @@ impl BenchArgs {
         cfg.baseline = match self.baseline {
             BenchBaseline::Raw => Baseline::Raw,
             BenchBaseline::ActorHop => Baseline::ActorHop,
+            BenchBaseline::ActorHopHandler => Baseline::ActorHopHandler,
         };
         if let Some(n) = self.events {
             cfg.events = n.get();

@@ -22,6 +22,7 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 use clap::{Parser, Subcommand, ValueEnum};
+use genmcp::apps::bench::Baseline;
 use genmcp::apps::logging::LogFormat;
 
 use bench::BenchArgs;
@@ -74,11 +75,20 @@ enum Command {
         /// The loopback port to listen on.
         #[arg(long)]
         port: u16,
-        /// Pass each listen's frames through an actix actor of its own (the
-        /// least an actor per stream costs; docs/benchmark.md).
-        #[arg(long)]
-        hop: bool,
+        /// Pass each listen's frames through an actix actor of its own (what
+        /// an actor per stream costs; docs/benchmark.md): `drain` takes every
+        /// frame ready per wake-up, `handler` takes them as a `StreamHandler`.
+        #[arg(long, value_enum)]
+        hop: Option<HopStyle>,
     },
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum HopStyle {
+    /// Every frame ready, up to 256 a wake-up.
+    Drain,
+    /// A stream added to the actor's context (16 items a poll).
+    Handler,
 }
 
 fn main() -> ExitCode {
@@ -91,7 +101,14 @@ fn main() -> ExitCode {
     match cli.command {
         Command::Serve(args) => serve::run(args),
         Command::Bench(args) => bench::run(&args),
-        Command::BenchBaseline { port, hop } => genmcp::apps::bench::baseline_cli(port, hop),
+        Command::BenchBaseline { port, hop } => {
+            let kind = match hop {
+                None => Baseline::Raw,
+                Some(HopStyle::Drain) => Baseline::ActorHop,
+                Some(HopStyle::Handler) => Baseline::ActorHopHandler,
+            };
+            genmcp::apps::bench::baseline_cli(port, kind)
+        }
     }
 }
 
