@@ -6,7 +6,8 @@
 # usage: scripts/irframe.sh GENMCP_BIN PORT [STREAMS] [EVENTS] [baseline|hop]
 #
 # Starts `GENMCP_BIN serve` (or, with `baseline`, `GENMCP_BIN bench-baseline`;
-# with `hop`, `GENMCP_BIN bench-baseline --hop`)
+# with `hop`, `GENMCP_BIN bench-baseline --hop $HOP`, HOP=drain by default or
+# HOP=handler)
 # under callgrind on 127.0.0.1:PORT, warms it with one round of STREAMS x 100,
 # zeroes the counters, drives one round of STREAMS x EVENTS with
 # `GENMCP_BIN bench --url`, dumps the counters and prints instructions per

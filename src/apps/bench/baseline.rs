@@ -27,20 +27,7 @@ type Registry = Arc<Mutex<Vec<Listener>>>;
 /// Whether listens get an actor hop between `burst` and the body (`--hop`),
 /// and of which style.
 #[derive(Clone, Copy)]
-struct Via {
-    hop: Option<Style>,
-}
-
-impl Via {
-    fn of(kind: Baseline) -> Via {
-        let hop = match kind {
-            Baseline::ActorHop => Some(Style::Drain),
-            Baseline::ActorHopHandler => Some(Style::Handler),
-            Baseline::Raw => None,
-        };
-        Via { hop }
-    }
-}
+struct Via(Option<Style>);
 
 fn event(message: &Value) -> Bytes {
     Bytes::from(format!("event: message\ndata: {message}\n\n"))
@@ -68,7 +55,7 @@ async fn post(
             let (tx, rx) = mpsc::channel::<Bytes>(64);
             let ack = notification(&id, "notifications/subscriptions/acknowledged", None);
             let _ = tx.try_send(ack);
-            let tx = match via.hop {
+            let tx = match via.0 {
                 Some(style) => super::hop::start(tx, style),
                 None => tx,
             };
@@ -151,7 +138,7 @@ async fn post(
 /// for an `App` of the caller's (as `benches/unary.rs` drives it in-process).
 pub fn configure(cfg: &mut web::ServiceConfig) {
     let registry: Registry = Arc::new(Mutex::new(Vec::new()));
-    routes(cfg, registry, Via::of(Baseline::Raw));
+    routes(cfg, registry, Via(None));
 }
 
 fn routes(cfg: &mut web::ServiceConfig, registry: Registry, via: Via) {
@@ -166,7 +153,7 @@ fn routes(cfg: &mut web::ServiceConfig, registry: Registry, via: Via) {
 /// through an actor of their own.
 pub fn serve(port: u16, workers: usize, kind: Baseline) -> std::io::Result<()> {
     let registry: Registry = Arc::new(Mutex::new(Vec::new()));
-    let via = Via::of(kind);
+    let via = Via(kind.hop());
     actix_rt::System::new().block_on(async move {
         HttpServer::new(move || {
             let registry = registry.clone();

@@ -38,6 +38,16 @@ pub enum Style {
     Drain,
 }
 
+impl Style {
+    /// The style's value of `genmcp bench-baseline --hop`.
+    pub fn arg(self) -> &'static str {
+        match self {
+            Style::Handler => "handler",
+            Style::Drain => "drain",
+        }
+    }
+}
+
 /// One listen's forwarding actor.
 struct Hop {
     outbox: mpsc::Sender<Bytes>,
@@ -47,36 +57,47 @@ impl Actor for Hop {
     type Context = Context<Self>;
 }
 
+/// What became of a frame handed to the outbox.
+enum Forward {
+    Sent,
+    /// No room: the frame is given back.
+    Full(Bytes),
+    /// The body has gone (the actor is stopping).
+    Gone,
+}
+
 impl Hop {
     /// Forwards `frame` if the outbox has room; gives it back when full, and
     /// stops the actor when the body has gone.
-    fn forward(&mut self, frame: Bytes, ctx: &mut Context<Self>) -> Option<Bytes> {
+    fn forward(&mut self, frame: Bytes, ctx: &mut Context<Self>) -> Forward {
         match self.outbox.try_send(frame) {
-            Ok(()) => None,
-            Err(mpsc::error::TrySendError::Full(frame)) => Some(frame),
+            Ok(()) => Forward::Sent,
+            Err(mpsc::error::TrySendError::Full(frame)) => Forward::Full(frame),
             Err(mpsc::error::TrySendError::Closed(_)) => {
                 ctx.stop();
-                None
+                Forward::Gone
             }
         }
     }
 }
 
+/// The usual way: actix polls the inbox, 16 frames at a time, and stops the
+/// actor when it ends (`StreamHandler`'s default `finished`).
 impl StreamHandler<Bytes> for Hop {
     fn handle(&mut self, frame: Bytes, ctx: &mut Context<Self>) {
-        if let Some(frame) = self.forward(frame, ctx) {
+        if let Forward::Full(frame) = self.forward(frame, ctx) {
             let outbox = self.outbox.clone();
             // Nothing else of this actor runs until there is room.
-            ctx.wait(actix::fut::wrap_future(async move {
-                let _ = outbox.send(frame).await;
-            }));
+            ctx.wait(
+                actix::fut::wrap_future(async move { outbox.send(frame).await.is_ok() }).map(
+                    |sent, _: &mut Hop, ctx: &mut Context<Hop>| {
+                        if !sent {
+                            ctx.stop();
+                        }
+                    },
+                ),
+            );
         }
-    }
-
-    /// The actor lives as long as its inbox: it ends once the inbox's every
-    /// sender is gone (the listen was dropped from the registry).
-    fn finished(&mut self, ctx: &mut Context<Self>) {
-        ctx.stop();
     }
 }
 
@@ -101,29 +122,37 @@ impl ActorFuture<Hop> for Drain {
         task: &mut TaskContext<'_>,
     ) -> Poll<()> {
         let this = self.get_mut();
-        if let Some((frame, room)) = this.held.as_mut() {
-            match room.as_mut().poll(task) {
-                Poll::Pending => return Poll::Pending,
-                Poll::Ready(Ok(permit)) => {
-                    permit.send(std::mem::take(frame));
-                    this.held = None;
-                }
-                Poll::Ready(Err(_)) => {
-                    ctx.stop();
-                    return Poll::Ready(());
-                }
-            }
-        }
-        for _ in 0..BUDGET {
-            match this.inbox.poll_recv(task) {
-                Poll::Ready(Some(frame)) => {
-                    if let Some(frame) = act.forward(frame, ctx) {
-                        let room = Box::pin(act.outbox.clone().reserve_owned());
+        let mut handled = 0;
+        loop {
+            if let Some((frame, mut room)) = this.held.take() {
+                match room.as_mut().poll(task) {
+                    Poll::Pending => {
                         this.held = Some((frame, room));
-                        task.waker().wake_by_ref();
                         return Poll::Pending;
                     }
+                    Poll::Ready(Ok(permit)) => {
+                        permit.send(frame);
+                    }
+                    Poll::Ready(Err(_)) => {
+                        ctx.stop();
+                        return Poll::Ready(());
+                    }
                 }
+            }
+            if handled == BUDGET {
+                task.waker().wake_by_ref();
+                return Poll::Pending;
+            }
+            handled += 1;
+            match this.inbox.poll_recv(task) {
+                Poll::Ready(Some(frame)) => match act.forward(frame, ctx) {
+                    Forward::Sent => {}
+                    // Waits for room (polled at the top of the loop).
+                    Forward::Full(frame) => {
+                        this.held = Some((frame, Box::pin(act.outbox.clone().reserve_owned())));
+                    }
+                    Forward::Gone => return Poll::Ready(()),
+                },
                 Poll::Ready(None) => {
                     ctx.stop();
                     return Poll::Ready(());
@@ -131,13 +160,12 @@ impl ActorFuture<Hop> for Drain {
                 Poll::Pending => return Poll::Pending,
             }
         }
-        task.waker().wake_by_ref();
-        Poll::Pending
     }
 }
 
 /// Starts a forwarding actor of `style` in front of `outbox` on the current
 /// arbiter and returns its inbox: frames sent there reach `outbox` in order.
+/// The actor ends when its inbox ends or its body goes, whichever is first.
 pub(super) fn start(outbox: mpsc::Sender<Bytes>, style: Style) -> mpsc::Sender<Bytes> {
     let (tx, rx) = mpsc::channel::<Bytes>(64);
     Hop::create(move |ctx| {
@@ -154,6 +182,13 @@ pub(super) fn start(outbox: mpsc::Sender<Bytes>, style: Style) -> mpsc::Sender<B
                 });
             }
         }
+        // A client that goes while no frame comes: the actor stops, and its
+        // inbox closes, so `burst` no longer counts the stream.
+        let body = outbox.clone();
+        ctx.spawn(
+            actix::fut::wrap_future(async move { body.closed().await })
+                .map(|(), _: &mut Hop, ctx: &mut Context<Hop>| ctx.stop()),
+        );
         Hop { outbox }
     });
     tx
@@ -193,5 +228,18 @@ mod tests {
         let want: Vec<Bytes> = (0..200u32).map(|i| Bytes::from(i.to_string())).collect();
         assert_eq!(got, want, "{style:?}");
         assert!(sender.await.is_ok());
+    }
+
+    #[actix_rt::test]
+    async fn a_body_that_goes_stops_the_actor_without_a_frame() {
+        for style in [Style::Handler, Style::Drain] {
+            let (outbox, body) = mpsc::channel::<Bytes>(4);
+            let inbox = start(outbox, style);
+            drop(body);
+            // The inbox closes once the actor stops, with no frame sent.
+            let stopped =
+                tokio::time::timeout(std::time::Duration::from_secs(5), inbox.closed()).await;
+            assert!(stopped.is_ok(), "{style:?}: the actor outlived its body");
+        }
     }
 }

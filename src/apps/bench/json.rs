@@ -135,7 +135,9 @@ fn config(cfg: &BenchConfig) -> Value {
     json!({
         "mode": mode_name(cfg.mode),
         "kind": kind_name(cfg.kind),
-        "baseline": baseline_name(cfg.baseline),
+        // No baseline runs beside `--url` or `--cross-node`.
+        "baseline": (cfg.url.is_none() && cfg.cross_node.is_none())
+            .then(|| baseline_name(cfg.baseline)),
         "streams": cfg.streams,
         "events": cfg.events,
         "rounds": cfg.rounds,
@@ -234,6 +236,20 @@ fn larger_is_better(metric: &str, throughput: bool) -> bool {
     metric.ends_with(".frames_per_sec")
 }
 
+/// `run`'s config entry `key`. A file written before `--baseline` existed
+/// has no `baseline`: its run compared with the raw server, unless it drove
+/// `--url` or `--cross-node`, where no baseline runs.
+fn config_value(run: &Value, key: &str) -> Value {
+    let config = &run["config"];
+    match config.get(key) {
+        None if key == "baseline" && config["url"].is_null() && config["cross_node"].is_null() => {
+            json!("raw")
+        }
+        None => Value::Null,
+        Some(v) => v.clone(),
+    }
+}
+
 /// The change from `before` to `after` (two documents), one line per
 /// summary entry present in both: before, after, after/before.
 pub fn compare(before: &Value, after: &Value, before_name: &str) -> String {
@@ -256,11 +272,9 @@ pub fn compare(before: &Value, after: &Value, before_name: &str) -> String {
     for key in [
         "mode", "kind", "baseline", "streams", "events", "rate", "url",
     ] {
-        if before["config"][key] != after["config"][key] {
-            out.push_str(&format!(
-                "note: {key} differs ({} before, {} after)\n",
-                before["config"][key], after["config"][key]
-            ));
+        let (b, a) = (config_value(before, key), config_value(after, key));
+        if b != a {
+            out.push_str(&format!("note: {key} differs ({b} before, {a} after)\n",));
         }
     }
     out.push_str("metric | before | after | after/before\n");
@@ -301,7 +315,27 @@ fn number(x: f64) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::utc;
+    use super::{compare, utc};
+    use serde_json::{Value, json};
+
+    fn run(config: Value) -> Value {
+        json!({"config": config, "summary": {}})
+    }
+
+    #[test]
+    fn a_file_from_before_the_baseline_flag_ran_against_the_raw_server() {
+        let old = run(json!({"mode": "throughput", "url": null, "cross_node": null}));
+        let note = |after: Value| compare(&old, &run(after), "old.json").contains("note: baseline");
+        let new = |baseline: Value| json!({"mode": "throughput", "baseline": baseline, "url": null, "cross_node": null});
+        assert!(!note(new(json!("raw"))), "the same baseline");
+        assert!(note(new(json!("actor-hop"))), "another baseline");
+        // Beside --url no baseline runs, then or now.
+        let old_url = run(json!({"mode": "throughput", "url": "http://h/mcp", "cross_node": null}));
+        let new_url = run(
+            json!({"mode": "throughput", "baseline": null, "url": "http://h/mcp", "cross_node": null}),
+        );
+        assert!(!compare(&old_url, &new_url, "old.json").contains("note: baseline"));
+    }
 
     #[test]
     fn unix_seconds_read_as_utc_dates() {

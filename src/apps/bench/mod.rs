@@ -87,6 +87,17 @@ pub enum Baseline {
     ActorHopHandler,
 }
 
+impl Baseline {
+    /// The style of the actor hop, for the hop baselines.
+    pub(crate) fn hop(self) -> Option<hop::Style> {
+        match self {
+            Baseline::Raw => None,
+            Baseline::ActorHop => Some(hop::Style::Drain),
+            Baseline::ActorHopHandler => Some(hop::Style::Handler),
+        }
+    }
+}
+
 /// What to measure.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
