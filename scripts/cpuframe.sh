@@ -6,8 +6,8 @@
 #   SERVER is KIND:GENMCP_BIN, KIND one of
 #     genmcp       GENMCP_BIN serve --workers 2
 #     raw          GENMCP_BIN bench-baseline
-#     hop          GENMCP_BIN bench-baseline --hop drain
-#     hop-handler  GENMCP_BIN bench-baseline --hop handler
+#     hop          GENMCP_BIN bench-baseline --baseline actor-hop
+#     hop-handler  GENMCP_BIN bench-baseline --baseline actor-hop-handler
 #
 # For each of SETS sets, each SERVER in turn: starts it on 127.0.0.1:PORT,
 # warms it with one round of STREAMS x 100 (`genmcp bench --url`), then
@@ -31,8 +31,8 @@ for _ in $(seq "$SETS"); do
     case $kind in
       genmcp) "$bin" serve --port "$PORT" --workers 2 > /dev/null 2>&1 & ;;
       raw) "$bin" bench-baseline --port "$PORT" > /dev/null 2>&1 & ;;
-      hop) "$bin" bench-baseline --hop drain --port "$PORT" > /dev/null 2>&1 & ;;
-      hop-handler) "$bin" bench-baseline --hop handler --port "$PORT" > /dev/null 2>&1 & ;;
+      hop) "$bin" bench-baseline --baseline actor-hop --port "$PORT" > /dev/null 2>&1 & ;;
+      hop-handler) "$bin" bench-baseline --baseline actor-hop-handler --port "$PORT" > /dev/null 2>&1 & ;;
       *) echo "unknown server kind: $kind" >&2; exit 2 ;;
     esac
     PID=$!

@@ -3,12 +3,11 @@
 # the noise of a shared machine does not move (docs/benchmark.md, "The stream
 # path, instruction by instruction").
 #
-# usage: scripts/irframe.sh GENMCP_BIN PORT [STREAMS] [EVENTS] [baseline|hop]
+# usage: scripts/irframe.sh GENMCP_BIN PORT [STREAMS] [EVENTS] [baseline|actor-hop|actor-hop-handler]
 #
 # Starts `GENMCP_BIN serve` (or, with `baseline`, `GENMCP_BIN bench-baseline`;
-# with `hop`, `GENMCP_BIN bench-baseline --hop $HOP`, HOP=drain by default or
-# HOP=handler)
-# under callgrind on 127.0.0.1:PORT, warms it with one round of STREAMS x 100,
+# with an actor hop, `GENMCP_BIN bench-baseline --baseline actor-hop` or
+# `actor-hop-handler`) under callgrind on 127.0.0.1:PORT, warms it with one round of STREAMS x 100,
 # zeroes the counters, drives one round of STREAMS x EVENTS with
 # `GENMCP_BIN bench --url`, dumps the counters and prints instructions per
 # frame (the listens and the tool call of that round included).
@@ -17,8 +16,8 @@ BIN=$1; PORT=$2; S=${3:-100}; E=${4:-1000}; MODE=${5:-genmcp}
 OUT=$(mktemp -d)
 if [ "$MODE" = baseline ]; then
   valgrind --tool=callgrind --callgrind-out-file="$OUT/cg.%p" "$BIN" bench-baseline --port "$PORT" > "$OUT/server.log" 2>&1 &
-elif [ "$MODE" = hop ]; then
-  valgrind --tool=callgrind --callgrind-out-file="$OUT/cg.%p" "$BIN" bench-baseline --port "$PORT" --hop "${HOP:-drain}" > "$OUT/server.log" 2>&1 &
+elif [ "$MODE" = actor-hop ] || [ "$MODE" = actor-hop-handler ]; then
+  valgrind --tool=callgrind --callgrind-out-file="$OUT/cg.%p" "$BIN" bench-baseline --port "$PORT" --baseline "$MODE" > "$OUT/server.log" 2>&1 &
 else
   valgrind --tool=callgrind --callgrind-out-file="$OUT/cg.%p" "$BIN" serve --port "$PORT" --workers 2 > "$OUT/server.log" 2>&1 &
 fi

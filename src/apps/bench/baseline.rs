@@ -3,7 +3,7 @@
 //! frames written straight into its response body; `burst` hands every open
 //! stream `count` copies of its frame (waiting for room, like the demo's
 //! `burst`). No actors, no handler, no filter, no per-event encoding: the floor
-//! for "SSE over actix-web on this machine". With `--hop` each listen's
+//! for "SSE over actix-web on this machine". With an actor-hop `--baseline` each listen's
 //! frames pass through an actor of their own (`hop.rs`): the floor for
 //! an actor per stream.
 
@@ -15,7 +15,6 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
 use super::Baseline;
-use super::hop::Style;
 
 struct Listener {
     id: Value,
@@ -23,11 +22,6 @@ struct Listener {
 }
 
 type Registry = Arc<Mutex<Vec<Listener>>>;
-
-/// Whether listens get an actor hop between `burst` and the body (`--hop`),
-/// and of which style.
-#[derive(Clone, Copy)]
-struct Via(Option<Style>);
 
 fn event(message: &Value) -> Bytes {
     Bytes::from(format!("event: message\ndata: {message}\n\n"))
@@ -44,7 +38,7 @@ fn notification(id: &Value, method: &str, uri: Option<&str>) -> Bytes {
 async fn post(
     body: web::Bytes,
     registry: web::Data<Registry>,
-    via: web::Data<Via>,
+    kind: web::Data<Baseline>,
 ) -> HttpResponse {
     let Ok(request) = serde_json::from_slice::<Value>(&body) else {
         return HttpResponse::BadRequest().finish();
@@ -55,7 +49,8 @@ async fn post(
             let (tx, rx) = mpsc::channel::<Bytes>(64);
             let ack = notification(&id, "notifications/subscriptions/acknowledged", None);
             let _ = tx.try_send(ack);
-            let tx = match via.0 {
+            // An actor-hop baseline: an actor between `burst` and the body.
+            let tx = match kind.hop() {
                 Some(style) => super::hop::start(tx, style),
                 None => tx,
             };
@@ -138,12 +133,12 @@ async fn post(
 /// for an `App` of the caller's (as `benches/unary.rs` drives it in-process).
 pub fn configure(cfg: &mut web::ServiceConfig) {
     let registry: Registry = Arc::new(Mutex::new(Vec::new()));
-    routes(cfg, registry, Via(None));
+    routes(cfg, registry, Baseline::Raw);
 }
 
-fn routes(cfg: &mut web::ServiceConfig, registry: Registry, via: Via) {
+fn routes(cfg: &mut web::ServiceConfig, registry: Registry, kind: Baseline) {
     cfg.app_data(web::Data::new(registry))
-        .app_data(web::Data::new(via))
+        .app_data(web::Data::new(kind))
         .app_data(web::PayloadConfig::new(1 << 20))
         .route("/mcp", web::post().to(post));
 }
@@ -153,11 +148,10 @@ fn routes(cfg: &mut web::ServiceConfig, registry: Registry, via: Via) {
 /// through an actor of their own.
 pub fn serve(port: u16, workers: usize, kind: Baseline) -> std::io::Result<()> {
     let registry: Registry = Arc::new(Mutex::new(Vec::new()));
-    let via = Via(kind.hop());
     actix_rt::System::new().block_on(async move {
         HttpServer::new(move || {
             let registry = registry.clone();
-            App::new().configure(move |cfg| routes(cfg, registry, via))
+            App::new().configure(move |cfg| routes(cfg, registry, kind))
         })
         .workers(workers.max(1))
         // The bench decides how many streams to open (up to 100,000 and

@@ -1,4 +1,5 @@
-//! The baseline with one actor hop (`genmcp bench-baseline --hop`): the raw
+//! The baseline with one actor hop (`genmcp bench-baseline --baseline
+//! actor-hop` or `actor-hop-handler`): the raw
 //! server of [`super::baseline`], except that each listen's frames pass
 //! through an actix actor of their own on the way to the response body.
 //!
@@ -36,16 +37,6 @@ pub enum Style {
     /// An `ActorFuture` that takes everything ready, up to 256 frames a
     /// wake-up, and calls the actor for each.
     Drain,
-}
-
-impl Style {
-    /// The style's value of `genmcp bench-baseline --hop`.
-    pub fn arg(self) -> &'static str {
-        match self {
-            Style::Handler => "handler",
-            Style::Drain => "drain",
-        }
-    }
 }
 
 /// One listen's forwarding actor.

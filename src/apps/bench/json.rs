@@ -25,7 +25,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde_json::{Map, Value, json};
 
-use super::report::{baseline_name, kind_name, median, mode_name};
+use super::report::{kind_name, median, mode_name};
 use super::{BenchConfig, Mode, Sample, servers};
 
 /// The `format` of the documents this version writes.
@@ -137,7 +137,7 @@ fn config(cfg: &BenchConfig) -> Value {
         "kind": kind_name(cfg.kind),
         // No baseline runs beside `--url` or `--cross-node`.
         "baseline": (cfg.url.is_none() && cfg.cross_node.is_none())
-            .then(|| baseline_name(cfg.baseline)),
+            .then(|| cfg.baseline.name()),
         "streams": cfg.streams,
         "events": cfg.events,
         "rounds": cfg.rounds,

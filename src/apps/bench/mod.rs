@@ -78,16 +78,26 @@ pub enum Baseline {
     Raw,
     /// The same, with an actix actor per stream between `burst` and the body
     /// that takes every frame ready, up to 256 a wake-up, as genmcp's feed
-    /// does (`genmcp bench-baseline --hop drain`): what an actor per stream
+    /// does (`genmcp bench-baseline --baseline actor-hop`): what an actor per stream
     /// costs with none of genmcp's work.
     ActorHop,
     /// The same actor taking its inbox the usual actix way, as a stream added
-    /// to its context (`genmcp bench-baseline --hop handler`; actix polls it
+    /// to its context (`genmcp bench-baseline --baseline actor-hop-handler`; actix polls it
     /// 16 items at a time).
     ActorHopHandler,
 }
 
 impl Baseline {
+    /// The baseline's name: the value of `--baseline` (of `genmcp bench` and
+    /// `genmcp bench-baseline`) and of `config.baseline` in a `--json` file.
+    pub fn name(self) -> &'static str {
+        match self {
+            Baseline::Raw => "raw",
+            Baseline::ActorHop => "actor-hop",
+            Baseline::ActorHopHandler => "actor-hop-handler",
+        }
+    }
+
     /// The style of the actor hop, for the hop baselines.
     pub(crate) fn hop(self) -> Option<hop::Style> {
         match self {
@@ -447,7 +457,7 @@ pub fn cli(cfg: BenchConfig, exe: &Path, outputs: &Outputs) -> ExitCode {
     }
 }
 
-/// `genmcp bench-baseline --port P [--hop drain|handler]`: the baseline
+/// `genmcp bench-baseline --port P [--baseline KIND]`: the baseline
 /// server of `kind`, with `GENMCP_BENCH_WORKERS` workers (default 2).
 pub fn baseline_cli(port: u16, kind: Baseline) -> ExitCode {
     let workers = std::env::var(servers::BASELINE_WORKERS_ENV)

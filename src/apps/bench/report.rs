@@ -172,15 +172,6 @@ pub fn mode_name(mode: Mode) -> &'static str {
     }
 }
 
-/// The baseline as the JSON file names it.
-pub fn baseline_name(kind: Baseline) -> &'static str {
-    match kind {
-        Baseline::Raw => "raw",
-        Baseline::ActorHop => "actor-hop",
-        Baseline::ActorHopHandler => "actor-hop-handler",
-    }
-}
-
 /// The notification's method, without `notifications/`.
 pub fn kind_name(kind: Kind) -> &'static str {
     match kind {

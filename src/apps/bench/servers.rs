@@ -76,11 +76,11 @@ pub fn start(exe: &Path, args: &[&str], env: &[(&str, String)]) -> std::io::Resu
 /// The baseline server of `kind`, with the same workers as genmcp gets.
 pub fn baseline(exe: &Path, streams: usize, kind: Baseline) -> std::io::Result<ServerProcess> {
     let workers = workers_for(streams).to_string();
-    let mut args = vec!["bench-baseline"];
-    if let Some(style) = kind.hop() {
-        args.extend(["--hop", style.arg()]);
-    }
-    start(exe, &args, &[(BASELINE_WORKERS_ENV, workers)])
+    start(
+        exe,
+        &["bench-baseline", "--baseline", kind.name()],
+        &[(BASELINE_WORKERS_ENV, workers)],
+    )
 }
 
 /// `genmcp serve` (the notes demo), allowed `streams` listens (plus the

@@ -83,16 +83,28 @@ enum BenchMode {
     Tasks,
 }
 
+/// `--baseline` of `genmcp bench` and `genmcp bench-baseline`; its values are
+/// [`Baseline::name`]s.
 #[derive(Clone, Copy, Debug, ValueEnum)]
-enum BenchBaseline {
-    /// Raw SSE on actix-web (`genmcp bench-baseline`).
+pub(crate) enum BenchBaseline {
+    /// Raw SSE on actix-web.
     Raw,
     /// Raw SSE with an actix actor per stream taking every frame ready per
-    /// wake-up (`genmcp bench-baseline --hop drain`).
+    /// wake-up.
     ActorHop,
     /// The same actor taking its inbox as a `StreamHandler`, the usual actix
-    /// way (`genmcp bench-baseline --hop handler`).
+    /// way.
     ActorHopHandler,
+}
+
+impl From<BenchBaseline> for Baseline {
+    fn from(b: BenchBaseline) -> Baseline {
+        match b {
+            BenchBaseline::Raw => Baseline::Raw,
+            BenchBaseline::ActorHop => Baseline::ActorHop,
+            BenchBaseline::ActorHopHandler => Baseline::ActorHopHandler,
+        }
+    }
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -120,11 +132,7 @@ impl BenchArgs {
             BenchKind::Tools => Kind::Tools,
             BenchKind::Resources => Kind::Resources,
         };
-        cfg.baseline = match self.baseline {
-            BenchBaseline::Raw => Baseline::Raw,
-            BenchBaseline::ActorHop => Baseline::ActorHop,
-            BenchBaseline::ActorHopHandler => Baseline::ActorHopHandler,
-        };
+        cfg.baseline = self.baseline.into();
         if let Some(n) = self.events {
             cfg.events = n.get();
         }

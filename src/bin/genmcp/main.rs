@@ -22,10 +22,9 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 use clap::{Parser, Subcommand, ValueEnum};
-use genmcp::apps::bench::Baseline;
 use genmcp::apps::logging::LogFormat;
 
-use bench::BenchArgs;
+use bench::{BenchArgs, BenchBaseline};
 use serve_args::ServeArgs;
 
 /// genmcp: an MCP (2026-07-28) server runtime.
@@ -75,20 +74,12 @@ enum Command {
         /// The loopback port to listen on.
         #[arg(long)]
         port: u16,
-        /// Pass each listen's frames through an actix actor of its own (what
-        /// an actor per stream costs; docs/benchmark.md): `drain` takes every
-        /// frame ready per wake-up, `handler` takes them as a `StreamHandler`.
-        #[arg(long, value_enum)]
-        hop: Option<HopStyle>,
+        /// Which baseline: the raw server, or the same with an actix actor per
+        /// stream in front of each body (what an actor per stream costs;
+        /// docs/benchmark.md).
+        #[arg(long, value_enum, default_value_t = BenchBaseline::Raw)]
+        baseline: BenchBaseline,
     },
-}
-
-#[derive(Clone, Copy, Debug, ValueEnum)]
-enum HopStyle {
-    /// Every frame ready, up to 256 a wake-up.
-    Drain,
-    /// A stream added to the actor's context (16 items a poll).
-    Handler,
 }
 
 fn main() -> ExitCode {
@@ -101,13 +92,8 @@ fn main() -> ExitCode {
     match cli.command {
         Command::Serve(args) => serve::run(args),
         Command::Bench(args) => bench::run(&args),
-        Command::BenchBaseline { port, hop } => {
-            let kind = match hop {
-                None => Baseline::Raw,
-                Some(HopStyle::Drain) => Baseline::ActorHop,
-                Some(HopStyle::Handler) => Baseline::ActorHopHandler,
-            };
-            genmcp::apps::bench::baseline_cli(port, kind)
+        Command::BenchBaseline { port, baseline } => {
+            genmcp::apps::bench::baseline_cli(port, baseline.into())
         }
     }
 }
@@ -120,5 +106,16 @@ mod tests {
     #[test]
     fn the_command_line_definition_is_consistent() {
         Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn each_baseline_flag_value_is_the_name_the_bench_passes_on() {
+        // `genmcp bench` starts `genmcp bench-baseline --baseline NAME`.
+        use clap::ValueEnum;
+        for value in super::BenchBaseline::value_variants() {
+            let flag = value.to_possible_value().map(|v| v.get_name().to_owned());
+            let name = genmcp::apps::bench::Baseline::from(*value).name();
+            assert_eq!(flag.as_deref(), Some(name));
+        }
     }
 }
