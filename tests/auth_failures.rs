@@ -278,3 +278,59 @@ fn without_a_peer_address_open_streams_are_still_limited() {
     let (_c, third) = listen_over_uds(&uds.path, 3);
     assert_eq!([first, second, third], [200, 200, 429]);
 }
+
+/// A table whose every answer takes 300 ms, counting the calls: concurrent
+/// requests are all in the authenticator at once.
+struct Slow {
+    table: TokenTable,
+    calls: Arc<AtomicUsize>,
+}
+
+impl Authenticator for Slow {
+    fn authenticate(&self, token: &str) -> AuthFuture {
+        self.calls.fetch_add(1, Ordering::SeqCst);
+        let answer = self.table.authenticate(token);
+        Box::pin(async move {
+            actix_web::rt::time::sleep(Duration::from_millis(300)).await;
+            answer.await
+        })
+    }
+}
+
+#[test]
+fn concurrent_bad_tokens_never_run_the_authenticator_past_the_limit() {
+    let calls = Arc::new(AtomicUsize::new(0));
+    let mut limit = RateLimit::per_minute(20);
+    limit.per_second = 1.0 / 3600.0;
+    let auth = AuthConfig::new(Slow {
+        table: TokenTable::parse("tok-user bob\n").unwrap(),
+        calls: calls.clone(),
+    })
+    .failure_limit(Some(limit));
+    let mut config = common::config();
+    config.auth = Some(auth);
+    let (srv, v4, v6) = dual_stack(config);
+    // 60 bad tokens at once from one address: the limit is 20 failures, so
+    // at most 20 may reach the authenticator, however they interleave.
+    let statuses: Vec<u16> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..60)
+            .map(|i| s.spawn(move || whoami(v4, Some(&format!("guess-{i}"))).status))
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let refused = statuses.iter().filter(|s| **s == 429).count();
+    let unauthorized = statuses.iter().filter(|s| **s == 401).count();
+    assert_eq!(refused + unauthorized, 60, "{statuses:?}");
+    assert_eq!(unauthorized, 20, "{statuses:?}");
+    assert_eq!(calls.load(Ordering::SeqCst), 20, "the authenticator ran");
+    // A good token does not spend the budget of another address, and its own
+    // reservation is given back: 30 good requests in a row all pass.
+    for _ in 0..30 {
+        assert_eq!(whoami(v6, Some("tok-user")).status, 200);
+    }
+    for i in 0..20 {
+        assert_eq!(whoami(v6, Some(&format!("bad-{i}"))).status, 401);
+    }
+    assert_eq!(whoami(v6, Some("bad")).status, 429);
+    drop(srv);
+}

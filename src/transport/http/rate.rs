@@ -108,25 +108,6 @@ impl RateLimiter {
         self.take(key, now)
     }
 
-    /// Whether `key` has a token left at `now`, without taking it (and without
-    /// adding a bucket for an unknown key: it has a full one): `Err(seconds)`
-    /// until one is back when its bucket is empty.
-    pub(crate) fn peek(&self, key: &str, now: Instant) -> Result<(), u64> {
-        let rate = self.limit.per_second.max(f64::MIN_POSITIVE);
-        let burst = f64::from(self.limit.burst.max(1));
-        let buckets = self.buckets.lock().unwrap_or_else(|p| p.into_inner());
-        let Some(bucket) = buckets.get(key) else {
-            return Ok(());
-        };
-        let elapsed = now.saturating_duration_since(bucket.last).as_secs_f64();
-        let tokens = (bucket.tokens + elapsed * rate).min(burst);
-        if tokens >= 1.0 {
-            Ok(())
-        } else {
-            Err(wait_secs(tokens, rate))
-        }
-    }
-
     /// Spends one token of `key` at `now` (an event that happened: a failed
     /// authentication): `Err(seconds)` when the bucket was already empty.
     pub(crate) fn take(&self, key: &str, now: Instant) -> Result<(), u64> {
@@ -158,6 +139,17 @@ impl RateLimiter {
             Ok(())
         } else {
             Err(wait_secs(bucket.tokens, rate))
+        }
+    }
+
+    /// Gives back one token of `key` taken by [`RateLimiter::take`] for an
+    /// event that then did not happen (a reserved failure whose token was
+    /// good); never past the burst, and nothing for a key no longer tracked.
+    pub(crate) fn refund(&self, key: &str) {
+        let burst = f64::from(self.limit.burst.max(1));
+        let mut buckets = self.buckets.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(bucket) = buckets.get_mut(key) {
+            bucket.tokens = (bucket.tokens + 1.0).min(burst);
         }
     }
 
@@ -221,20 +213,22 @@ mod tests {
     }
 
     #[test]
-    fn peeking_takes_nothing_and_taking_empties_the_bucket() {
-        let r = RateLimiter::new(RateLimit::per_minute(3));
+    fn a_refund_gives_back_a_taken_token_never_past_the_burst() {
+        let r = RateLimiter::new(RateLimit::per_minute(2));
         let t0 = Instant::now();
-        assert_eq!(r.peek("a", t0), Ok(()));
-        assert_eq!(r.tracked(), 0, "a peek adds no bucket");
-        for _ in 0..3 {
-            assert_eq!(r.peek("a", t0), Ok(()));
-            assert_eq!(r.take("a", t0), Ok(()));
-        }
-        // Empty: 20 s until the next token (3 per minute).
-        assert_eq!(r.peek("a", t0), Err(20));
-        assert_eq!(r.peek("a", t0), Err(20), "peeking spends nothing");
-        assert_eq!(r.peek("a", t0 + Duration::from_secs(20)), Ok(()));
-        assert_eq!(r.peek("b", t0), Ok(()));
+        assert_eq!(r.take("a", t0), Ok(()));
+        assert_eq!(r.take("a", t0), Ok(()));
+        assert_eq!(r.take("a", t0), Err(30));
+        r.refund("a");
+        assert_eq!(r.take("a", t0), Ok(()));
+        r.refund("a");
+        r.refund("a");
+        r.refund("a");
+        assert_eq!(r.take("a", t0), Ok(()));
+        assert_eq!(r.take("a", t0), Ok(()));
+        assert_eq!(r.take("a", t0), Err(30), "the burst bounds refunds");
+        r.refund("unknown");
+        assert_eq!(r.tracked(), 1);
     }
 
     /// 100,000 distinct principals: the table never holds more than its bound.

@@ -16,6 +16,7 @@ use crate::protocol::jsonrpc::encode_error;
 use crate::runtime::RequestOutcome;
 use crate::subscription::SubscriptionHandler;
 use crate::transport::http::HttpConfig;
+use crate::transport::http::rate::RateLimiter;
 use crate::transport::http::reply::{refusal, with_retry_after};
 use crate::transport::http::state::AppState;
 
@@ -138,6 +139,30 @@ async fn authenticate(req: &HttpRequest, auth: &AuthConfig) -> Result<Principal,
     }
 }
 
+/// A failed authentication reserved before the authenticator runs: given
+/// back when dropped (a good token, a missing scope, the request abandoned
+/// while authenticating), kept by [`Reserved::spend`] (a bad token).
+struct Reserved<'a> {
+    limit: &'a RateLimiter,
+    key: &'a str,
+    spent: bool,
+}
+
+impl Reserved<'_> {
+    /// The token was bad: the failure stays counted.
+    fn spend(mut self) {
+        self.spent = true;
+    }
+}
+
+impl Drop for Reserved<'_> {
+    fn drop(&mut self) {
+        if !self.spent {
+            self.limit.refund(self.key);
+        }
+    }
+}
+
 /// A 429 before the body is read, naming `limit`, with `Retry-After`.
 fn too_many(limit: &str, message: String, secs: u64) -> HttpResponse {
     let error = McpError::limit_exceeded(limit, message, secs);
@@ -174,29 +199,40 @@ pub(in crate::transport::http) async fn admit<H: SubscriptionHandler>(
     let principal = match &config.auth {
         Some(auth) => {
             // An address over its failed authentications is refused before the
-            // authenticator runs again (a request without a token runs nothing).
-            let failures = state.auth_failures.as_ref();
-            if let Some(limit) = failures
-                && req.headers().contains_key(header::AUTHORIZATION)
-                && let Err(secs) = limit.peek(&address, Instant::now())
-            {
-                count(RequestOutcome::Limited);
-                return Err(too_many(
-                    "auth_failures",
-                    "Too many failed authentications from this address; retry later".into(),
-                    secs,
-                ));
+            // authenticator runs again (a request without a token runs
+            // nothing). The failure is reserved before the authenticator runs
+            // (check and count in one step, so concurrent bad tokens cannot
+            // all pass a check made before any of them failed) and given back
+            // when the token was not a bad one.
+            let reserved = match state.auth_failures.as_ref() {
+                Some(limit) if req.headers().contains_key(header::AUTHORIZATION) => {
+                    if let Err(secs) = limit.take(&address, Instant::now()) {
+                        count(RequestOutcome::Limited);
+                        return Err(too_many(
+                            "auth_failures",
+                            "Too many failed authentications from this address; retry later".into(),
+                            secs,
+                        ));
+                    }
+                    Some(Reserved {
+                        limit,
+                        key: &address,
+                        spent: false,
+                    })
+                }
+                _ => None,
+            };
+            let outcome = authenticate(req, auth).await;
+            if let (Some(reserved), Err(AuthError::InvalidToken(_))) = (reserved, &outcome) {
+                reserved.spend();
             }
-            match authenticate(req, auth).await {
+            match outcome {
                 Ok(p) => {
                     req.extensions_mut().insert(p.clone());
                     Some(p)
                 }
                 Err(e) => {
                     tracing::debug!(error = %e, "request refused by authentication");
-                    if let (Some(limit), AuthError::InvalidToken(_)) = (failures, &e) {
-                        let _ = limit.take(&address, Instant::now());
-                    }
                     count(match e {
                         AuthError::Config(_) => RequestOutcome::Error,
                         _ => RequestOutcome::Unauthorized,
