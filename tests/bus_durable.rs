@@ -9,7 +9,7 @@ mod common;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use common::redis_server::{RedisServer, block_on, redis_bus};
+use common::redis_server::{RedisCluster, RedisServer, block_on, bus_config, redis_bus};
 use common::wait_until;
 use genmcp::pubsub::{Bus, BusHealth, DeliverFuture, Inbox, InboxError, InboxSink};
 
@@ -144,4 +144,88 @@ fn the_epoch_is_raised_once_per_new_session_and_waits_can_be_awaited() {
     let embedded: Bus<u32> = Bus::new();
     assert_eq!(embedded.epoch(), 0);
     block_on(embedded.subscribed());
+}
+
+/// One topic per master of `cluster`, with the master serving it.
+fn one_topic_per_master(cluster: &RedisCluster, prefix: &str) -> Vec<(String, usize)> {
+    let mut topics: Vec<(String, usize)> = Vec::new();
+    for i in 0..1000 {
+        let topic = format!("ctl-{i}");
+        let owner = cluster.owner(cluster.keyslot(&format!("{prefix}{topic}")));
+        if topics.iter().all(|(_, o)| *o != owner) {
+            topics.push((topic, owner));
+        }
+        if topics.len() == 3 {
+            return topics;
+        }
+    }
+    panic!("no topic on every master among 1000 names")
+}
+
+#[test]
+fn a_durable_subscription_is_subscribed_again_on_a_shards_return() {
+    let mut cluster = RedisCluster::start();
+    let prefix = "t-durable-cl:";
+    let connect = || -> Bus<u32> {
+        block_on(Bus::redis(bus_config(&cluster.url(), prefix))).expect("the cluster bus connects")
+    };
+    let (a, b) = (connect(), connect());
+    let topics = one_topic_per_master(&cluster, prefix);
+    let subs: Vec<_> = topics
+        .iter()
+        .map(|(topic, owner)| {
+            let r = Arc::new(Recorder::default());
+            let sub = b.subscribe_durable(topic.clone(), Inbox::from_sink(r.clone()));
+            (topic.clone(), *owner, r, sub)
+        })
+        .collect();
+    block_on(b.subscribed());
+    for (topic, owner, _, _) in &subs {
+        assert!(
+            cluster
+                .shard_channels(*owner)
+                .contains(&format!("{prefix}{topic}")),
+            "{topic} on master {owner}"
+        );
+    }
+
+    let lost = 1;
+    let (lost_topic, _, lost_rec, _) = subs
+        .iter()
+        .find(|(_, owner, _, _)| *owner == lost)
+        .expect("a topic on the lost master");
+    let epoch = b.epoch();
+    cluster.nodes[lost].kill();
+    // B notices (its publishes to that shard fail), and keeps the
+    // subscription.
+    assert!(wait_until(Duration::from_secs(10), || matches!(
+        b.try_publish(lost_topic, 0),
+        Err((_, genmcp::pubsub::BusError::Unavailable { .. }))
+    )));
+    assert_eq!(lost_rec.completed(), 0);
+
+    cluster.nodes[lost].restart();
+    assert!(
+        cluster.wait_ok(Duration::from_secs(20)),
+        "the cluster is whole again"
+    );
+    assert!(
+        wait_until(Duration::from_secs(20), || b.epoch() > epoch),
+        "the shard's return raised the epoch"
+    );
+    let channel = format!("{prefix}{lost_topic}");
+    assert!(
+        cluster.shard_channels(lost).contains(&channel),
+        "the epoch was raised before {channel} was subscribed again"
+    );
+    let heard = wait_until(Duration::from_secs(10), || {
+        let _ = a.try_publish(lost_topic, 5);
+        std::thread::sleep(Duration::from_millis(50));
+        lost_rec.got().contains(&5)
+    });
+    assert!(
+        heard,
+        "the durable subscription on the returned shard hears again"
+    );
+    assert_eq!(lost_rec.completed(), 0);
 }

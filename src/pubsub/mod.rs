@@ -654,7 +654,11 @@ mod tests {
         assert!(signal.is_completed());
         let mut names = bus.inner.local.names();
         names.sort();
-        assert_eq!(names, ["ctl", "shared"], "a topic with a durable subscriber stays");
+        assert_eq!(
+            names,
+            ["ctl", "shared"],
+            "a topic with a durable subscriber stays"
+        );
         assert_eq!(bus.publish("shared", 1), 1);
         assert_eq!(bus.publish("ctl", 2), 1);
         assert_eq!(*kept.got.lock().unwrap(), [1]);
