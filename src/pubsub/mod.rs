@@ -16,6 +16,16 @@
 //!   `docs/bus.md` for the guarantee (at most once, in order per topic per
 //!   publishing node) and the failure behaviour.
 //!
+//! When a Redis session is lost, ordinary subscriptions are completed (their
+//! streams end, clients listen again). What a node depends on is subscribed
+//! with [`Bus::subscribe_durable`] instead: kept, and subscribed again by the
+//! next session before the bus reports [`BusHealth::Connected`]. It hears
+//! every event published after that; what was published during the gap is
+//! lost, so the bus counts its sessions ([`Bus::epoch`], [`Bus::epochs`]) and
+//! a durable subscriber re-reads its state on each new epoch.
+//! [`Bus::subscribed`] waits until the subscriptions made so far are on
+//! Redis: subscribe, wait, then read, and nothing falls in between.
+//!
 //! ```
 //! use genmcp::pubsub::Bus;
 //! let bus: Bus<&'static str> = Bus::new();
