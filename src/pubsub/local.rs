@@ -19,6 +19,9 @@ struct Sub<M> {
     /// leaves the topic), its stream reads what it took, then stops reading
     /// the log.
     tap: Option<Tap>,
+    /// Kept when the connection it depended on is lost
+    /// ([`Topics::complete_where`]); read only there, never on a publish.
+    durable: bool,
 }
 
 type Subscribers<M> = Vec<Sub<M>>;
@@ -37,9 +40,9 @@ struct Topic<M> {
 }
 
 impl<M: Clone + Send + 'static> Topic<M> {
-    fn with(id: u64, inbox: Inbox<M>) -> Arc<Self> {
+    fn with(id: u64, inbox: Inbox<M>, durable: bool) -> Arc<Self> {
         let log = Log::new();
-        let first = Sub::new(id, inbox, &log);
+        let first = Sub::new(id, inbox, &log, durable);
         Arc::new(Topic {
             subs: Mutex::new(vec![first]),
             log,
@@ -50,9 +53,14 @@ impl<M: Clone + Send + 'static> Topic<M> {
 
 impl<M: Clone + Send + 'static> Sub<M> {
     /// Joins `log` for `inbox` (under the topic's lock: no publish in between).
-    fn new(id: u64, inbox: Inbox<M>, log: &Log<M>) -> Self {
+    fn new(id: u64, inbox: Inbox<M>, log: &Log<M>, durable: bool) -> Self {
         let tap = inbox.join(log);
-        Sub { id, inbox, tap }
+        Sub {
+            id,
+            inbox,
+            tap,
+            durable,
+        }
     }
 }
 
@@ -153,8 +161,9 @@ fn mark_if_empty<M>(t: &Topic<M>, subs: &Subscribers<M>) -> bool {
 }
 
 impl<M: Clone + Send + 'static> Topics<M> {
-    /// Adds `inbox` to `topic`: its subscription id, and whether the topic is new.
-    pub(crate) fn add(&self, topic: &str, inbox: Inbox<M>) -> (u64, bool) {
+    /// Adds `inbox` to `topic` (`durable`: kept by [`Topics::complete_where`]):
+    /// its subscription id, and whether the topic is new.
+    pub(crate) fn add(&self, topic: &str, inbox: Inbox<M>, durable: bool) -> (u64, bool) {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         loop {
             let existing = {
@@ -165,7 +174,7 @@ impl<M: Clone + Send + 'static> Topics<M> {
                     // remover takes it out of the map only if it is still
                     // this one): a fresh topic, made with its subscriber.
                     _ => {
-                        map.insert(topic.to_owned(), Topic::with(id, inbox));
+                        map.insert(topic.to_owned(), Topic::with(id, inbox, durable));
                         return (id, true);
                     }
                 }
@@ -174,7 +183,7 @@ impl<M: Clone + Send + 'static> Topics<M> {
             // a fan-out).
             let mut subs = lock(&existing.subs);
             if !existing.is_removed() {
-                subs.push(Sub::new(id, inbox, &existing.log));
+                subs.push(Sub::new(id, inbox, &existing.log, durable));
                 return (id, false);
             }
             // Emptied meanwhile: try again, with a fresh topic.
@@ -287,30 +296,39 @@ impl<M: Clone + Send + 'static> Topics<M> {
         took_all + waited.into_iter().filter(|ok| *ok).count()
     }
 
-    /// Asks every subscriber to complete ([`Inbox::complete`]) and forgets
-    /// them all: they depended on something that is gone.
+    /// Asks every subscriber but the durable ones to complete
+    /// ([`Inbox::complete`]) and forgets them: they depended on something
+    /// that is gone.
     pub(crate) fn complete_all(&self) -> usize {
         self.complete_where(|_| true)
     }
 
     /// Asks the subscribers of every topic for which `lost` is true to
-    /// complete ([`Inbox::complete`]) and forgets those topics (the others
-    /// keep going): what they depended on is gone. Returns how many were asked.
+    /// complete ([`Inbox::complete`]) and forgets them, except the durable
+    /// ones, which stay (so the next connection subscribes their topics
+    /// again); a topic left without a subscriber leaves the map. The other
+    /// topics keep going. Returns how many were asked.
     pub(crate) fn complete_where(&self, lost: impl Fn(&str) -> bool) -> usize {
-        let drained: Vec<Arc<Topic<M>>> = write(&self.map)
-            .extract_if(|name, _| lost(name))
-            .map(|(_, t)| t)
+        let hit: Vec<(String, Arc<Topic<M>>)> = read(&self.map)
+            .iter()
+            .filter(|(name, t)| !t.is_removed() && lost(name))
+            .map(|(name, t)| (name.clone(), t.clone()))
             .collect();
         let mut n = 0;
-        for t in drained {
-            // Marked removed under its lock: a subscriber added after this
-            // goes to a fresh topic; one added before is completed here.
-            let subs = {
+        for (name, t) in hit {
+            // Under its lock: a subscriber added before this is either kept
+            // (durable) or completed here; once the topic is marked removed,
+            // one added after goes to a fresh topic.
+            let (ended, emptied) = {
                 let mut subs = lock(&t.subs);
-                t.removed.store(true, Ordering::Release);
-                std::mem::take(&mut *subs)
+                let ended: Vec<Sub<M>> = subs.extract_if(.., |sub| !sub.durable).collect();
+                let emptied = mark_if_empty(&t, &subs);
+                (ended, emptied)
             };
-            for sub in &subs {
+            if emptied {
+                self.forget(&name, &t);
+            }
+            for sub in &ended {
                 sub.inbox.complete();
                 n += 1;
             }

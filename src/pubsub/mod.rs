@@ -16,6 +16,16 @@
 //!   `docs/bus.md` for the guarantee (at most once, in order per topic per
 //!   publishing node) and the failure behaviour.
 //!
+//! When a Redis session is lost, ordinary subscriptions are completed (their
+//! streams end, clients listen again). What a node depends on is subscribed
+//! with [`Bus::subscribe_durable`] instead: kept, and subscribed again by the
+//! next session before the bus reports [`BusHealth::Connected`]. It hears
+//! every event published after that; what was published during the gap is
+//! lost, so the bus counts its sessions ([`Bus::epoch`], [`Bus::epochs`]) and
+//! a durable subscriber re-reads its state on each new epoch.
+//! [`Bus::subscribed`] waits until the subscriptions made so far are on
+//! Redis: subscribe, wait, then read, and nothing falls in between.
+//!
 //! ```
 //! use genmcp::pubsub::Bus;
 //! let bus: Bus<&'static str> = Bus::new();
@@ -156,11 +166,48 @@ pub(crate) trait Remote<M>: Send + Sync {
     fn once(&self) -> Option<RedisOnce>;
     /// The link's state.
     fn health(&self) -> BusHealth;
+    /// Resolves once every topic with a local subscriber when this is called
+    /// is subscribed on Redis (see [`Bus::subscribed`]).
+    fn subscribed(&self) -> BoxFuture<'static, ()>;
 }
 
 pub(crate) struct BusInner<M> {
     pub(crate) local: Topics<M>,
     remote: Option<Box<dyn Remote<M>>>,
+    /// The reconnect epoch ([`Bus::epoch`]): raised by the engine each time
+    /// it has subscribed this node's topics on a new session (or a cluster
+    /// shard's return).
+    pub(crate) epoch: tokio::sync::watch::Sender<u64>,
+}
+
+impl<M> BusInner<M> {
+    /// A new session carries the node's topics: the next epoch begins.
+    pub(crate) fn next_epoch(&self) {
+        self.epoch.send_modify(|e| *e += 1);
+    }
+}
+
+/// Follows a bus's reconnect epoch ([`Bus::epochs`]), for a user that must
+/// re-read what it may have missed while the bus was disconnected.
+#[derive(Debug)]
+pub struct BusEpochs {
+    rx: tokio::sync::watch::Receiver<u64>,
+}
+
+impl BusEpochs {
+    /// The epoch now.
+    pub fn current(&self) -> u64 {
+        *self.rx.borrow()
+    }
+
+    /// Waits for an epoch this handle has not seen yet and returns it
+    /// (several reconnections in a row are seen as one: the latest);
+    /// `None` once the bus is dropped. An embedded bus's epoch never
+    /// changes: this waits until the bus is dropped. Cancel-safe.
+    pub async fn changed(&mut self) -> Option<u64> {
+        self.rx.changed().await.ok()?;
+        Some(*self.rx.borrow_and_update())
+    }
 }
 
 /// A publish/subscribe bus of typed messages, cheap to clone and `Send`:
@@ -229,6 +276,7 @@ impl<M: Clone + Send + 'static> Bus<M> {
             inner: Arc::new(BusInner {
                 local: Topics::new(),
                 remote: None,
+                epoch: tokio::sync::watch::Sender::new(0),
             }),
         }
     }
@@ -239,6 +287,7 @@ impl<M: Clone + Send + 'static> Bus<M> {
             inner: Arc::new_cyclic(|weak| BusInner {
                 local: Topics::new(),
                 remote: Some(make(weak.clone())),
+                epoch: tokio::sync::watch::Sender::new(0),
             }),
         }
     }
@@ -246,10 +295,49 @@ impl<M: Clone + Send + 'static> Bus<M> {
     /// Subscribes `inbox` to `topic` until the returned guard is dropped. On a
     /// Redis bus the node starts receiving `topic` from the other nodes when
     /// its first local subscriber appears (asynchronously: events published
-    /// elsewhere before the node's `SUBSCRIBE` reached Redis are not received).
+    /// elsewhere before the node's `SUBSCRIBE` reached Redis are not received;
+    /// [`Bus::subscribed`] waits for it). When the Redis session is lost the
+    /// subscription is completed ([`Inbox::complete`]) and forgotten.
     pub fn subscribe(&self, topic: impl Into<String>, inbox: Inbox<M>) -> BusSubscription<M> {
-        let topic = topic.into();
-        let (id, new) = self.inner.local.add(&topic, inbox);
+        self.add(topic.into(), inbox, false)
+    }
+
+    /// Subscribes `inbox` to `topic`, like [`Bus::subscribe`], for as long
+    /// as the guard lives **whatever happens to the Redis link**: a lost
+    /// session (or, on a Redis Cluster, a lost shard) neither completes nor
+    /// forgets it, and the next session subscribes its topic again before
+    /// the bus reports [`BusHealth::Connected`] again and raises its epoch
+    /// ([`Bus::epoch`]). It hears every event published after that; the
+    /// events published while the link was down are lost, so a user that
+    /// keeps state from them re-reads it on each new epoch
+    /// ([`Bus::epochs`]). For what a node depends on for its whole life
+    /// (control topics), or while a client's stream lives (its watches).
+    ///
+    /// ```
+    /// use genmcp::pubsub::{Bus, Inbox};
+    /// # use std::sync::{Arc, Mutex};
+    /// # struct Keep(Mutex<Vec<u32>>);
+    /// # impl genmcp::pubsub::InboxSink<u32> for Keep {
+    /// #     fn try_deliver(&self, m: u32) -> Result<(), genmcp::pubsub::InboxError> { self.0.lock().unwrap().push(m); Ok(()) }
+    /// #     fn deliver(&self, m: u32) -> genmcp::pubsub::DeliverFuture { let r = self.try_deliver(m); Box::pin(async move { r }) }
+    /// #     fn is_closed(&self) -> bool { false }
+    /// # }
+    /// let bus: Bus<u32> = Bus::new();
+    /// let keep = Arc::new(Keep(Mutex::new(Vec::new())));
+    /// let _control = bus.subscribe_durable("ctl/node-1", Inbox::from_sink(keep.clone()));
+    /// bus.publish("ctl/node-1", 7);
+    /// assert_eq!(*keep.0.lock().unwrap(), [7]);
+    /// ```
+    pub fn subscribe_durable(
+        &self,
+        topic: impl Into<String>,
+        inbox: Inbox<M>,
+    ) -> BusSubscription<M> {
+        self.add(topic.into(), inbox, true)
+    }
+
+    fn add(&self, topic: String, inbox: Inbox<M>, durable: bool) -> BusSubscription<M> {
+        let (id, new) = self.inner.local.add(&topic, inbox, durable);
         if new && let Some(remote) = &self.inner.remote {
             remote.topics_changed();
         }
@@ -257,6 +345,43 @@ impl<M: Clone + Send + 'static> Bus<M> {
             bus: Arc::downgrade(&self.inner),
             topic,
             id,
+        }
+    }
+
+    /// Waits until every topic subscribed on this node before the call is
+    /// subscribed on Redis too, so that an event another node publishes from
+    /// then on reaches it. Subscribe, await this, then read the state the
+    /// events change: nothing falls between the read and the subscription.
+    /// At once on an embedded bus. While the bus is disconnected this waits
+    /// for the reconnection (bound the wait with a timeout; a durable
+    /// subscription is subscribed then, and the epoch says so). On a Redis
+    /// Cluster it waits for the shards that are reachable; a lost shard's
+    /// topics are subscribed on its return, which raises the epoch.
+    pub fn subscribed(&self) -> impl Future<Output = ()> + Send + 'static {
+        let wait = self.inner.remote.as_ref().map(|r| r.subscribed());
+        async move {
+            if let Some(wait) = wait {
+                wait.await;
+            }
+        }
+    }
+
+    /// The bus's reconnect epoch: 0 until the first connection to Redis,
+    /// then raised each time a Redis session (or, on a Redis Cluster, a lost
+    /// shard's return) has subscribed this node's topics again, just after
+    /// the bus reports [`BusHealth::Connected`]. Events published while the
+    /// bus was disconnected are lost: a new epoch tells a durable subscriber
+    /// ([`Bus::subscribe_durable`]) to re-read what they would have changed.
+    /// Always 0 on an embedded bus. Cheap: one uncontended read lock.
+    pub fn epoch(&self) -> u64 {
+        *self.inner.epoch.borrow()
+    }
+
+    /// A handle that waits for the next epoch ([`BusEpochs::changed`]); it
+    /// does not keep the bus alive.
+    pub fn epochs(&self) -> BusEpochs {
+        BusEpochs {
+            rx: self.inner.epoch.subscribe(),
         }
     }
 
@@ -522,6 +647,38 @@ mod tests {
         assert!(signal.is_completed() && !signal.is_set());
         assert!(inbox.is_closed());
         assert_eq!(bus.topic_count(), 0, "the subscribers were forgotten");
+    }
+
+    #[test]
+    fn a_lost_link_keeps_the_durable_subscribers_and_their_topics() {
+        let bus = Bus::new();
+        let (plain, _rx, signal, _) = Inbox::<u32>::channel(4);
+        let kept = recorder(8);
+        let _plain = bus.subscribe("shared", plain.clone());
+        let _kept = bus.subscribe_durable("shared", Inbox::from_sink(kept.clone()));
+        let (only_plain, _rx2, _, _) = Inbox::<u32>::channel(4);
+        let _gone = bus.subscribe("plain", only_plain);
+        let also_kept = recorder(8);
+        let _ctl = bus.subscribe_durable("ctl", Inbox::from_sink(also_kept.clone()));
+        assert_eq!(bus.inner.local.complete_all(), 2, "the two ordinary ones");
+        assert!(signal.is_completed());
+        let mut names = bus.inner.local.names();
+        names.sort();
+        assert_eq!(
+            names,
+            ["ctl", "shared"],
+            "a topic with a durable subscriber stays"
+        );
+        assert_eq!(bus.publish("shared", 1), 1);
+        assert_eq!(bus.publish("ctl", 2), 1);
+        assert_eq!(*kept.got.lock().unwrap(), [1]);
+        assert_eq!(*also_kept.got.lock().unwrap(), [2]);
+        // A cluster shard's loss: only its topics, and again the durable stay.
+        assert_eq!(bus.inner.local.complete_where(|t| t == "ctl"), 0);
+        assert_eq!(bus.topic_count(), 2);
+        drop(_kept);
+        drop(_ctl);
+        assert_eq!(bus.topic_count(), 0, "the guards still unsubscribe");
     }
 
     #[tokio::test]

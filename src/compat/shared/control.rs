@@ -56,7 +56,8 @@ impl SharedSessions {
         self.control.get_or_init(|| {
             let (tx, r) = mpsc::channel(CONTROL_QUEUE);
             rx = Some(r);
-            self.node.bus().subscribe(
+            // Durable: heard again after every lost Redis session.
+            self.node.bus().subscribe_durable(
                 format!("sess-ctl/{}", self.node.node()),
                 Inbox::from_sink(Arc::new(ControlSink(tx))),
             )

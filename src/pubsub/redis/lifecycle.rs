@@ -1,6 +1,7 @@
 //! The reconnecting life of a Redis engine, one server or a cluster alike:
 //! connect, run a session until it ends, and when it was lost complete the
-//! streams, back off and connect again, for as long as the bus lives.
+//! streams (not the durable subscriptions: the next session subscribes them
+//! again), back off and connect again, for as long as the bus lives.
 
 use std::sync::{Arc, Weak};
 use std::time::Duration;

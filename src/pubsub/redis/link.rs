@@ -1,11 +1,11 @@
 //! What the bus and the Redis thread share: the [`Link`] and the publishes on
 //! their way to Redis.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use tokio::sync::{Notify, Semaphore};
+use tokio::sync::{Notify, Semaphore, watch};
 
 use super::conn::CommandConn;
 use super::{RedisBusConfig, display_url};
@@ -30,6 +30,12 @@ pub(super) struct Link {
     pub(super) capacity: usize,
     pub(super) max_payload: usize,
     pub(super) topics_changed: Notify,
+    /// Tickets of [`crate::pubsub::Bus::subscribed`] calls, numbered from 1;
+    /// the Redis thread reads it before it reads the local topics.
+    pub(super) requested: AtomicU64,
+    /// The last ticket whose topics are all subscribed on Redis (on a
+    /// cluster: on every running shard).
+    pub(super) synced: watch::Sender<u64>,
     /// The command connection while connected (for [`super::RedisOnce`]).
     pub(super) conn: Mutex<Option<CommandConn>>,
     /// On a Redis Cluster: the slot ranges of the shards this node has lost
@@ -54,6 +60,8 @@ impl Link {
             capacity: config.publish_queue,
             max_payload: config.max_payload,
             topics_changed: Notify::new(),
+            requested: AtomicU64::new(0),
+            synced: watch::Sender::new(0),
             conn: Mutex::new(None),
             down: Mutex::new(Vec::new()),
             runtime: std::sync::OnceLock::new(),
@@ -61,6 +69,23 @@ impl Link {
             claims: Arc::new(Semaphore::new(config.max_claims)),
             max_claims: config.max_claims,
         }
+    }
+
+    /// The ticket a pass over the local topics answers: read before the
+    /// topics are.
+    pub(super) fn ticket(&self) -> u64 {
+        self.requested.load(Ordering::SeqCst)
+    }
+
+    /// The topics read after `ticket` was taken are subscribed.
+    pub(super) fn synced_to(&self, ticket: u64) {
+        self.synced.send_if_modified(|s| {
+            let newer = ticket > *s;
+            if newer {
+                *s = ticket;
+            }
+            newer
+        });
     }
 
     pub(super) fn unavailable(&self) -> BusError {

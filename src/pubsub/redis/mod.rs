@@ -54,7 +54,9 @@
 //!
 //! When the connection is lost every local subscriber is asked to complete
 //! ([`super::Inbox::complete`]: its stream ends with its completion result,
-//! the client listens again), publishes fail with [`BusError::Unavailable`],
+//! the client listens again), except the durable ones
+//! ([`super::Bus::subscribe_durable`]), which stay subscribed; publishes fail
+//! with [`BusError::Unavailable`],
 //! and the thread reconnects with exponential back-off from
 //! [`RedisBusConfig::reconnect_min`] (100 ms) doubling up to
 //! [`RedisBusConfig::reconnect_max`] (5 s), for as long as the bus lives. The
@@ -63,16 +65,30 @@
 //! not retried in a hot loop); it starts again from `reconnect_min` only
 //! after a connection that lasted at least `reconnect_max`. The bus reports
 //! [`BusHealth::Connected`] once the channels its streams need are
-//! subscribed, not merely when the connection is open.
+//! subscribed, not merely when the connection is open, durable subscriptions
+//! included; then it raises its epoch ([`super::Bus::epoch`]).
 //! Streams opened while disconnected stay open: they get this node's events at
 //! once and the other nodes' from the reconnection on.
+//!
+//! **Durable subscriptions** ([`super::Bus::subscribe_durable`]) are what a
+//! node depends on (its control topics, a watch that lives as long as a
+//! client's stream). What holds: a durable subscription hears every event
+//! published after the bus reports [`BusHealth::Connected`] again (on a
+//! cluster: after its shard's return, which raises the epoch too). What is
+//! published while the link is down is lost, as for any subscription: its
+//! user re-reads the state those events would have changed on each new epoch
+//! ([`super::Bus::epochs`]). [`super::Bus::subscribed`] waits until the
+//! topics subscribed so far are subscribed on Redis: subscribe, wait, then
+//! read, and no event falls in between.
 //!
 //! **On a Redis Cluster** (`redis+cluster://HOST:PORT,HOST:PORT,...`, seed
 //! nodes) the same bus uses sharded pub/sub: each topic's channel is
 //! `SSUBSCRIBE`d and `SPUBLISH`ed on the master serving its hash slot only,
 //! over one connection per master driven by the slot map; losing a master
-//! completes only the streams whose topics hash to its slots, and publishes
-//! to those topics fail until it (or its replacement) is reached again.
+//! completes only the streams whose topics hash to its slots (not the durable
+//! subscriptions: they are `SSUBSCRIBE`d again on the shard's return, which
+//! raises the epoch), and publishes to those topics fail until it (or its
+//! replacement) is reached again.
 //! [`RedisOnce`] commands go through the redis crate's cluster connection.
 //! Sequence numbers are checked per publishing node per shard. See `cluster`
 //! and `docs/bus.md`.

@@ -89,6 +89,18 @@ impl<M: Serialize + Send + 'static> Remote<M> for RedisRemote<M> {
         Some(RedisOnce::new(self.link.clone()))
     }
 
+    fn subscribed(&self) -> BoxFuture<'static, ()> {
+        // Taken after the caller's subscriptions were added: the pass that
+        // answers it reads them.
+        let ticket = self.link.requested.fetch_add(1, Ordering::SeqCst) + 1;
+        let mut synced = self.link.synced.subscribe();
+        self.link.topics_changed.notify_one();
+        Box::pin(async move {
+            // Err: the Redis thread has ended with its bus; nothing to wait for.
+            let _ = synced.wait_for(|s| *s >= ticket).await;
+        })
+    }
+
     fn health(&self) -> BusHealth {
         if self.link.connected.load(Ordering::Acquire) {
             BusHealth::Connected

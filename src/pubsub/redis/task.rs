@@ -163,6 +163,8 @@ impl<M: Clone + Send + DeserializeOwned + 'static> Task<M> {
                 let Some(inner) = bus.upgrade() else {
                     return End::Shutdown;
                 };
+                // Before the topics are read: what this pass answers.
+                let ticket = link.ticket();
                 let wanted: HashSet<String> = inner
                     .local
                     .names()
@@ -187,7 +189,13 @@ impl<M: Clone + Send + DeserializeOwned + 'static> Task<M> {
                     }
                 }
                 subscribed = wanted;
+                link.synced_to(ticket);
                 if !link.connected.swap(true, Ordering::AcqRel) {
+                    // Every topic, durable ones included, is subscribed on
+                    // this session: it is a new epoch.
+                    if let Some(inner) = bus.upgrade() {
+                        inner.next_epoch();
+                    }
                     if let Some(s) = started.take() {
                         let _ = s.send(Ok(()));
                     }

@@ -8,12 +8,12 @@ use std::time::Duration;
 use serde_json::{Map, Value};
 
 use super::record::{Outcome, TaskRecord};
-use super::shared::{Control, SharedTasks, parse_control, status_notification, unavailable};
+use super::shared::{Control, SharedTasks, WatchSink, parse_control, unavailable, watch_then_read};
 use super::status::TaskStatus;
 use super::supervisor::{Shared, Tasks, not_found};
 use crate::mux::{Channel, SharedNotification};
 use crate::protocol::McpError;
-use crate::pubsub::{DeliverFuture, Inbox, InboxError, InboxSink};
+use crate::pubsub::{BusEpochs, BusSubscription, DeliverFuture, Inbox, InboxError, InboxSink};
 use crate::suite::sealing::seal;
 
 /// Copies of stored changes waiting for Redis (one writer, in order); past
@@ -22,6 +22,11 @@ const MIRROR_QUEUE: usize = 4_096;
 /// How long a `tasks/update` or `tasks/cancel` forwarded to another node
 /// waits for the change to show in the shared copy.
 const FORWARD_WAIT: Duration = Duration::from_secs(2);
+/// How long a new watch of another node's task waits for its status topic
+/// to reach Redis before it reads the task's record anyway (a bus that is
+/// disconnected subscribes the topic when it reconnects, and that new epoch
+/// has every watched record read again).
+const SUBSCRIBE_WAIT: Duration = Duration::from_secs(10);
 
 fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -264,21 +269,107 @@ impl Tasks {
 
     /// Makes the acknowledged listen `channel` hear the tasks of `watchable`:
     /// this node's through its watchers, other nodes' through their status
-    /// topics (each one's state at the listen first).
+    /// topics (each one's state at the listen first). An other node's task
+    /// is watched by a durable subscription to its status topic, made
+    /// before its record is read again (a change made between the listen's
+    /// read and the subscription is not missed), and its record is read
+    /// again on each new bus epoch (a change published while the bus was
+    /// disconnected is not missed either); the watch goes with its stream,
+    /// or once it has sent a terminal status.
     pub(crate) fn watch_all(&self, watchable: &Watchable, channel: &Channel) {
         self.watch(&watchable.local, channel);
         let Some(remote) = self.remote() else {
             return;
         };
-        let mut subs = lock(&self.shared.remote_watch);
-        subs.retain(|(watching, _)| !watching.is_closed());
+        let mut added = Vec::new();
+        let mut reads = Vec::new();
         for record in &watchable.remote {
-            let _ = channel.send_shared(status_notification(record));
-            if !record.status.is_terminal() {
-                subs.push((
-                    channel.clone(),
-                    remote.watch_status(&record.id, channel.clone()),
-                ));
+            let sink = Arc::new(WatchSink::new(channel.clone()));
+            sink.offer_record(record);
+            if record.status.is_terminal() {
+                continue;
+            }
+            let (id, owner) = (record.id.clone(), record.owner.clone());
+            let tasks = self.clone();
+            let read = async move { tasks.reread(&id, &owner).await };
+            let (topic, then) =
+                watch_then_read(remote.bus(), &record.id, sink.clone(), SUBSCRIBE_WAIT, read);
+            reads.push(then);
+            added.push(RemoteWatch {
+                id: record.id.clone(),
+                owner: record.owner.clone(),
+                sink,
+                _topic: topic,
+            });
+        }
+        if added.is_empty() {
+            return;
+        }
+        let start_refreshing = {
+            let mut watches = lock(&self.shared.remote_watch);
+            watches.list.retain(|w| !w.sink.is_done());
+            watches.list.extend(added);
+            !std::mem::replace(&mut watches.refreshing, true)
+        };
+        if start_refreshing {
+            let epochs = remote.bus().epochs();
+            tokio::spawn(refresh_on_epochs(Arc::downgrade(&self.shared), epochs));
+        }
+        tokio::spawn(futures_util::future::join_all(reads));
+    }
+
+    /// Another node's task `id` read again for a watch (`None`: unreadable
+    /// now; the next epoch reads it again).
+    async fn reread(&self, id: &str, owner: &str) -> Option<TaskRecord> {
+        match self.remote_record(id, owner).await {
+            Ok((record, _)) => Some(record),
+            Err(e) => {
+                tracing::debug!(task = %id, error = ?e, "watched task not read again");
+                None
+            }
+        }
+    }
+}
+
+/// Local listen streams watching other nodes' tasks.
+#[derive(Default)]
+pub(crate) struct RemoteWatches {
+    list: Vec<RemoteWatch>,
+    /// Whether the task that reads them again on each new bus epoch runs.
+    refreshing: bool,
+}
+
+/// One stream watching one task of another node.
+struct RemoteWatch {
+    id: String,
+    owner: String,
+    sink: Arc<WatchSink>,
+    /// Its status topic, durable while the watch lives.
+    _topic: BusSubscription<SharedNotification>,
+}
+
+/// On each new bus epoch (a Redis session that subscribed the status topics
+/// again), reads every live watch's record again and sends its state if it
+/// changed: what was published while the bus was disconnected is lost. Ends
+/// with the supervisor or the bus.
+async fn refresh_on_epochs(shared: Weak<Shared>, mut epochs: BusEpochs) {
+    while epochs.changed().await.is_some() {
+        let Some(shared) = shared.upgrade() else {
+            return;
+        };
+        let tasks = Tasks { shared };
+        let due: Vec<(String, String, Arc<WatchSink>)> = {
+            let mut watches = lock(&tasks.shared.remote_watch);
+            watches.list.retain(|w| !w.sink.is_done());
+            watches
+                .list
+                .iter()
+                .map(|w| (w.id.clone(), w.owner.clone(), w.sink.clone()))
+                .collect()
+        };
+        for (id, owner, sink) in due {
+            if let Some(record) = tasks.reread(&id, &owner).await {
+                sink.offer_record(&record);
             }
         }
     }

@@ -199,18 +199,6 @@ impl SharedTasks {
         }
     }
 
-    /// Has `channel` hear the status topic of task `id`.
-    pub(crate) fn watch_status(
-        &self,
-        id: &str,
-        channel: Channel,
-    ) -> BusSubscription<SharedNotification> {
-        self.bus.subscribe(
-            format!("tasks/{id}"),
-            Inbox::from_sink(Arc::new(ChannelSink(channel))),
-        )
-    }
-
     /// Asks `node` to apply `control` to its task `id` for `owner`.
     pub(crate) async fn send_control(
         &self,
@@ -237,22 +225,142 @@ impl SharedTasks {
             .await
     }
 
-    /// Subscribes `inbox` to the control messages for this node's tasks.
+    /// Subscribes `inbox` to the control messages for this node's tasks,
+    /// durably: the subscription outlives every lost Redis session.
     pub(crate) fn control_topic(
         &self,
         inbox: Inbox<SharedNotification>,
     ) -> BusSubscription<SharedNotification> {
         self.bus
-            .subscribe(format!("tasks-ctl/{}", self.node), inbox)
+            .subscribe_durable(format!("tasks-ctl/{}", self.node), inbox)
     }
 }
 
-/// Forwards a status topic to one watching listen stream.
-struct ChannelSink(Channel);
+/// Watches task `id` for `sink`: subscribes its status topic on `bus` first
+/// (durably), and returns that subscription with the future that then, once
+/// the subscription has reached Redis (at most `wait`), reads the record
+/// (`read`) and offers it to `sink`. In that order nothing is missed: a
+/// change made before the subscription took effect is in the record, one
+/// made after comes on the topic (a re-read answering with an older state is
+/// not sent).
+pub(crate) fn watch_then_read<F>(
+    bus: &Bus<SharedNotification>,
+    id: &str,
+    sink: Arc<WatchSink>,
+    wait: std::time::Duration,
+    read: F,
+) -> (
+    BusSubscription<SharedNotification>,
+    impl std::future::Future<Output = ()> + Send + 'static,
+)
+where
+    F: std::future::Future<Output = Option<TaskRecord>> + Send + 'static,
+{
+    let topic = bus.subscribe_durable(format!("tasks/{id}"), Inbox::from_sink(sink.clone()));
+    let subscribed = bus.subscribed();
+    let then = async move {
+        // Not subscribed within `wait` (Redis lost): read anyway; the
+        // reconnection subscribes the topic and its new epoch reads again.
+        let _ = tokio::time::timeout(wait, subscribed).await;
+        if let Some(record) = read.await {
+            sink.offer_record(&record);
+        }
+    };
+    (topic, then)
+}
 
-impl InboxSink<SharedNotification> for ChannelSink {
+/// Forwards another node's task status to one watching listen stream, from
+/// its status topic and from re-reads of its record, each state at most once
+/// and never an older one after a newer: the two ways race (a re-read may
+/// answer with the state before the one the topic just brought), so a state
+/// is sent only when it was updated later than the last one sent (or at the
+/// same millisecond with another status), and nothing after a terminal one.
+pub(crate) struct WatchSink {
+    channel: Channel,
+    last: std::sync::Mutex<Option<Seen>>,
+}
+
+/// The state last sent to a watching stream.
+#[derive(Clone, PartialEq, Eq)]
+struct Seen {
+    /// `lastUpdatedAt` (ISO 8601 of fixed width: ordered as text).
+    updated: String,
+    status: String,
+    terminal: bool,
+}
+
+/// The parts of a `notifications/tasks` a watch compares.
+#[derive(Deserialize)]
+struct StatusHead {
+    params: StatusParams,
+}
+
+#[derive(Deserialize)]
+struct StatusParams {
+    status: TaskStatus,
+    #[serde(rename = "lastUpdatedAt")]
+    updated: String,
+}
+
+impl WatchSink {
+    /// A watch for `channel` that has sent nothing yet.
+    pub(crate) fn new(channel: Channel) -> Self {
+        WatchSink {
+            channel,
+            last: std::sync::Mutex::new(None),
+        }
+    }
+
+    /// Sends `record`'s state, unless the stream already has it or a later one.
+    pub(crate) fn offer_record(&self, record: &TaskRecord) {
+        let seen = Seen {
+            updated: super::record::iso8601(record.updated_ms),
+            status: record.status.as_str().to_owned(),
+            terminal: record.status.is_terminal(),
+        };
+        let _ = self.offer(Some(seen), status_notification(record));
+    }
+
+    /// Whether the watch has nothing more to do: its stream has ended, or
+    /// it was sent a terminal state.
+    pub(crate) fn is_done(&self) -> bool {
+        self.channel.is_closed() || lock(&self.last).as_ref().is_some_and(|seen| seen.terminal)
+    }
+
+    fn offer(&self, seen: Option<Seen>, msg: SharedNotification) -> Result<(), ChannelError> {
+        // Under the lock, so the check and the send are one step; sending
+        // never waits.
+        let mut last = lock(&self.last);
+        if let (Some(new), Some(old)) = (&seen, last.as_ref())
+            && (old.terminal
+                || new.updated < old.updated
+                || (new.updated == old.updated && new.status == old.status))
+        {
+            return Ok(());
+        }
+        let sent = self.channel.send_shared(msg);
+        if seen.is_some() {
+            *last = seen;
+        }
+        sent
+    }
+}
+
+fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+impl InboxSink<SharedNotification> for WatchSink {
     fn try_deliver(&self, msg: SharedNotification) -> Result<(), InboxError> {
-        self.0.send_shared(msg).map_err(|e| match e {
+        // A status this node cannot read is passed on as it is.
+        let seen = serde_json::from_slice::<StatusHead>(msg.legacy())
+            .ok()
+            .map(|head| Seen {
+                terminal: head.params.status.is_terminal(),
+                status: head.params.status.as_str().to_owned(),
+                updated: head.params.updated,
+            });
+        self.offer(seen, msg).map_err(|e| match e {
             ChannelError::Overflow => InboxError::Full,
             _ => InboxError::Closed,
         })
@@ -264,7 +372,7 @@ impl InboxSink<SharedNotification> for ChannelSink {
     }
 
     fn is_closed(&self) -> bool {
-        self.0.is_closed()
+        self.channel.is_closed()
     }
 }
 
@@ -283,4 +391,126 @@ pub(crate) fn parse_control(msg: &SharedNotification) -> Option<(String, String,
         _ => return None,
     };
     Some((id, owner, control))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::mux::{Assigns, OutboxReceiver, outbox};
+    use crate::protocol::{RequestId, RequestMeta, SubscriptionFilter};
+    use std::time::Duration;
+
+    /// An acknowledged listen stream honouring task `id`.
+    fn watching(id: &str) -> (Channel, OutboxReceiver) {
+        let (tx, rx) = outbox(16);
+        let channel = Channel::for_listen(
+            RequestId::Number(1),
+            RequestMeta::current(),
+            Assigns::new(),
+            tx,
+            16,
+        );
+        let honoured = SubscriptionFilter {
+            task_ids: vec![id.to_owned()],
+            ..Default::default()
+        };
+        channel.acknowledge(honoured).expect("acknowledged");
+        (channel, rx)
+    }
+
+    /// The statuses the stream was sent, in order (the acknowledgement
+    /// skipped).
+    fn statuses(rx: &mut OutboxReceiver) -> Vec<String> {
+        let mut got = Vec::new();
+        while let Ok(frame) = rx.try_recv() {
+            let v: Value = serde_json::from_slice(&frame.to_bytes()).expect("JSON");
+            if let Some(s) = v["params"]["status"].as_str() {
+                got.push(s.to_owned());
+            }
+        }
+        got
+    }
+
+    fn record(status: TaskStatus, updated_ms: u64) -> TaskRecord {
+        TaskRecord {
+            id: "t1".into(),
+            owner: "local".into(),
+            status,
+            status_message: None,
+            created_ms: 1_000,
+            updated_ms,
+            ttl_ms: 60_000,
+            poll_interval_ms: 1_000,
+            input_requests: Map::new(),
+            outcome: None,
+            rev: updated_ms,
+        }
+    }
+
+    const WAIT: Duration = Duration::from_secs(1);
+
+    #[tokio::test]
+    async fn a_task_that_ends_between_the_read_and_the_subscription_is_seen_ended() {
+        let bus: Bus<SharedNotification> = Bus::new();
+        let (channel, mut rx) = watching("t1");
+        let sink = Arc::new(WatchSink::new(channel));
+        // The listen read the task working...
+        sink.offer_record(&record(TaskStatus::Working, 2_000));
+        // ...then it ended, announced before the watch subscribed: heard by
+        // nobody.
+        let ended = record(TaskStatus::Cancelled, 3_000);
+        assert_eq!(bus.publish("tasks/t1", status_notification(&ended)), 0);
+        let read = async move { Some(ended) };
+        let (_topic, then) = watch_then_read(&bus, "t1", sink.clone(), WAIT, read);
+        then.await;
+        assert_eq!(statuses(&mut rx), ["working", "cancelled"]);
+        assert!(sink.is_done(), "a terminal state ends the watch");
+    }
+
+    #[tokio::test]
+    async fn a_change_made_while_the_record_is_read_comes_on_the_topic_and_a_stale_read_is_not_sent()
+     {
+        let bus: Bus<SharedNotification> = Bus::new();
+        let (channel, mut rx) = watching("t1");
+        let sink = Arc::new(WatchSink::new(channel));
+        sink.offer_record(&record(TaskStatus::Working, 2_000));
+        // The task ends while the record is being read; the read answers
+        // with the state before.
+        let publisher = bus.clone();
+        let read = async move {
+            let ended = record(TaskStatus::Completed, 3_000);
+            publisher.publish("tasks/t1", status_notification(&ended));
+            Some(record(TaskStatus::Working, 2_000))
+        };
+        let (_topic, then) = watch_then_read(&bus, "t1", sink.clone(), WAIT, read);
+        then.await;
+        assert_eq!(statuses(&mut rx), ["working", "completed"]);
+        // Nothing after a terminal state, nothing older than the last.
+        sink.offer_record(&record(TaskStatus::Working, 4_000));
+        assert!(statuses(&mut rx).is_empty());
+    }
+
+    #[test]
+    fn a_watch_sends_each_state_once_and_never_an_older_one() {
+        let (channel, mut rx) = watching("t1");
+        let sink = WatchSink::new(channel);
+        sink.offer_record(&record(TaskStatus::Working, 2_000));
+        sink.offer_record(&record(TaskStatus::Working, 2_000));
+        sink.offer_record(&record(TaskStatus::InputRequired, 2_000));
+        sink.offer_record(&record(TaskStatus::Working, 1_500));
+        sink.offer_record(&record(TaskStatus::Working, 2_500));
+        assert_eq!(
+            statuses(&mut rx),
+            ["working", "input_required", "working"],
+            "the same state once; another status in the same millisecond; not an older one"
+        );
+        // From the topic: the same rules.
+        let stale = status_notification(&record(TaskStatus::InputRequired, 2_100));
+        assert!(sink.try_deliver(stale).is_ok());
+        assert!(statuses(&mut rx).is_empty());
+        let end = status_notification(&record(TaskStatus::Failed, 2_600));
+        assert!(sink.try_deliver(end).is_ok());
+        assert_eq!(statuses(&mut rx), ["failed"]);
+        assert!(sink.is_done());
+    }
 }

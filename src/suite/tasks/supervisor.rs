@@ -54,7 +54,7 @@ pub(super) struct Shared {
     /// With `remote`: the control topic of this node's tasks.
     pub(super) control: Mutex<Option<BusSubscription<SharedNotification>>>,
     /// With `remote`: local streams watching other nodes' tasks.
-    pub(super) remote_watch: Mutex<Vec<(Channel, BusSubscription<SharedNotification>)>>,
+    pub(super) remote_watch: Mutex<super::remote::RemoteWatches>,
 }
 
 /// How a `tools/call` that may become a task was answered.
@@ -112,7 +112,7 @@ impl Tasks {
                 mirror: std::sync::OnceLock::new(),
                 started: tokio::sync::OnceCell::new(),
                 control: Mutex::new(None),
-                remote_watch: Mutex::new(Vec::new()),
+                remote_watch: Mutex::new(Default::default()),
             }),
         }
     }

@@ -2,7 +2,7 @@
 //! shards' sessions within each, the publishes routed to them by slot, the
 //! lost shards' streams completed and their masters reached again.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::Ordering;
@@ -29,7 +29,8 @@ use super::slot_map::{Master, slot_map};
 use crate::pubsub::BusInner;
 use crate::pubsub::local::lock;
 
-/// Shards' "subscribed, ready" announcements waiting for the router.
+/// Shards' "subscribed up to this ticket" announcements waiting for the
+/// router (one after each pass over the topics).
 const READY_QUEUE: usize = 64;
 
 /// What the router keeps of a running shard.
@@ -70,8 +71,10 @@ impl<M: Clone + Send + DeserializeOwned + 'static> ClusterTask<M> {
         let mut shards: FuturesUnordered<ShardFuture> = FuturesUnordered::new();
         // One announcement per shard session, taken at once: a shard waits
         // for room in the rare case that READY_QUEUE are waiting.
-        let (ready_tx, mut ready_rx) = mpsc::channel::<String>(READY_QUEUE);
-        let mut ready: HashSet<String> = HashSet::new();
+        let (ready_tx, mut ready_rx) = mpsc::channel::<(String, u64)>(READY_QUEUE);
+        // The running shards that have subscribed their topics, with the
+        // ticket of their last pass.
+        let mut ready: HashMap<String, u64> = HashMap::new();
         // First, every master must be reached (else the session fails, as a
         // single Redis that cannot be reached does).
         let conns = futures_util::future::join_all(
@@ -126,11 +129,20 @@ impl<M: Clone + Send + DeserializeOwned + 'static> ClusterTask<M> {
                         let _ = r.topics.send(());
                     }
                 }
-                Some(addr) = ready_rx.recv() => {
-                    ready.insert(addr);
+                Some((addr, ticket)) = ready_rx.recv() => {
+                    if !running.contains_key(&addr) {
+                        continue;
+                    }
+                    let returned = ready.insert(addr, ticket).is_none();
+                    link.synced_to(synced(&running, &ready));
                     if ready.len() == running.len() && lock(&link.down).is_empty()
                         && !link.connected.swap(true, Ordering::AcqRel)
                     {
+                        // Every shard has subscribed its topics, durable ones
+                        // included: a new epoch.
+                        if let Some(inner) = bus.upgrade() {
+                            inner.next_epoch();
+                        }
                         if let Some(s) = started.take() {
                             let _ = s.send(Ok(()));
                         }
@@ -139,6 +151,12 @@ impl<M: Clone + Send + DeserializeOwned + 'static> ClusterTask<M> {
                             node = %format!("{:016x}", link.node),
                             "event bus connected to the Redis Cluster"
                         );
+                    } else if returned && link.connected.load(Ordering::Acquire) {
+                        // A lost shard is back and has subscribed its
+                        // topics again (its durable ones): a new epoch.
+                        if let Some(inner) = bus.upgrade() {
+                            inner.next_epoch();
+                        }
                     }
                 }
                 Some((addr, end, verifier)) = shards.next() => {
@@ -149,6 +167,9 @@ impl<M: Clone + Send + DeserializeOwned + 'static> ClusterTask<M> {
                     };
                     ready.remove(&addr);
                     let Some(lost) = running.remove(&addr) else { continue };
+                    // The lost shard no longer holds the tickets back; its
+                    // topics are subscribed on its return (a new epoch).
+                    link.synced_to(synced(&running, &ready));
                     let ranges = lock(&lost.ranges).clone();
                     lock(&link.down).extend(ranges.iter().copied());
                     let ended = complete_shard(&bus, &link.prefix, &ranges);
@@ -255,7 +276,7 @@ impl<M: Clone + Send + DeserializeOwned + 'static> ClusterTask<M> {
         conn: MultiplexedConnection,
         pushes: Pushes,
         verifier: Verifier,
-        ready: mpsc::Sender<String>,
+        ready: mpsc::Sender<(String, u64)>,
     ) -> (Running, ShardFuture) {
         let ranges = Arc::new(Mutex::new(master.ranges.clone()));
         let (publish_tx, publish_rx) = mpsc::channel(self.config.publish_queue);
@@ -315,7 +336,18 @@ impl<M: Clone + Send + DeserializeOwned + 'static> Engine<M> for ClusterTask<M> 
     }
 }
 
-/// Completes the streams of the topics whose channel hashes to `ranges`.
+/// The last ticket every running shard has subscribed (0 while one has not
+/// yet).
+fn synced(running: &HashMap<String, Running>, ready: &HashMap<String, u64>) -> u64 {
+    running
+        .keys()
+        .map(|addr| ready.get(addr).copied().unwrap_or(0))
+        .min()
+        .unwrap_or(0)
+}
+
+/// Completes the streams of the topics whose channel hashes to `ranges`,
+/// but not the durable subscriptions: they stay, for the shard's return.
 fn complete_shard<M: Clone + Send + 'static>(
     bus: &Weak<BusInner<M>>,
     prefix: &str,

@@ -39,7 +39,7 @@ impl<M: Clone + Send + DeserializeOwned + 'static> Shard<M> {
         publish: mpsc::Receiver<Outgoing>,
         topics: watch::Receiver<()>,
         mut verifier: Verifier,
-        ready: mpsc::Sender<String>,
+        ready: mpsc::Sender<(String, u64)>,
     ) -> (String, End, Verifier) {
         let end = self
             .session(conn, pushes, publish, topics, &mut verifier, ready)
@@ -54,7 +54,7 @@ impl<M: Clone + Send + DeserializeOwned + 'static> Shard<M> {
         mut publish: mpsc::Receiver<Outgoing>,
         mut topics: watch::Receiver<()>,
         verifier: &mut Verifier,
-        ready: mpsc::Sender<String>,
+        ready: mpsc::Sender<(String, u64)>,
     ) -> End {
         let command_timeout = self.config.command_timeout;
         // The channels subscribed (or being subscribed) on this shard: a
@@ -103,7 +103,6 @@ impl<M: Clone + Send + DeserializeOwned + 'static> Shard<M> {
             let mut ping = tokio::time::interval(self.config.ping_interval);
             ping.tick().await;
             let mut dirty = true;
-            let mut announced = false;
             loop {
                 if !dirty {
                     tokio::select! {
@@ -133,6 +132,8 @@ impl<M: Clone + Send + DeserializeOwned + 'static> Shard<M> {
                 let Some(inner) = self.bus.upgrade() else {
                     return End::Shutdown;
                 };
+                // Before the topics are read: what this pass answers.
+                let ticket = self.link.ticket();
                 let ranges = lock(&self.ranges).clone();
                 let wanted: HashSet<String> = inner
                     .local
@@ -171,10 +172,8 @@ impl<M: Clone + Send + DeserializeOwned + 'static> Shard<M> {
                         }
                     }
                 }
-                if !announced {
-                    announced = true;
-                    let _ = ready.send(self.addr.clone()).await;
-                }
+                // Every pass: the router learns which tickets are served.
+                let _ = ready.send((self.addr.clone(), ticket)).await;
             }
         };
         tokio::select! {
