@@ -1,0 +1,203 @@
+//! Tasks shared by two real `genmcp serve --conformance --bus` processes on
+//! one Redis, under a real fault: the owner node is paused (`SIGSTOP`, then
+//! `SIGCONT`). A forwarded `tasks/cancel` the owner cannot hear is answered
+//! with an error (never a silent success) and is not applied later; a node
+//! paused past its lease ends its task with the same terminal status as the
+//! other node read; a task result the bus cannot carry is refused at start.
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use common::redis_server::RedisServer;
+use common::{headers, post, request, wait_until};
+use serde_json::{Value, json};
+
+/// A `genmcp serve --conformance --bus <url>` child, killed on drop.
+struct Node {
+    child: Child,
+    addr: SocketAddr,
+}
+
+impl Node {
+    fn start(url: &str, extra: &[&str]) -> Node {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_genmcp"))
+            .args(["--log-format", "json", "serve", "--conformance"])
+            .args(["--port", "0", "--bus", url])
+            .args(extra)
+            .env("RUST_LOG", "genmcp=info")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("genmcp starts");
+        let stderr = child.stderr.take().expect("stderr");
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines() {
+                let Ok(line) = line else { break };
+                let v: Value = serde_json::from_str(&line).unwrap_or(Value::Null);
+                if v["fields"]["message"] == "genmcp listening" {
+                    let _ = tx.send(v["fields"]["addr"].as_str().unwrap_or("").to_owned());
+                }
+            }
+        });
+        let addr = rx
+            .recv_timeout(Duration::from_secs(20))
+            .expect("the listening line")
+            .parse()
+            .expect("an address");
+        Node { child, addr }
+    }
+
+    /// Sends `signal` (`STOP`, `CONT`) to the process.
+    fn signal(&self, signal: &str) {
+        let ok = Command::new("kill")
+            .arg(format!("-{signal}"))
+            .arg(self.child.id().to_string())
+            .status()
+            .expect("kill runs")
+            .success();
+        assert!(ok, "kill -{signal}");
+    }
+
+    /// `method` with `params` (the tasks extension declared), unauthenticated:
+    /// every request belongs to the client address, the same on both nodes.
+    fn send(&self, method: &str, name: &str, params: Value) -> Value {
+        let mut params = params;
+        params["_meta"] = common::tasks::meta(true);
+        post(
+            self.addr,
+            &headers(method, Some(name)),
+            &request(json!(1), method, params),
+        )
+        .json()
+    }
+
+    fn get(&self, id: &str) -> Value {
+        self.send("tasks/get", id, json!({"taskId": id}))
+    }
+
+    fn status(&self, id: &str) -> String {
+        self.get(id)["result"]["status"]
+            .as_str()
+            .unwrap_or("<none>")
+            .to_owned()
+    }
+
+    /// Starts `slow_compute` for `seconds` as a task; its id.
+    fn slow(&self, seconds: f64) -> String {
+        let r = self.send(
+            "tools/call",
+            "slow_compute",
+            json!({"name": "slow_compute", "arguments": {"seconds": seconds}}),
+        );
+        assert_eq!(r["result"]["resultType"], "task", "{r}");
+        r["result"]["taskId"].as_str().expect("taskId").to_owned()
+    }
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        let _ = Command::new("kill")
+            .arg("-CONT")
+            .arg(self.child.id().to_string())
+            .status();
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn terminal(status: &str) -> bool {
+    matches!(status, "completed" | "failed" | "cancelled")
+}
+
+#[test]
+fn a_cancel_forwarded_to_a_paused_owner_is_an_error_and_never_applied_later() {
+    let redis = RedisServer::start();
+    let a = Node::start(&redis.url(), &[]);
+    let b = Node::start(&redis.url(), &[]);
+    let id = a.slow(60.0);
+    assert!(wait_until(Duration::from_secs(10), || b.status(&id)
+        == "working"));
+
+    // The owner cannot hear its control topic while it is stopped.
+    a.signal("STOP");
+    let refused = b.send("tasks/cancel", &id, json!({"taskId": id}));
+    assert_eq!(refused["error"]["code"], -32603, "{refused}");
+    assert!(
+        refused["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("retry")),
+        "{refused}"
+    );
+    a.signal("CONT");
+    // The owner now reads the message it missed; the client was told the
+    // cancel failed, so it must not be applied. A request answered by A
+    // shows it runs again; then give it time to act on the old message.
+    assert!(wait_until(Duration::from_secs(10), || a.status(&id)
+        == "working"));
+    std::thread::sleep(Duration::from_millis(1_500));
+    assert_eq!(a.status(&id), "working");
+    assert_eq!(b.status(&id), "working");
+
+    // A retry, with the owner listening, is confirmed and applied.
+    let cancelled = b.send("tasks/cancel", &id, json!({"taskId": id}));
+    assert_eq!(cancelled["result"]["resultType"], "complete", "{cancelled}");
+    assert_eq!(a.status(&id), "cancelled");
+    assert_eq!(b.status(&id), "cancelled");
+}
+
+#[test]
+fn a_node_paused_past_its_lease_ends_with_the_status_the_other_node_read() {
+    let redis = RedisServer::start();
+    let lease = ["--task-lease", "1"];
+    let a = Node::start(&redis.url(), &lease);
+    let b = Node::start(&redis.url(), &lease);
+    let id = a.slow(3.0);
+    assert!(wait_until(Duration::from_secs(10), || b.status(&id)
+        == "working"));
+
+    a.signal("STOP");
+    let mut seen = Value::Null;
+    let lost = wait_until(Duration::from_secs(10), || {
+        seen = b.get(&id);
+        seen["result"]["status"] == "failed"
+    });
+    assert!(lost, "B never read A's task failed: {seen}");
+    // Past the task's own three seconds: A's work would finish at once.
+    std::thread::sleep(Duration::from_millis(2_500));
+    a.signal("CONT");
+
+    let mut on_a = String::new();
+    let agreed = wait_until(Duration::from_secs(10), || {
+        on_a = a.status(&id);
+        on_a == "failed"
+    });
+    assert!(agreed, "A ended its task {on_a}, B read failed");
+    // And it stays so, on both: a terminal status never changes.
+    std::thread::sleep(Duration::from_millis(1_500));
+    assert_eq!(a.status(&id), "failed");
+    assert_eq!(b.status(&id), "failed");
+    assert!(terminal(&b.status(&id)));
+}
+
+#[test]
+fn a_task_result_larger_than_the_bus_carries_is_refused_at_start() {
+    let redis = RedisServer::start();
+    let out = Command::new(env!("CARGO_BIN_EXE_genmcp"))
+        .args(["serve", "--conformance", "--port", "0", "--bus", &redis.url()])
+        .args(["--max-task-result-bytes", "2000000"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .output()
+        .expect("genmcp runs");
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("--max-task-result-bytes") && stderr.contains("max_payload"),
+        "{stderr}"
+    );
+}
