@@ -452,7 +452,10 @@ fn an_unfinished_task_outlives_its_ttl_and_counts_until_its_work_stops() {
     assert_eq!(status(&srv, "ada", &id), "working");
     let r = call_tool(&srv, "ada", "sleep", json!({"ms": 60_000}));
     assert_eq!(r.status, 429);
-    assert_eq!(r.json()["error"]["data"]["limit"], "max_tasks_per_principal");
+    assert_eq!(
+        r.json()["error"]["data"]["limit"],
+        "max_tasks_per_principal"
+    );
     // Its work ends: the result is there (one more TTL from its end), and
     // its place is free once the work has stopped.
     let done = wait_status(&srv, "ada", &id, "completed");

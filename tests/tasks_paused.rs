@@ -120,8 +120,7 @@ fn a_cancel_forwarded_to_a_paused_owner_is_an_error_and_never_applied_later() {
     let a = Node::start(&redis.url(), &[]);
     let b = Node::start(&redis.url(), &[]);
     let id = a.slow(60.0);
-    assert!(wait_until(Duration::from_secs(10), || b.status(&id)
-        == "working"));
+    assert!(wait_until(Duration::from_secs(10), || b.status(&id) == "working"));
 
     // The owner cannot hear its control topic while it is stopped.
     a.signal("STOP");
@@ -137,8 +136,7 @@ fn a_cancel_forwarded_to_a_paused_owner_is_an_error_and_never_applied_later() {
     // The owner now reads the message it missed; the client was told the
     // cancel failed, so it must not be applied. A request answered by A
     // shows it runs again; then give it time to act on the old message.
-    assert!(wait_until(Duration::from_secs(10), || a.status(&id)
-        == "working"));
+    assert!(wait_until(Duration::from_secs(10), || a.status(&id) == "working"));
     std::thread::sleep(Duration::from_millis(1_500));
     assert_eq!(a.status(&id), "working");
     assert_eq!(b.status(&id), "working");
@@ -157,8 +155,7 @@ fn a_node_paused_past_its_lease_ends_with_the_status_the_other_node_read() {
     let a = Node::start(&redis.url(), &lease);
     let b = Node::start(&redis.url(), &lease);
     let id = a.slow(3.0);
-    assert!(wait_until(Duration::from_secs(10), || b.status(&id)
-        == "working"));
+    assert!(wait_until(Duration::from_secs(10), || b.status(&id) == "working"));
 
     a.signal("STOP");
     let mut seen = Value::Null;
@@ -188,7 +185,14 @@ fn a_node_paused_past_its_lease_ends_with_the_status_the_other_node_read() {
 fn a_task_result_larger_than_the_bus_carries_is_refused_at_start() {
     let redis = RedisServer::start();
     let out = Command::new(env!("CARGO_BIN_EXE_genmcp"))
-        .args(["serve", "--conformance", "--port", "0", "--bus", &redis.url()])
+        .args([
+            "serve",
+            "--conformance",
+            "--port",
+            "0",
+            "--bus",
+            &redis.url(),
+        ])
         .args(["--max-task-result-bytes", "2000000"])
         .stdout(Stdio::null())
         .stderr(Stdio::piped())

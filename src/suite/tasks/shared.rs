@@ -8,10 +8,14 @@
 //! older one last) and its `notifications/tasks` is published on the bus
 //! topic `tasks/<id>`. Other nodes read the copy (`tasks/get`, `taskIds`),
 //! forward `tasks/update` and `tasks/cancel` to the task's node over the bus
-//! (topic `tasks-ctl/<node>`), and hear the status topic for their watching
+//! (topic `tasks-ctl/<node>`, each message with an acknowledgement key
+//! `<prefix>task-ack:<ack>` that decides whether it is applied: see
+//! [`SharedTasks::decide`]), and hear the status topic for their watching
 //! streams. A node renews a lease (`<prefix>task-node:<node>`) while it
 //! lives; a copy that is unfinished while its node's lease is gone reads
-//! `failed` ("the node running this task was lost").
+//! `failed` ("the node running this task was lost"). A terminal copy is
+//! final: the write script refuses to overwrite it, whatever the revision,
+//! and the task's node adopts it.
 
 use std::sync::Arc;
 
@@ -29,16 +33,97 @@ use crate::pubsub::{
 
 /// The method of a control message to a task's node.
 pub(crate) const CONTROL: &str = "genmcp/tasks/control";
+/// Bytes of a task id, an owner key, in a control message (more: ignored).
+const MAX_CONTROL_FIELD: usize = 1_024;
+/// How long an acknowledgement key lives: far longer than the sender waits
+/// (a message the owner reads after it is gone is never applied).
+const ACK_TTL_MS: u64 = 30_000;
+/// An acknowledgement key's value while nobody has decided.
+const ACK_OPEN: &str = "open";
 
-/// A record as stored in Redis. `rev` must stay the first field: the store
-/// compares revisions by the value's first bytes.
+/// Stores a task copy unless it would replace a newer one or a terminal one
+/// (a terminal status is final, whatever the revision); the same revision
+/// again only extends its expiry. Answers 1 stored, 0 older, 2 terminal
+/// there, 3 expiry extended.
+const PUT_SCRIPT: &str = r#"
+local cur = redis.call('GET', KEYS[1])
+if cur then
+  local rev, status = string.match(cur, '^{"rev":(%d+),"status":"([%a_]+)"')
+  if status == 'completed' or status == 'failed' or status == 'cancelled' then
+    return 2
+  end
+  if not rev then
+    rev = string.match(cur, '^{"rev":(%d+),')
+  end
+  if rev then
+    rev = tonumber(rev)
+    local new = tonumber(ARGV[2])
+    if rev > new then return 0 end
+    if rev == new then
+      redis.call('PEXPIREAT', KEYS[1], ARGV[3])
+      return 3
+    end
+  end
+end
+redis.call('SET', KEYS[1], ARGV[1], 'PXAT', ARGV[3])
+return 1
+"#;
+
+/// Decides an acknowledgement key: takes it for `ARGV[1]` when still open;
+/// answers who holds it (`''`: gone, nobody may apply the change).
+const DECIDE_SCRIPT: &str = r#"
+local cur = redis.call('GET', KEYS[1])
+if cur == ARGV[2] then
+  redis.call('SET', KEYS[1], ARGV[1], 'KEEPTTL')
+  return ARGV[1]
+end
+if cur then return cur end
+return ''
+"#;
+
+/// How a copy was written (see [`SharedTasks::put`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Put {
+    /// Stored: announce it.
+    Stored,
+    /// A newer revision is there: nothing changed.
+    Older,
+    /// The same revision is there: its expiry was extended.
+    Touched,
+    /// A terminal copy is there (final): the task's node adopts it.
+    Final,
+}
+
+/// Who decided a forwarded change (see [`SharedTasks::decide`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Decided {
+    /// The task's node took it: the change is (being) applied.
+    Owner,
+    /// The sender took it (it gave up waiting): the change is never applied.
+    Sender,
+    /// The key is gone (expired): nobody applies the change.
+    Gone,
+}
+
+impl Decided {
+    fn of(answer: &str) -> Decided {
+        match answer {
+            "owner" => Decided::Owner,
+            "sender" => Decided::Sender,
+            _ => Decided::Gone,
+        }
+    }
+}
+
+/// A record as stored in Redis. `rev` and `status` must stay the first two
+/// fields: the write script reads them from the value's first bytes.
 #[derive(Serialize, Deserialize)]
 struct Stored {
     rev: u64,
+    status: TaskStatus,
     node: String,
     id: String,
     owner: String,
-    status: TaskStatus,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     status_message: Option<String>,
     created_ms: u64,
@@ -63,10 +148,10 @@ impl Stored {
         };
         Stored {
             rev: record.rev,
+            status: record.status,
             node: node.to_owned(),
             id: record.id.clone(),
             owner: record.owner.clone(),
-            status: record.status,
             status_message: record.status_message.clone(),
             created_ms: record.created_ms,
             updated_ms: record.updated_ms,
@@ -116,6 +201,7 @@ pub(crate) fn status_notification(record: &TaskRecord) -> SharedNotification {
 }
 
 /// What a node asks of the node running a task.
+#[derive(Debug)]
 pub(crate) enum Control {
     /// `tasks/cancel`.
     Cancel,
@@ -131,10 +217,26 @@ pub(crate) struct SharedTasks {
     node: String,
 }
 
+/// A control message's parts, as the task's node reads them.
+#[derive(Debug)]
+pub(crate) struct ControlMsg {
+    pub(crate) id: String,
+    pub(crate) owner: String,
+    pub(crate) control: Control,
+    /// The acknowledgement key's name (32 hex digits).
+    pub(crate) ack: String,
+}
+
 impl SharedTasks {
     pub(crate) fn new(keys: RedisOnce, bus: Bus<SharedNotification>) -> Self {
         let node = keys.node();
         SharedTasks { keys, bus, node }
+    }
+
+    /// Bytes a status notification may take to reach the other nodes (the
+    /// bus's `max_payload`, less its header and framing).
+    pub(crate) fn max_announce(&self) -> usize {
+        self.keys.max_payload().saturating_sub(64)
     }
 
     /// This node's name.
@@ -152,19 +254,56 @@ impl SharedTasks {
         &self.bus
     }
 
-    /// Stores a copy of `record` (unless a newer one is there); returns
-    /// whether it was stored.
-    pub(crate) async fn put(&self, record: &TaskRecord) -> Result<bool, BusError> {
+    /// Stores a copy of `record` as this node's, unless a newer or a
+    /// terminal one is there. An unfinished copy expires one TTL after this
+    /// write (at the earliest the task's TTL): while its work runs the task
+    /// never expires (see [`SharedTasks::touch`]).
+    pub(crate) async fn put(&self, record: &TaskRecord) -> Result<Put, BusError> {
+        self.put_as(record, &self.node).await
+    }
+
+    /// [`SharedTasks::put`] naming `node` as the task's node.
+    pub(crate) async fn put_as(&self, record: &TaskRecord, node: &str) -> Result<Put, BusError> {
+        let bytes = serde_json::to_vec(&Stored::of(record, node))
+            .map_err(|e| BusError::Config(format!("unencodable task record: {e}")))?;
+        let expires = if record.status.is_terminal() {
+            record.expires_ms()
+        } else {
+            record
+                .due_ms()
+                .max(crate::suite::sealing::seal::now_ms().saturating_add(record.ttl_ms))
+        };
+        let mut eval = ::redis::cmd("EVAL");
+        eval.arg(PUT_SCRIPT)
+            .arg(1)
+            .arg(self.keys.key(&format!("task:{}", record.id)))
+            .arg(bytes)
+            .arg(record.rev)
+            .arg(expires);
+        let answer: i64 = self.keys.query(eval).await?;
+        Ok(match answer {
+            1 => Put::Stored,
+            2 => Put::Final,
+            3 => Put::Touched,
+            _ => Put::Older,
+        })
+    }
+
+    /// Extends the copy of the unfinished `record` (unchanged since its
+    /// last write) by one TTL from now, on the lease's own permit.
+    pub(crate) async fn touch(&self, record: &TaskRecord) -> Result<(), BusError> {
         let bytes = serde_json::to_vec(&Stored::of(record, &self.node))
             .map_err(|e| BusError::Config(format!("unencodable task record: {e}")))?;
-        self.keys
-            .put_newer(
-                &format!("task:{}", record.id),
-                record.rev,
-                bytes,
-                record.expires_ms(),
-            )
-            .await
+        let until = crate::suite::sealing::seal::now_ms().saturating_add(record.ttl_ms);
+        let mut eval = ::redis::cmd("EVAL");
+        eval.arg(PUT_SCRIPT)
+            .arg(1)
+            .arg(self.keys.key(&format!("task:{}", record.id)))
+            .arg(bytes)
+            .arg(record.rev)
+            .arg(until);
+        let _: i64 = self.keys.query_reserved(eval).await?;
+        Ok(())
     }
 
     /// The copy of task `id` and the node running it; `None` when unknown
@@ -179,11 +318,18 @@ impl SharedTasks {
             .map(Stored::into_record))
     }
 
-    /// Renews this node's lease until `until_ms`.
-    pub(crate) async fn renew(&self, until_ms: u64) -> Result<(), BusError> {
-        self.keys
-            .put(&format!("task-node:{}", self.node), b"1", until_ms)
-            .await
+    /// Renews this node's lease until `until_ms`, on its own permit (client
+    /// traffic cannot crowd it out); `Ok(false)` when the lease had lapsed
+    /// (other nodes may have ended this node's tasks `failed` meanwhile).
+    pub(crate) async fn renew(&self, until_ms: u64) -> Result<bool, BusError> {
+        let mut set = ::redis::cmd("SET");
+        set.arg(self.keys.key(&format!("task-node:{}", self.node)))
+            .arg(1)
+            .arg("PXAT")
+            .arg(until_ms)
+            .arg("GET");
+        let held: Option<Vec<u8>> = self.keys.query_reserved(set).await?;
+        Ok(held.is_some())
     }
 
     /// Whether `node` holds a lease.
@@ -211,17 +357,67 @@ impl SharedTasks {
         )
     }
 
-    /// Asks `node` to apply `control` to its task `id` for `owner`.
+    /// Opens the acknowledgement key `ack` (before its message is sent):
+    /// the task's node may take it until it expires or the sender takes it.
+    pub(crate) async fn open_ack(&self, ack: &str) -> Result<(), BusError> {
+        let until = crate::suite::sealing::seal::now_ms().saturating_add(ACK_TTL_MS);
+        let mut set = ::redis::cmd("SET");
+        set.arg(self.keys.key(&format!("task-ack:{ack}")))
+            .arg(ACK_OPEN)
+            .arg("NX")
+            .arg("PXAT")
+            .arg(until);
+        let _: Option<String> = self.keys.query(set).await?;
+        Ok(())
+    }
+
+    /// Who has decided `ack` so far (`None`: still open).
+    pub(crate) async fn ack_state(&self, ack: &str) -> Result<Option<Decided>, BusError> {
+        let value: Option<String> = self
+            .keys
+            .query({
+                let mut get = ::redis::cmd("GET");
+                get.arg(self.keys.key(&format!("task-ack:{ack}")));
+                get
+            })
+            .await?;
+        Ok(match value.as_deref() {
+            Some(ACK_OPEN) => None,
+            Some(other) => Some(Decided::of(other)),
+            None => Some(Decided::Gone),
+        })
+    }
+
+    /// Decides `ack` for the task's node (`as_owner`) or the sender: the
+    /// first to take the open key wins, and both sides read the same
+    /// answer. The owner applies a change only when it won; the sender
+    /// answers success only when the owner won. A key that expired before
+    /// either took it is [`Decided::Gone`]: nobody applies the change.
+    pub(crate) async fn decide(&self, ack: &str, as_owner: bool) -> Result<Decided, BusError> {
+        let mut eval = ::redis::cmd("EVAL");
+        eval.arg(DECIDE_SCRIPT)
+            .arg(1)
+            .arg(self.keys.key(&format!("task-ack:{ack}")))
+            .arg(if as_owner { "owner" } else { "sender" })
+            .arg(ACK_OPEN);
+        let answer: String = self.keys.query(eval).await?;
+        Ok(Decided::of(&answer))
+    }
+
+    /// Asks `node` to apply `control` to its task `id` for `owner`, under
+    /// the acknowledgement key `ack` (opened first).
     pub(crate) async fn send_control(
         &self,
         node: &str,
         id: &str,
         owner: &str,
         control: Control,
+        ack: &str,
     ) -> Result<(), BusError> {
         let mut params = Map::new();
         params.insert("taskId".into(), Value::from(id));
         params.insert("owner".into(), Value::from(owner));
+        params.insert("ack".into(), Value::from(ack));
         match control {
             Control::Cancel => {
                 params.insert("op".into(), Value::from("cancel"));
@@ -268,19 +464,96 @@ impl InboxSink<SharedNotification> for ChannelSink {
     }
 }
 
-/// A control message's parts: task id, owner, what to do.
-pub(crate) fn parse_control(msg: &SharedNotification) -> Option<(String, String, Control)> {
+/// A control message's parts, checked like any request from outside: its
+/// method, shape, sizes and acknowledgement key; `None` for anything else.
+/// (The task's node checks the owner against its record before applying.)
+pub(crate) fn parse_control(msg: &SharedNotification) -> Option<ControlMsg> {
     if msg.method() != CONTROL {
         return None;
     }
     let message: Value = serde_json::from_slice(msg.legacy()).ok()?;
-    let params = message.get("params")?;
-    let id = params.get("taskId")?.as_str()?.to_owned();
-    let owner = params.get("owner")?.as_str()?.to_owned();
+    let params = message.get("params")?.as_object()?;
+    let field = |name: &str| {
+        params
+            .get(name)?
+            .as_str()
+            .filter(|v| !v.is_empty() && v.len() <= MAX_CONTROL_FIELD)
+            .map(str::to_owned)
+    };
+    let id = field("taskId")?;
+    let owner = field("owner")?;
+    let ack = field("ack").filter(|a| {
+        a.len() == 32
+            && a.bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    })?;
     let control = match params.get("op")?.as_str()? {
         "cancel" => Control::Cancel,
         "update" => Control::Update(params.get("inputResponses")?.as_object()?.clone()),
         _ => return None,
     };
-    Some((id, owner, control))
+    Some(ControlMsg {
+        id,
+        owner,
+        control,
+        ack,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn control(params: Value) -> SharedNotification {
+        let params = params.as_object().cloned().unwrap_or_default();
+        SharedNotification::new(Notification::new(CONTROL, params))
+    }
+
+    #[test]
+    fn a_control_message_is_read_only_in_its_exact_shape() {
+        let ack = "0123456789abcdef0123456789abcdef";
+        let ok =
+            control(serde_json::json!({"taskId": "t", "owner": "p:a", "op": "cancel", "ack": ack}));
+        let read = parse_control(&ok).expect("read");
+        assert_eq!(
+            (read.id.as_str(), read.owner.as_str(), read.ack.as_str()),
+            ("t", "p:a", ack)
+        );
+        assert!(matches!(read.control, Control::Cancel));
+        for bad in [
+            serde_json::json!({"taskId": "t", "owner": "p:a", "op": "cancel"}),
+            serde_json::json!({"taskId": "t", "owner": "p:a", "op": "cancel", "ack": "../x"}),
+            serde_json::json!({"taskId": "t", "owner": "p:a", "op": "cancel", "ack": ack.to_uppercase()}),
+            serde_json::json!({"taskId": 7, "owner": "p:a", "op": "cancel", "ack": ack}),
+            serde_json::json!({"taskId": "t".repeat(2_000), "owner": "p:a", "op": "cancel", "ack": ack}),
+            serde_json::json!({"taskId": "t", "owner": "", "op": "cancel", "ack": ack}),
+            serde_json::json!({"taskId": "t", "owner": "p:a", "op": "drop", "ack": ack}),
+            serde_json::json!({"taskId": "t", "owner": "p:a", "op": "update", "ack": ack}),
+            serde_json::json!({"taskId": "t", "owner": "p:a", "op": "update", "ack": ack, "inputResponses": []}),
+        ] {
+            assert!(parse_control(&control(bad.clone())).is_none(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn a_stored_copy_starts_with_its_revision_then_its_status() {
+        let record = TaskRecord {
+            id: "t".into(),
+            owner: "o".into(),
+            status: TaskStatus::Failed,
+            status_message: None,
+            created_ms: 1,
+            updated_ms: 1,
+            ttl_ms: 1,
+            poll_interval_ms: 1,
+            input_requests: Map::new(),
+            outcome: None,
+            rev: 12,
+        };
+        let bytes = serde_json::to_string(&Stored::of(&record, "n")).expect("encodes");
+        assert!(
+            bytes.starts_with(r#"{"rev":12,"status":"failed","#),
+            "{bytes}"
+        );
+    }
 }
