@@ -3,7 +3,8 @@
 //! `SIGCONT`). A forwarded `tasks/cancel` the owner cannot hear is answered
 //! with an error (never a silent success) and is not applied later; a node
 //! paused past its lease ends its task with the same terminal status as the
-//! other node read; a task result the bus cannot carry is refused at start.
+//! other node read; a task result the bus cannot carry is refused at start;
+//! a principal's tasks past their TTL still count while their work runs.
 
 mod common;
 
@@ -66,14 +67,18 @@ impl Node {
     /// `method` with `params` (the tasks extension declared), unauthenticated:
     /// every request belongs to the client address, the same on both nodes.
     fn send(&self, method: &str, name: &str, params: Value) -> Value {
+        self.send_as(None, method, name, params)
+    }
+
+    /// [`Node::send`] with `Authorization: Bearer <token>` when given.
+    fn send_as(&self, token: Option<&str>, method: &str, name: &str, params: Value) -> Value {
         let mut params = params;
         params["_meta"] = common::tasks::meta(true);
-        post(
-            self.addr,
-            &headers(method, Some(name)),
-            &request(json!(1), method, params),
-        )
-        .json()
+        let mut h = headers(method, Some(name));
+        if let Some(token) = token {
+            h.push(("Authorization".into(), format!("Bearer {token}")));
+        }
+        post(self.addr, &h, &request(json!(1), method, params)).json()
     }
 
     fn get(&self, id: &str) -> Value {
@@ -204,4 +209,52 @@ fn a_task_result_larger_than_the_bus_carries_is_refused_at_start() {
         stderr.contains("--max-task-result-bytes") && stderr.contains("max_payload"),
         "{stderr}"
     );
+}
+
+#[test]
+fn tasks_past_their_ttl_count_against_the_principal_while_their_work_runs() {
+    let redis = RedisServer::start();
+    let dir = std::env::temp_dir().join(format!("genmcp-ttl-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let tokens = dir.join("tokens");
+    std::fs::write(&tokens, "tok-ada ada\n").expect("token file");
+    let node = Node::start(
+        &redis.url(),
+        &[
+            "--auth-tokens",
+            tokens.to_str().expect("utf-8 path"),
+            "--task-ttl",
+            "1",
+            "--max-tasks-per-principal",
+            "3",
+        ],
+    );
+    let call = |seconds: f64| {
+        node.send_as(
+            Some("tok-ada"),
+            "tools/call",
+            "slow_compute",
+            json!({"name": "slow_compute", "arguments": {"seconds": seconds}}),
+        )
+    };
+    let ids: Vec<String> = (0..3)
+        .map(|_| {
+            let r = call(30.0);
+            assert_eq!(r["result"]["resultType"], "task", "{r}");
+            r["result"]["taskId"].as_str().expect("taskId").to_owned()
+        })
+        .collect();
+    // Past their one-second TTL, their work runs on: still there, still
+    // counted.
+    std::thread::sleep(Duration::from_millis(1_500));
+    let refused = call(30.0);
+    assert_eq!(
+        refused["error"]["data"]["limit"], "max_tasks_per_principal",
+        "{refused}"
+    );
+    for id in &ids {
+        let read = node.send_as(Some("tok-ada"), "tasks/get", id, json!({"taskId": id}));
+        assert_eq!(read["result"]["status"], "working", "{read}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
 }

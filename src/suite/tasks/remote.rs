@@ -232,8 +232,10 @@ impl Tasks {
             if record.status.is_terminal() || copy_until > now.saturating_add(margin) {
                 continue;
             }
-            if let Err(e) = remote.touch(&record).await {
-                tracing::warn!(task = %id, error = %e, "task copy not extended");
+            match remote.touch(&record).await {
+                Ok(Put::Final) => self.adopt_shared(remote, &id).await,
+                Ok(_) => {}
+                Err(e) => tracing::warn!(task = %id, error = %e, "task copy not extended"),
             }
         }
     }
@@ -346,18 +348,19 @@ impl Tasks {
         };
         let ack = random_id();
         remote.open_ack(&ack).await.map_err(|e| unavailable(&e))?;
-        if let Err(e) = remote
+        let sent = remote
             .send_control(node, &record.id, owner, control, &ack)
-            .await
-        {
-            // Maybe sent: decided like a timeout.
-            tracing::warn!(task = %record.id, error = %e, "control message not sent");
-        }
-        let until = tokio::time::Instant::now() + FORWARD_WAIT;
+            .await;
         let mut decided = None;
-        while decided.is_none() && tokio::time::Instant::now() < until {
-            tokio::time::sleep(Duration::from_millis(20)).await;
-            decided = remote.ack_state(&ack).await.ok().flatten();
+        if let Err(e) = &sent {
+            // Maybe sent all the same: decided at once, as after a timeout.
+            tracing::warn!(task = %record.id, error = %e, "control message not sent");
+        } else {
+            let until = tokio::time::Instant::now() + FORWARD_WAIT;
+            while decided.is_none() && tokio::time::Instant::now() < until {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                decided = remote.ack_state(&ack).await.ok().flatten();
+            }
         }
         let decided = match decided {
             Some(d) => d,
@@ -375,7 +378,10 @@ impl Tasks {
         };
         if decided != Decided::Owner {
             tracing::info!(task = %record.id, node = %node, "forwarded task change not confirmed; not applied");
-            return Err(not_confirmed());
+            return Err(match sent {
+                Err(e) => unavailable(&e),
+                Ok(()) => not_confirmed(),
+            });
         }
         let until = tokio::time::Instant::now() + COPY_WAIT;
         while tokio::time::Instant::now() < until {

@@ -94,6 +94,18 @@ pub(crate) enum Put {
     Final,
 }
 
+impl Put {
+    /// The write script's answer.
+    fn of(answer: i64) -> Put {
+        match answer {
+            1 => Put::Stored,
+            2 => Put::Final,
+            3 => Put::Touched,
+            _ => Put::Older,
+        }
+    }
+}
+
 /// Who decided a forwarded change (see [`SharedTasks::decide`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Decided {
@@ -264,46 +276,41 @@ impl SharedTasks {
 
     /// [`SharedTasks::put`] naming `node` as the task's node.
     pub(crate) async fn put_as(&self, record: &TaskRecord, node: &str) -> Result<Put, BusError> {
-        let bytes = serde_json::to_vec(&Stored::of(record, node))
-            .map_err(|e| BusError::Config(format!("unencodable task record: {e}")))?;
+        let now = crate::suite::sealing::seal::now_ms();
         let expires = if record.status.is_terminal() {
             record.expires_ms()
         } else {
-            record
-                .due_ms()
-                .max(crate::suite::sealing::seal::now_ms().saturating_add(record.ttl_ms))
+            record.due_ms().max(now.saturating_add(record.ttl_ms))
         };
-        let mut eval = ::redis::cmd("EVAL");
-        eval.arg(PUT_SCRIPT)
-            .arg(1)
-            .arg(self.keys.key(&format!("task:{}", record.id)))
-            .arg(bytes)
-            .arg(record.rev)
-            .arg(expires);
-        let answer: i64 = self.keys.query(eval).await?;
-        Ok(match answer {
-            1 => Put::Stored,
-            2 => Put::Final,
-            3 => Put::Touched,
-            _ => Put::Older,
-        })
+        let eval = self.write(record, node, expires)?;
+        Ok(Put::of(self.keys.query(eval).await?))
     }
 
     /// Extends the copy of the unfinished `record` (unchanged since its
     /// last write) by one TTL from now, on the lease's own permit.
-    pub(crate) async fn touch(&self, record: &TaskRecord) -> Result<(), BusError> {
-        let bytes = serde_json::to_vec(&Stored::of(record, &self.node))
+    pub(crate) async fn touch(&self, record: &TaskRecord) -> Result<Put, BusError> {
+        let now = crate::suite::sealing::seal::now_ms();
+        let eval = self.write(record, &self.node, now.saturating_add(record.ttl_ms))?;
+        Ok(Put::of(self.keys.query_reserved(eval).await?))
+    }
+
+    /// The write script for `record` as `node`'s, expiring at `expires_ms`.
+    fn write(
+        &self,
+        record: &TaskRecord,
+        node: &str,
+        expires_ms: u64,
+    ) -> Result<::redis::Cmd, BusError> {
+        let bytes = serde_json::to_vec(&Stored::of(record, node))
             .map_err(|e| BusError::Config(format!("unencodable task record: {e}")))?;
-        let until = crate::suite::sealing::seal::now_ms().saturating_add(record.ttl_ms);
         let mut eval = ::redis::cmd("EVAL");
         eval.arg(PUT_SCRIPT)
             .arg(1)
             .arg(self.keys.key(&format!("task:{}", record.id)))
             .arg(bytes)
             .arg(record.rev)
-            .arg(until);
-        let _: i64 = self.keys.query_reserved(eval).await?;
-        Ok(())
+            .arg(expires_ms);
+        Ok(eval)
     }
 
     /// The copy of task `id` and the node running it; `None` when unknown
