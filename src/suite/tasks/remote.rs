@@ -19,7 +19,8 @@ use serde_json::{Map, Value};
 
 use super::record::{Outcome, TaskRecord};
 use super::shared::{
-    Control, ControlMsg, Decided, Put, SharedTasks, parse_control, status_notification, unavailable,
+    ACK_LIFE, Control, ControlMsg, Decided, Put, SharedTasks, parse_control, status_notification,
+    unavailable,
 };
 use super::status::TaskStatus;
 use super::supervisor::{Shared, Tasks, not_found, random_id};
@@ -565,6 +566,21 @@ async fn apply_controls(
 }
 
 impl Tasks {
+    /// Whether this node took `ack` (its claim was not answered): reads the
+    /// key until Redis answers, at most as long as the key lives.
+    async fn learn_ack(&self, remote: &SharedTasks, ack: &str) -> bool {
+        let until = tokio::time::Instant::now() + ACK_LIFE;
+        while tokio::time::Instant::now() < until {
+            match remote.ack_state(ack).await {
+                Ok(Some(decided)) => return decided == Decided::Owner,
+                // Still open: nobody took it; take it now.
+                Ok(None) => return matches!(remote.decide(ack, true).await, Ok(Decided::Owner)),
+                Err(_) => tokio::time::sleep(Duration::from_millis(250)).await,
+            }
+        }
+        false
+    }
+
     async fn apply_control(&self, remote: &SharedTasks, msg: ControlMsg) {
         let ControlMsg {
             id,
@@ -589,10 +605,11 @@ impl Tasks {
                 return;
             }
             Err(e) => {
-                // Unknown whether it was taken; the sender reads the same key:
-                // when it reads "owner" it answers success, so look again.
+                // Unknown whether it was taken; the sender reads the same key
+                // (when it reads "owner" it answers success): read it again
+                // until Redis answers, for as long as the key can live.
                 tracing::warn!(task = %id, error = %e, "forwarded task change not decided");
-                if !matches!(remote.ack_state(&ack).await, Ok(Some(Decided::Owner))) {
+                if !self.learn_ack(remote, &ack).await {
                     return;
                 }
             }

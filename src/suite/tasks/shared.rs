@@ -37,7 +37,7 @@ pub(crate) const CONTROL: &str = "genmcp/tasks/control";
 const MAX_CONTROL_FIELD: usize = 1_024;
 /// How long an acknowledgement key lives: far longer than the sender waits
 /// (a message the owner reads after it is gone is never applied).
-const ACK_TTL_MS: u64 = 30_000;
+pub(crate) const ACK_LIFE: std::time::Duration = std::time::Duration::from_secs(30);
 /// An acknowledgement key's value while nobody has decided.
 const ACK_OPEN: &str = "open";
 
@@ -367,7 +367,8 @@ impl SharedTasks {
     /// Opens the acknowledgement key `ack` (before its message is sent):
     /// the task's node may take it until it expires or the sender takes it.
     pub(crate) async fn open_ack(&self, ack: &str) -> Result<(), BusError> {
-        let until = crate::suite::sealing::seal::now_ms().saturating_add(ACK_TTL_MS);
+        let life = u64::try_from(ACK_LIFE.as_millis()).unwrap_or(u64::MAX);
+        let until = crate::suite::sealing::seal::now_ms().saturating_add(life);
         let mut set = ::redis::cmd("SET");
         set.arg(self.keys.key(&format!("task-ack:{ack}")))
             .arg(ACK_OPEN)
