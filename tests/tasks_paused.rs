@@ -258,3 +258,30 @@ fn tasks_past_their_ttl_count_against_the_principal_while_their_work_runs() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn a_node_paused_past_its_lease_stops_a_task_another_node_ended() {
+    let redis = RedisServer::start();
+    let lease = ["--task-lease", "1"];
+    let a = Node::start(&redis.url(), &lease);
+    let b = Node::start(&redis.url(), &lease);
+    // Long enough that its work is still running when A wakes: nothing but
+    // A's lease renewal can tell A its task ended elsewhere.
+    let id = a.slow(60.0);
+    assert!(wait_until(Duration::from_secs(10), || b.status(&id) == "working"));
+    a.signal("STOP");
+    let lost = wait_until(Duration::from_secs(10), || b.status(&id) == "failed");
+    assert!(lost, "B never read A's task failed");
+    a.signal("CONT");
+    let mut on_a = String::new();
+    let agreed = wait_until(Duration::from_secs(10), || {
+        on_a = a.status(&id);
+        on_a == "failed"
+    });
+    assert!(agreed, "A still answers {on_a} for a task B read failed");
+    assert_eq!(
+        a.get(&id)["result"]["error"],
+        b.get(&id)["result"]["error"],
+        "the same terminal answer on both nodes"
+    );
+}
