@@ -8,10 +8,15 @@
 //! bounds), `cx` ([`TaskCx`], the handler's side), `supervisor` (one
 //! supervised future per running task), `watch` (listen streams hearing
 //! `notifications/tasks`), `wire` (the three methods). See
-//! `docs/tasks.md`.
+//! `docs/tasks.md`. With tasks shared through Redis: `shared` (the copies in
+//! Redis), `remote` (the supervisor's side of them), `control` (forwarded
+//! changes, confirmed), `lease` (the node's lease, and adopting what other
+//! nodes decided while it lapsed).
 
 mod config;
+mod control;
 mod cx;
+mod lease;
 mod record;
 mod remote;
 mod shared;

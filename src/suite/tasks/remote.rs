@@ -1,55 +1,26 @@
 //! The supervisor's side of tasks shared through Redis (see `shared`): the
-//! lease, the copy writer, the control topic, and the methods that answer
-//! for tasks running on another node.
-//!
-//! A forwarded `tasks/update` or `tasks/cancel` is answered with success only
-//! once the task's node has taken its acknowledgement key (it then applies
-//! the change); when it has not within [`FORWARD_WAIT`] the sender takes the
-//! key itself and answers a retryable error, and the task's node, reading
-//! the message later, finds the key taken and applies nothing.
-//!
-//! A terminal copy in Redis is final (see `shared`): a node whose copy went
-//! terminal elsewhere (its lease lapsed while it was paused, and another
-//! node ended its task `failed`) adopts that status and stops the work.
+//! copy writer, the control topic, and the methods that answer for tasks
+//! running on another node (a forwarded change is confirmed: see `control`;
+//! the lease and adopting terminal copies: see `lease`).
 
 use std::sync::{Arc, Weak};
-use std::time::Duration;
 
 use serde_json::{Map, Value};
 
+use super::control::{CONTROL_QUEUE, Control, ControlSink, apply_controls};
+use super::lease::renew_lease;
 use super::record::{Outcome, TaskRecord};
-use super::shared::{
-    ACK_LIFE, Control, ControlMsg, Decided, Put, SharedTasks, parse_control, status_notification,
-    unavailable,
-};
+use super::shared::{Put, SharedTasks, status_notification, unavailable};
 use super::status::TaskStatus;
-use super::supervisor::{Shared, Tasks, not_found, random_id};
-use crate::mux::{Channel, SharedNotification};
+use super::supervisor::{Shared, Tasks, not_found};
+use crate::mux::Channel;
 use crate::protocol::McpError;
-use crate::pubsub::{DeliverFuture, Inbox, InboxError, InboxSink};
+use crate::pubsub::Inbox;
 use crate::suite::sealing::seal;
 
 /// Copies of stored changes waiting for Redis (one writer, in order); past
 /// it a copy is written on its own (revisions keep the newest).
 const MIRROR_QUEUE: usize = 4_096;
-/// How long a `tasks/update` or `tasks/cancel` forwarded to another node
-/// waits for that node to take the change (then the sender decides: not
-/// applied, a retryable error).
-pub(crate) const FORWARD_WAIT: Duration = Duration::from_secs(2);
-/// How long, once the task's node took a forwarded change, the sender waits
-/// more for the change to show in the shared copy (so that a `tasks/get` on
-/// the sender's node right after shows it).
-const COPY_WAIT: Duration = Duration::from_secs(2);
-/// Control messages from other nodes waiting for this node's worker; past
-/// it a message is dropped (its sender answers a retryable error).
-const CONTROL_QUEUE: usize = 1_024;
-
-/// The error of a forwarded change that was not confirmed (nothing applied).
-fn not_confirmed() -> McpError {
-    McpError::internal(
-        "Internal error: the task's node did not confirm the change in time; nothing was applied; retry later",
-    )
-}
 
 fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -85,7 +56,7 @@ impl Tasks {
         let _ = self.shared.remote.set(remote);
     }
 
-    fn remote(&self) -> Option<&SharedTasks> {
+    pub(super) fn remote(&self) -> Option<&SharedTasks> {
         self.shared.remote.get()
     }
 
@@ -166,78 +137,6 @@ impl Tasks {
             Ok(Put::Final) => self.adopt_shared(remote, &record.id).await,
             Ok(Put::Older | Put::Touched) => {}
             Err(e) => tracing::warn!(task = %record.id, error = %e, "task copy not stored"),
-        }
-    }
-
-    /// Reads task `id`'s copy and, when it is terminal, adopts it.
-    async fn adopt_shared(&self, remote: &SharedTasks, id: &str) {
-        match remote.get(id).await {
-            Ok(Some((copy, _))) if copy.status.is_terminal() => self.adopt(&copy),
-            Ok(_) => {}
-            Err(e) => tracing::warn!(task = %id, error = %e, "final task copy not read"),
-        }
-    }
-
-    /// Takes the terminal status of the shared `copy` of a task of this
-    /// node (the one exception to "a terminal status never changes": the
-    /// shared copy is the fleet's answer, so every node agrees) and stops
-    /// the task's work.
-    fn adopt(&self, copy: &TaskRecord) {
-        let now = seal::now_ms();
-        let adopted = self.shared.store.modify(&copy.id, now, &mut |r| {
-            if r.status == copy.status || !copy.status.is_terminal() {
-                return false;
-            }
-            r.status = copy.status;
-            r.status_message.clone_from(&copy.status_message);
-            r.outcome.clone_from(&copy.outcome);
-            r.input_requests.clear();
-            r.updated_ms = copy.updated_ms;
-            r.rev = r.rev.max(copy.rev);
-            true
-        });
-        if adopted.is_none() {
-            return;
-        }
-        tracing::warn!(task = %copy.id, status = copy.status.as_str(), "task ended elsewhere (this node's lease lapsed); adopted, its work stopped");
-        // Its watchers hear it; no copy is written (Redis has it).
-        let store = &self.shared.store;
-        self.shared
-            .watchers
-            .announce(&copy.id, || store.get(&copy.id, seal::now_ms()));
-        self.stop(&copy.id, Duration::ZERO);
-    }
-
-    /// After this node's lease lapsed: adopts every terminal copy of a task
-    /// whose work runs here.
-    async fn reconcile(&self, remote: &SharedTasks) {
-        let ids = self.live().ids();
-        for id in ids {
-            self.adopt_shared(remote, &id).await;
-        }
-    }
-
-    /// Extends the copies of this node's unfinished tasks that would expire
-    /// within `margin` (a task never expires while its work runs).
-    async fn touch_copies(&self, remote: &SharedTasks, margin: Duration) {
-        let now = seal::now_ms();
-        let margin = u64::try_from(margin.as_millis()).unwrap_or(u64::MAX);
-        let ids = self.live().ids();
-        for id in ids {
-            let Some(record) = self.shared.store.get(&id, now) else {
-                continue;
-            };
-            let copy_until = record
-                .due_ms()
-                .max(record.updated_ms.saturating_add(record.ttl_ms));
-            if record.status.is_terminal() || copy_until > now.saturating_add(margin) {
-                continue;
-            }
-            match remote.touch(&record).await {
-                Ok(Put::Final) => self.adopt_shared(remote, &id).await,
-                Ok(_) => {}
-                Err(e) => tracing::warn!(task = %id, error = %e, "task copy not extended"),
-            }
         }
     }
 
@@ -331,71 +230,6 @@ impl Tasks {
         self.forward(&node, &record, owner, Control::Cancel).await
     }
 
-    /// Sends `control` for `record` to its `node` and answers once it is
-    /// decided: `Ok` when that node took the acknowledgement key (it applies
-    /// the change; this then waits, at most [`COPY_WAIT`], for the copy to
-    /// show it), a retryable error when it did not within [`FORWARD_WAIT`]
-    /// (this node takes the key: the change is never applied) or Redis
-    /// could not be asked.
-    async fn forward(
-        &self,
-        node: &str,
-        record: &TaskRecord,
-        owner: &str,
-        control: Control,
-    ) -> Result<(), McpError> {
-        let Some(remote) = self.remote() else {
-            return Err(not_found());
-        };
-        let ack = random_id();
-        remote.open_ack(&ack).await.map_err(|e| unavailable(&e))?;
-        let sent = remote
-            .send_control(node, &record.id, owner, control, &ack)
-            .await;
-        let mut decided = None;
-        if let Err(e) = &sent {
-            // Maybe sent all the same: decided at once, as after a timeout.
-            tracing::warn!(task = %record.id, error = %e, "control message not sent");
-        } else {
-            let until = tokio::time::Instant::now() + FORWARD_WAIT;
-            while decided.is_none() && tokio::time::Instant::now() < until {
-                tokio::time::sleep(Duration::from_millis(20)).await;
-                decided = remote.ack_state(&ack).await.ok().flatten();
-            }
-        }
-        let decided = match decided {
-            Some(d) => d,
-            None => match remote.decide(&ack, false).await {
-                Ok(d) => d,
-                Err(e) => {
-                    // Unknown whether the owner took it: an error (a retry is
-                    // harmless: cancel and update are idempotent).
-                    tracing::warn!(task = %record.id, error = %e, "forwarded task change undecided");
-                    return Err(McpError::internal(
-                        "Internal error: the shared task store is unavailable; the change may not have been applied; retry later",
-                    ));
-                }
-            },
-        };
-        if decided != Decided::Owner {
-            tracing::info!(task = %record.id, node = %node, "forwarded task change not confirmed; not applied");
-            return Err(match sent {
-                Err(e) => unavailable(&e),
-                Ok(()) => not_confirmed(),
-            });
-        }
-        let until = tokio::time::Instant::now() + COPY_WAIT;
-        while tokio::time::Instant::now() < until {
-            match remote.get(&record.id).await {
-                Ok(Some((now, _))) if now.rev > record.rev => break,
-                Ok(None) => break,
-                _ => {}
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-        Ok(())
-    }
-
     /// The ids of `ids` a listen by `owner` may watch, here or on another
     /// node (with their current state). Redis unreachable: other nodes'
     /// tasks are left out (closed).
@@ -479,149 +313,5 @@ async fn write_copies(
             Ok(Put::Older | Put::Touched) => {}
             Err(e) => tracing::warn!(task = %record.id, error = %e, "task copy not stored"),
         }
-    }
-}
-
-/// Renews this node's lease every third of it (a failed renewal is retried
-/// after a tenth), on its own permit, for as long as the supervisor lives.
-/// A renewal that finds the lease lapsed (the process was paused, or Redis
-/// unreachable, past the lease) adopts the terminal copies other nodes
-/// wrote meanwhile. Each round also extends the copies of long-running
-/// tasks.
-async fn renew_lease(remote: SharedTasks, shared: Weak<Shared>, lease: Duration) {
-    let mut wait = lease / 3;
-    loop {
-        tokio::time::sleep(wait).await;
-        let Some(strong) = shared.upgrade() else {
-            return;
-        };
-        let tasks = Tasks { shared: strong };
-        match remote.renew(seal::expiry(lease)).await {
-            Ok(held) => {
-                wait = lease / 3;
-                if !held {
-                    tracing::warn!(
-                        "task lease had lapsed; adopting how other nodes ended this node's tasks"
-                    );
-                    tasks.reconcile(&remote).await;
-                }
-            }
-            Err(e) => {
-                wait = lease / 10;
-                tracing::warn!(error = %e, "task lease not renewed");
-                continue;
-            }
-        }
-        tasks.touch_copies(&remote, lease).await;
-    }
-}
-
-/// Hands the control messages other nodes send for this node's tasks to the
-/// one worker that decides and applies them (a full queue drops one: its
-/// sender answers a retryable error).
-struct ControlSink(Weak<Shared>);
-
-impl InboxSink<SharedNotification> for ControlSink {
-    fn try_deliver(&self, msg: SharedNotification) -> Result<(), InboxError> {
-        let Some(shared) = self.0.upgrade() else {
-            return Err(InboxError::Closed);
-        };
-        if let Some(tx) = shared.controls.get()
-            && tx.try_send(msg).is_err()
-        {
-            tracing::warn!("task control queue full; a forwarded change was dropped");
-        }
-        Ok(())
-    }
-
-    fn deliver(&self, msg: SharedNotification) -> DeliverFuture {
-        let done = self.try_deliver(msg);
-        Box::pin(async move { done })
-    }
-
-    fn is_closed(&self) -> bool {
-        self.0.strong_count() == 0
-    }
-}
-
-/// Applies the control messages, one at a time: each is checked (shape,
-/// sizes, a task of this node's, its owner), then its acknowledgement key is
-/// taken, and only when this node took it is the change applied.
-async fn apply_controls(
-    remote: SharedTasks,
-    shared: Weak<Shared>,
-    mut rx: tokio::sync::mpsc::Receiver<SharedNotification>,
-) {
-    while let Some(msg) = rx.recv().await {
-        let Some(strong) = shared.upgrade() else {
-            return;
-        };
-        let tasks = Tasks { shared: strong };
-        let Some(control) = parse_control(&msg) else {
-            tracing::debug!("malformed task control message ignored");
-            continue;
-        };
-        tasks.apply_control(&remote, control).await;
-    }
-}
-
-impl Tasks {
-    /// Whether this node took `ack` (its claim was not answered): reads the
-    /// key until Redis answers, at most as long as the key lives.
-    async fn learn_ack(&self, remote: &SharedTasks, ack: &str) -> bool {
-        let until = tokio::time::Instant::now() + ACK_LIFE;
-        while tokio::time::Instant::now() < until {
-            match remote.ack_state(ack).await {
-                Ok(Some(decided)) => return decided == Decided::Owner,
-                // Still open: nobody took it; take it now.
-                Ok(None) => return matches!(remote.decide(ack, true).await, Ok(Decided::Owner)),
-                Err(_) => tokio::time::sleep(Duration::from_millis(250)).await,
-            }
-        }
-        false
-    }
-
-    async fn apply_control(&self, remote: &SharedTasks, msg: ControlMsg) {
-        let ControlMsg {
-            id,
-            owner,
-            control,
-            ack,
-        } = msg;
-        // The sender checked the owner against the copy; checked again here,
-        // before anything is decided.
-        let Some(record) = self.shared.store.get(&id, seal::now_ms()) else {
-            tracing::debug!(task = %id, "control message for an unknown task ignored");
-            return;
-        };
-        if record.owner != owner {
-            tracing::debug!(task = %id, "control message for another principal's task ignored");
-            return;
-        }
-        match remote.decide(&ack, true).await {
-            Ok(Decided::Owner) => {}
-            Ok(_) => {
-                tracing::info!(task = %id, "forwarded task change arrived after its sender gave up; not applied");
-                return;
-            }
-            Err(e) => {
-                // Unknown whether it was taken; the sender reads the same key
-                // (when it reads "owner" it answers success): read it again
-                // until Redis answers, for as long as the key can live.
-                tracing::warn!(task = %id, error = %e, "forwarded task change not decided");
-                if !self.learn_ack(remote, &ack).await {
-                    return;
-                }
-            }
-        }
-        let applied = match control {
-            Control::Cancel => self.cancel(&id, &owner),
-            Control::Update(answers) => self.update(&id, &owner, &answers),
-        };
-        if let Err(e) = applied {
-            tracing::debug!(task = %id, error = %e, "control message for a task not applied");
-        }
-        // The sender waits for the copy to show the change.
-        self.copy_now(&id).await;
     }
 }

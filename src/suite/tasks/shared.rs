@@ -31,16 +31,6 @@ use crate::pubsub::{
     Bus, BusError, BusSubscription, DeliverFuture, Inbox, InboxError, InboxSink, RedisOnce,
 };
 
-/// The method of a control message to a task's node.
-pub(crate) const CONTROL: &str = "genmcp/tasks/control";
-/// Bytes of a task id, an owner key, in a control message (more: ignored).
-const MAX_CONTROL_FIELD: usize = 1_024;
-/// How long an acknowledgement key lives: far longer than the sender waits
-/// (a message the owner reads after it is gone is never applied).
-pub(crate) const ACK_LIFE: std::time::Duration = std::time::Duration::from_secs(30);
-/// An acknowledgement key's value while nobody has decided.
-const ACK_OPEN: &str = "open";
-
 /// Stores a task copy unless it would replace a newer one or a terminal one
 /// (a terminal status is final, whatever the revision); the same revision
 /// again only extends its expiry. Answers 1 stored, 0 older, 2 terminal
@@ -69,18 +59,6 @@ redis.call('SET', KEYS[1], ARGV[1], 'PXAT', ARGV[3])
 return 1
 "#;
 
-/// Decides an acknowledgement key: takes it for `ARGV[1]` when still open;
-/// answers who holds it (`''`: gone, nobody may apply the change).
-const DECIDE_SCRIPT: &str = r#"
-local cur = redis.call('GET', KEYS[1])
-if cur == ARGV[2] then
-  redis.call('SET', KEYS[1], ARGV[1], 'KEEPTTL')
-  return ARGV[1]
-end
-if cur then return cur end
-return ''
-"#;
-
 /// How a copy was written (see [`SharedTasks::put`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Put {
@@ -102,27 +80,6 @@ impl Put {
             2 => Put::Final,
             3 => Put::Touched,
             _ => Put::Older,
-        }
-    }
-}
-
-/// Who decided a forwarded change (see [`SharedTasks::decide`]).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Decided {
-    /// The task's node took it: the change is (being) applied.
-    Owner,
-    /// The sender took it (it gave up waiting): the change is never applied.
-    Sender,
-    /// The key is gone (expired): nobody applies the change.
-    Gone,
-}
-
-impl Decided {
-    fn of(answer: &str) -> Decided {
-        match answer {
-            "owner" => Decided::Owner,
-            "sender" => Decided::Sender,
-            _ => Decided::Gone,
         }
     }
 }
@@ -212,31 +169,12 @@ pub(crate) fn status_notification(record: &TaskRecord) -> SharedNotification {
     ))
 }
 
-/// What a node asks of the node running a task.
-#[derive(Debug)]
-pub(crate) enum Control {
-    /// `tasks/cancel`.
-    Cancel,
-    /// `tasks/update` with these answers.
-    Update(Map<String, Value>),
-}
-
 /// The Redis side of a suite's tasks: record copies, leases, and the bus.
 #[derive(Clone)]
 pub(crate) struct SharedTasks {
     keys: RedisOnce,
     bus: Bus<SharedNotification>,
     node: String,
-}
-
-/// A control message's parts, as the task's node reads them.
-#[derive(Debug)]
-pub(crate) struct ControlMsg {
-    pub(crate) id: String,
-    pub(crate) owner: String,
-    pub(crate) control: Control,
-    /// The acknowledgement key's name (32 hex digits).
-    pub(crate) ack: String,
 }
 
 impl SharedTasks {
@@ -364,83 +302,6 @@ impl SharedTasks {
         )
     }
 
-    /// Opens the acknowledgement key `ack` (before its message is sent):
-    /// the task's node may take it until it expires or the sender takes it.
-    pub(crate) async fn open_ack(&self, ack: &str) -> Result<(), BusError> {
-        let life = u64::try_from(ACK_LIFE.as_millis()).unwrap_or(u64::MAX);
-        let until = crate::suite::sealing::seal::now_ms().saturating_add(life);
-        let mut set = ::redis::cmd("SET");
-        set.arg(self.keys.key(&format!("task-ack:{ack}")))
-            .arg(ACK_OPEN)
-            .arg("NX")
-            .arg("PXAT")
-            .arg(until);
-        let _: Option<String> = self.keys.query(set).await?;
-        Ok(())
-    }
-
-    /// Who has decided `ack` so far (`None`: still open).
-    pub(crate) async fn ack_state(&self, ack: &str) -> Result<Option<Decided>, BusError> {
-        let value: Option<String> = self
-            .keys
-            .query({
-                let mut get = ::redis::cmd("GET");
-                get.arg(self.keys.key(&format!("task-ack:{ack}")));
-                get
-            })
-            .await?;
-        Ok(match value.as_deref() {
-            Some(ACK_OPEN) => None,
-            Some(other) => Some(Decided::of(other)),
-            None => Some(Decided::Gone),
-        })
-    }
-
-    /// Decides `ack` for the task's node (`as_owner`) or the sender: the
-    /// first to take the open key wins, and both sides read the same
-    /// answer. The owner applies a change only when it won; the sender
-    /// answers success only when the owner won. A key that expired before
-    /// either took it is [`Decided::Gone`]: nobody applies the change.
-    pub(crate) async fn decide(&self, ack: &str, as_owner: bool) -> Result<Decided, BusError> {
-        let mut eval = ::redis::cmd("EVAL");
-        eval.arg(DECIDE_SCRIPT)
-            .arg(1)
-            .arg(self.keys.key(&format!("task-ack:{ack}")))
-            .arg(if as_owner { "owner" } else { "sender" })
-            .arg(ACK_OPEN);
-        let answer: String = self.keys.query(eval).await?;
-        Ok(Decided::of(&answer))
-    }
-
-    /// Asks `node` to apply `control` to its task `id` for `owner`, under
-    /// the acknowledgement key `ack` (opened first).
-    pub(crate) async fn send_control(
-        &self,
-        node: &str,
-        id: &str,
-        owner: &str,
-        control: Control,
-        ack: &str,
-    ) -> Result<(), BusError> {
-        let mut params = Map::new();
-        params.insert("taskId".into(), Value::from(id));
-        params.insert("owner".into(), Value::from(owner));
-        params.insert("ack".into(), Value::from(ack));
-        match control {
-            Control::Cancel => {
-                params.insert("op".into(), Value::from("cancel"));
-            }
-            Control::Update(answers) => {
-                params.insert("op".into(), Value::from("update"));
-                params.insert("inputResponses".into(), Value::Object(answers));
-            }
-        }
-        let msg = SharedNotification::new(Notification::new(CONTROL, params));
-        self.bus
-            .publish_remote_wait(&format!("tasks-ctl/{node}"), &[msg])
-            .await
-    }
-
     /// Subscribes `inbox` to the control messages for this node's tasks.
     pub(crate) fn control_topic(
         &self,
@@ -472,76 +333,9 @@ impl InboxSink<SharedNotification> for ChannelSink {
     }
 }
 
-/// A control message's parts, checked like any request from outside: its
-/// method, shape, sizes and acknowledgement key; `None` for anything else.
-/// (The task's node checks the owner against its record before applying.)
-pub(crate) fn parse_control(msg: &SharedNotification) -> Option<ControlMsg> {
-    if msg.method() != CONTROL {
-        return None;
-    }
-    let message: Value = serde_json::from_slice(msg.legacy()).ok()?;
-    let params = message.get("params")?.as_object()?;
-    let field = |name: &str| {
-        params
-            .get(name)?
-            .as_str()
-            .filter(|v| !v.is_empty() && v.len() <= MAX_CONTROL_FIELD)
-            .map(str::to_owned)
-    };
-    let id = field("taskId")?;
-    let owner = field("owner")?;
-    let ack = field("ack").filter(|a| {
-        a.len() == 32
-            && a.bytes()
-                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
-    })?;
-    let control = match params.get("op")?.as_str()? {
-        "cancel" => Control::Cancel,
-        "update" => Control::Update(params.get("inputResponses")?.as_object()?.clone()),
-        _ => return None,
-    };
-    Some(ControlMsg {
-        id,
-        owner,
-        control,
-        ack,
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn control(params: Value) -> SharedNotification {
-        let params = params.as_object().cloned().unwrap_or_default();
-        SharedNotification::new(Notification::new(CONTROL, params))
-    }
-
-    #[test]
-    fn a_control_message_is_read_only_in_its_exact_shape() {
-        let ack = "0123456789abcdef0123456789abcdef";
-        let ok =
-            control(serde_json::json!({"taskId": "t", "owner": "p:a", "op": "cancel", "ack": ack}));
-        let read = parse_control(&ok).expect("read");
-        assert_eq!(
-            (read.id.as_str(), read.owner.as_str(), read.ack.as_str()),
-            ("t", "p:a", ack)
-        );
-        assert!(matches!(read.control, Control::Cancel));
-        for bad in [
-            serde_json::json!({"taskId": "t", "owner": "p:a", "op": "cancel"}),
-            serde_json::json!({"taskId": "t", "owner": "p:a", "op": "cancel", "ack": "../x"}),
-            serde_json::json!({"taskId": "t", "owner": "p:a", "op": "cancel", "ack": ack.to_uppercase()}),
-            serde_json::json!({"taskId": 7, "owner": "p:a", "op": "cancel", "ack": ack}),
-            serde_json::json!({"taskId": "t".repeat(2_000), "owner": "p:a", "op": "cancel", "ack": ack}),
-            serde_json::json!({"taskId": "t", "owner": "", "op": "cancel", "ack": ack}),
-            serde_json::json!({"taskId": "t", "owner": "p:a", "op": "drop", "ack": ack}),
-            serde_json::json!({"taskId": "t", "owner": "p:a", "op": "update", "ack": ack}),
-            serde_json::json!({"taskId": "t", "owner": "p:a", "op": "update", "ack": ack, "inputResponses": []}),
-        ] {
-            assert!(parse_control(&control(bad.clone())).is_none(), "{bad}");
-        }
-    }
 
     #[test]
     fn a_stored_copy_starts_with_its_revision_then_its_status() {
