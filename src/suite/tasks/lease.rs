@@ -4,8 +4,10 @@
 //! terminal copy it finds and stops that work, so every node answers the
 //! same terminal status. The renewal runs on a Redis permit of its own.
 
-use std::sync::Weak;
+use std::sync::{Arc, Weak};
 use std::time::Duration;
+
+use tokio::sync::Notify;
 
 use super::record::TaskRecord;
 use super::shared::{Put, SharedTasks};
@@ -87,19 +89,25 @@ impl Tasks {
 }
 
 /// Renews this node's lease every third of it (a failed renewal is retried
-/// after a tenth), on its own permit, for as long as the supervisor lives.
-/// A renewal that finds the lease lapsed (the process was paused, or Redis
-/// unreachable, past the lease) adopts the terminal copies other nodes
-/// wrote meanwhile. Each round also extends the copies of long-running
-/// tasks.
+/// after a tenth), on its own permit, for as long as the supervisor lives;
+/// nothing else runs in this loop, so no other work can delay a renewal. A
+/// renewal that finds the lease lapsed (the process was paused, or Redis
+/// unreachable, past the lease) has [`keep_copies`] adopt the terminal
+/// copies other nodes wrote meanwhile.
 pub(super) async fn renew_lease(remote: SharedTasks, shared: Weak<Shared>, lease: Duration) {
+    let lapsed = Arc::new(Notify::new());
+    tokio::spawn(keep_copies(
+        remote.clone(),
+        shared.clone(),
+        lease,
+        lapsed.clone(),
+    ));
     let mut wait = lease / 3;
     loop {
         tokio::time::sleep(wait).await;
-        let Some(strong) = shared.upgrade() else {
+        if shared.strong_count() == 0 {
             return;
-        };
-        let tasks = Tasks { shared: strong };
+        }
         match remote.renew(seal::expiry(lease)).await {
             Ok(held) => {
                 wait = lease / 3;
@@ -107,14 +115,38 @@ pub(super) async fn renew_lease(remote: SharedTasks, shared: Weak<Shared>, lease
                     tracing::warn!(
                         "task lease had lapsed; adopting how other nodes ended this node's tasks"
                     );
-                    tasks.reconcile(&remote).await;
+                    // Remembered when the other loop is busy: never lost.
+                    lapsed.notify_one();
                 }
             }
             Err(e) => {
                 wait = lease / 10;
                 tracing::warn!(error = %e, "task lease not renewed");
-                continue;
             }
+        }
+    }
+}
+
+/// Every third of the lease extends the copies of long-running tasks, and
+/// when the lease was found lapsed adopts the terminal copies of this
+/// node's running tasks; for as long as the supervisor lives.
+async fn keep_copies(
+    remote: SharedTasks,
+    shared: Weak<Shared>,
+    lease: Duration,
+    lapsed: Arc<Notify>,
+) {
+    loop {
+        let reconcile = tokio::select! {
+            () = tokio::time::sleep(lease / 3) => false,
+            () = lapsed.notified() => true,
+        };
+        let Some(strong) = shared.upgrade() else {
+            return;
+        };
+        let tasks = Tasks { shared: strong };
+        if reconcile {
+            tasks.reconcile(&remote).await;
         }
         tasks.touch_copies(&remote, lease).await;
     }
