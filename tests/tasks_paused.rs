@@ -290,3 +290,51 @@ fn a_node_paused_past_its_lease_stops_a_task_another_node_ended() {
         "the same terminal answer on both nodes"
     );
 }
+
+#[test]
+fn an_update_forwarded_to_a_paused_owner_is_an_error_and_never_applied_later() {
+    let redis = RedisServer::start();
+    let a = Node::start(&redis.url(), &[]);
+    let b = Node::start(&redis.url(), &[]);
+    let r = a.send(
+        "tools/call",
+        "confirm_delete",
+        json!({"name": "confirm_delete", "arguments": {"filename": "f.txt"}}),
+    );
+    let id = r["result"]["taskId"].as_str().expect("a task").to_owned();
+    let mut asked = Value::Null;
+    assert!(wait_until(Duration::from_secs(10), || {
+        asked = b.get(&id);
+        asked["result"]["status"] == "input_required"
+    }));
+    let key = asked["result"]["inputRequests"]
+        .as_object()
+        .and_then(|m| m.keys().next().cloned())
+        .expect("an input request");
+    let update = json!({"taskId": id, "inputResponses": {key: {"action": "accept", "content": {"confirm": true}}}});
+
+    a.signal("STOP");
+    let refused = b.send("tasks/update", &id, update.clone());
+    assert_eq!(refused["error"]["code"], -32603, "{refused}");
+    a.signal("CONT");
+    assert!(wait_until(Duration::from_secs(10), || a.status(&id)
+        == "input_required"));
+    std::thread::sleep(Duration::from_millis(1_500));
+    assert_eq!(a.status(&id), "input_required");
+
+    let mut answered = Value::Null;
+    let confirmed = wait_until(Duration::from_secs(20), || {
+        answered = b.send("tasks/update", &id, update.clone());
+        answered["result"]["resultType"] == "complete"
+    });
+    assert!(confirmed, "{answered}");
+    let mut done = Value::Null;
+    assert!(wait_until(Duration::from_secs(10), || {
+        done = b.get(&id);
+        done["result"]["status"] == "completed"
+    }));
+    assert_eq!(
+        done["result"]["result"]["content"][0]["text"],
+        "Deleted f.txt"
+    );
+}
