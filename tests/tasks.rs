@@ -437,20 +437,60 @@ fn an_update_after_cancel_is_acknowledged_and_changes_nothing() {
 }
 
 #[test]
-fn an_expired_task_is_gone_even_when_its_work_completes_later() {
-    let (srv, finished) = serve(TaskConfig::default().ttl(Duration::from_secs(1)));
-    let id = start(&srv, "ada", "stubborn", json!({"ms": 1_500}));
+fn an_unfinished_task_outlives_its_ttl_and_counts_until_its_work_stops() {
+    let (srv, finished) = serve(
+        TaskConfig::default()
+            .ttl(Duration::from_secs(1))
+            .max_tasks_per_principal(2),
+    );
+    let id = start(&srv, "ada", "stubborn", json!({"ms": 2_500}));
+    start(&srv, "ada", "sleep", json!({"ms": 60_000}));
     assert_eq!(get(&srv, "ada", &id)["result"]["ttlMs"], 1_000);
+    // Past the TTL of both: their work runs on, so they are still there and
+    // still count against the principal's bound.
+    std::thread::sleep(Duration::from_millis(1_300));
+    assert_eq!(status(&srv, "ada", &id), "working");
+    let r = call_tool(&srv, "ada", "sleep", json!({"ms": 60_000}));
+    assert_eq!(r.status, 429);
+    assert_eq!(
+        r.json()["error"]["data"]["limit"],
+        "max_tasks_per_principal"
+    );
+    // Its work ends: the result is there (one more TTL from its end), and
+    // its place is free once the work has stopped.
+    let done = wait_status(&srv, "ada", &id, "completed");
+    assert_eq!(done["result"]["content"][0]["text"], "finished anyway");
+    assert!(finished.load(Ordering::SeqCst));
+    assert!(wait_until(Duration::from_secs(5), || {
+        call_tool(&srv, "ada", "sleep", json!({"ms": 60_000})).json()["result"]["resultType"]
+            == "task"
+    }));
     let gone = wait_until(Duration::from_secs(5), || {
         get(&srv, "ada", &id)["error"]["code"] == -32602
     });
-    assert!(gone, "the task outlived its ttl");
-    std::thread::sleep(Duration::from_millis(1_000));
-    // The work was stopped with the record, and nothing brought it back.
-    assert!(!finished.load(Ordering::SeqCst));
-    assert_eq!(get(&srv, "ada", &id)["error"]["code"], -32602);
-    let r = task_req(&srv, "ada", "tasks/cancel", &id, json!({}));
-    assert_eq!(r["error"]["code"], -32602);
+    assert!(gone, "the finished task outlived one TTL after its end");
+}
+
+#[test]
+fn the_purge_of_an_expired_cancelled_task_stops_its_work() {
+    let (srv, finished) = serve(
+        TaskConfig::default()
+            .ttl(Duration::from_secs(1))
+            .cancel_grace(Duration::from_secs(30)),
+    );
+    let id = start(&srv, "ada", "stubborn", json!({"ms": 2_500}));
+    assert_ack(&task_req(&srv, "ada", "tasks/cancel", &id, json!({})));
+    // Its record expires while its work (which ignores the cancel) has a
+    // long grace left: the purge drops the record and must stop the work.
+    let gone = wait_until(Duration::from_secs(5), || {
+        get(&srv, "ada", &id)["error"]["code"] == -32602
+    });
+    assert!(gone, "the cancelled task outlived its ttl");
+    std::thread::sleep(Duration::from_millis(2_000));
+    assert!(
+        !finished.load(Ordering::SeqCst),
+        "the dropped task's work ran on"
+    );
 }
 
 #[test]
@@ -498,7 +538,11 @@ fn unfinished_tasks_are_bounded_per_principal_with_429_and_retry_after() {
     assert_eq!(e["error"]["data"]["limit"], "max_tasks_per_principal");
     // Another principal is not affected.
     start(&srv, "bob", "sleep", json!({"ms": 60_000}));
-    // A finished (here: cancelled) task frees its place.
+    // A finished (here: cancelled) task frees its place once its work
+    // has stopped.
     task_req(&srv, "ada", "tasks/cancel", &a, json!({}));
-    start(&srv, "ada", "sleep", json!({"ms": 60_000}));
+    assert!(wait_until(Duration::from_secs(5), || {
+        call_tool(&srv, "ada", "sleep", json!({"ms": 60_000})).json()["result"]["resultType"]
+            == "task"
+    }));
 }

@@ -8,7 +8,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::redis_server::{RedisServer, redis_bus};
+use common::redis_server::{RedisServer, block_on, bus_config, redis_bus};
 use common::tasks::{self, as_principal, bearer_config, call_as, start_task};
 use common::{Exchange, headers, post, request, wait_until};
 use genmcp::mux::SharedNotification;
@@ -49,6 +49,15 @@ fn suite(bus: Events, lease: Duration) -> Suite {
                     _ = task.cancelled() => {}
                 }
                 Ok(CallToolResult::text("stopped").into())
+            }),
+    );
+    catalog.add_tool(
+        ToolBuilder::new("big")
+            .description("answers 100 KB of text after a moment")
+            .task_support(TaskSupport::Required)
+            .handler(|_call| async move {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                Ok(CallToolResult::text("x".repeat(100_000)).into())
             }),
     );
     Suite::builder(Implementation::new("shared-tasks", "1"))
@@ -293,5 +302,32 @@ fn a_drained_nodes_running_tasks_read_failed_everywhere_at_once() {
     assert_eq!(
         failed["error"]["message"],
         "Internal error: server shutting down"
+    );
+}
+
+#[test]
+fn a_result_the_bus_cannot_announce_fails_its_task_on_every_node() {
+    let redis = RedisServer::start();
+    // A bus carrying at most 64 KiB a message; results may be larger.
+    let small = || -> Events {
+        let mut config = bus_config(&redis.url(), "t-big:");
+        config.max_payload = 64 * 1024;
+        block_on(Bus::redis(config)).expect("the bus connects")
+    };
+    let (bus_a, bus_b) = (small(), small());
+    let a = node(&bus_a, Duration::from_secs(30));
+    let b = node(&bus_b, Duration::from_secs(30));
+    let id = start(&a, "alice", "big");
+    // Never stored unannounced: it fails, with a clear error, everywhere.
+    let failed = wait_status(&a, "alice", &id, "failed");
+    assert!(
+        failed["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("larger than the bus carries")),
+        "{failed}"
+    );
+    assert_eq!(
+        wait_status(&b, "alice", &id, "failed")["error"],
+        failed["error"]
     );
 }

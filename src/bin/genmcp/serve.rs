@@ -149,6 +149,14 @@ pub(crate) fn run(args: ServeArgs) -> ExitCode {
             .bus(secret.as_ref())
             .await
             .map_err(std::io::Error::other)?;
+        if let Some(keys) = bus.once() {
+            // A result must fit in one bus message to reach the other nodes.
+            serve.tasks.fits_bus(keys.max_payload()).map_err(|e| {
+                std::io::Error::other(format!(
+                    "--max-task-result-bytes with --bus: {e}; lower --max-task-result-bytes"
+                ))
+            })?;
+        }
         if bus.is_distributed()
             && let Some(admin) = serve.config.admin.take()
         {

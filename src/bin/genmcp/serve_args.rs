@@ -120,6 +120,12 @@ pub(crate) struct ServeArgs {
     /// 100,000); past it new tasks get 429.
     #[arg(long, value_name = "N")]
     max_retained_tasks: Option<NonZeroUsize>,
+    /// Largest encoded result one task keeps, in bytes (default 1,032,192:
+    /// 1 MiB less 16 KiB); a larger one ends its task `failed`. With --bus it
+    /// must leave 16 KiB of the bus's largest message (1 MiB), or the server
+    /// refuses to start.
+    #[arg(long, value_name = "BYTES")]
+    max_task_result_bytes: Option<NonZeroUsize>,
 }
 
 /// How the server names itself and counts clients: the resource URL, the
@@ -196,6 +202,9 @@ impl ServeArgs {
         }
         if let Some(n) = self.max_retained_tasks {
             config = config.max_retained_tasks(n.get());
+        }
+        if let Some(n) = self.max_task_result_bytes {
+            config = config.max_result_bytes(n.get());
         }
         config
     }

@@ -141,6 +141,44 @@ return 1
         self.run("command", cmd).await
     }
 
+    /// The largest encoded publish or burst the bus carries
+    /// ([`RedisBusConfig::max_payload`]).
+    ///
+    /// [`RedisBusConfig::max_payload`]: super::RedisBusConfig::max_payload
+    pub fn max_payload(&self) -> usize {
+        self.link.max_payload
+    }
+
+    /// Runs `cmd` as [`RedisOnce::query`] does, but without one of the
+    /// `max_claims` permits: for a caller that is its own bound (one command
+    /// at a time, e.g. a node renewing its task lease), so that client
+    /// traffic holding every permit cannot make it fail.
+    pub(crate) async fn query_reserved<T>(&self, cmd: ::redis::Cmd) -> Result<T, BusError>
+    where
+        T: ::redis::FromRedisValue + Send + 'static,
+    {
+        let link = &self.link;
+        if !link.connected.load(Ordering::Acquire) {
+            return Err(link.unavailable());
+        }
+        let conn = lock(&link.conn).clone();
+        let (Some(mut conn), Some(runtime)) = (conn, link.runtime.get()) else {
+            return Err(link.unavailable());
+        };
+        let timeout = link.command_timeout;
+        let task = runtime.spawn(async move {
+            tokio::time::timeout(timeout, cmd.query_async::<T>(&mut conn)).await
+        });
+        match task.await {
+            Ok(Ok(Ok(answer))) => Ok(answer),
+            Ok(Ok(Err(e))) => Err(link.unavailable_because(format!("command failed: {e}"))),
+            Ok(Err(_)) => {
+                Err(link.unavailable_because(format!("command unanswered in {timeout:?}")))
+            }
+            Err(_) => Err(link.unavailable_because("the bus was dropped".into())),
+        }
+    }
+
     /// Runs `cmd` on the bus's Redis thread within the command timeout,
     /// holding one of the `max_claims` permits.
     async fn run<T>(&self, what: &str, cmd: ::redis::Cmd) -> Result<T, BusError>

@@ -11,8 +11,15 @@ pub const DEFAULT_MAX_TASKS_PER_PRINCIPAL: usize = 1_000;
 pub const DEFAULT_MAX_RUNNING_TASKS: usize = 10_000;
 /// Default most task records kept (finished and unfinished).
 pub const DEFAULT_MAX_RETAINED_TASKS: usize = 100_000;
-/// Default largest encoded result one task may keep.
-pub const DEFAULT_MAX_RESULT_BYTES: usize = 1024 * 1024;
+/// Bytes of a task's status notification besides its result (fields,
+/// JSON-RPC envelope, the bus's header): with tasks shared through Redis a
+/// result may take the bus's `max_payload` less this.
+pub const ANNOUNCE_RESERVE: usize = 16 * 1024;
+/// Default largest encoded result one task may keep: 1 MiB less
+/// [`ANNOUNCE_RESERVE`], so that with tasks shared through Redis a result's
+/// status notification fits in one message of the bus's default
+/// `max_payload` (1 MiB).
+pub const DEFAULT_MAX_RESULT_BYTES: usize = 1024 * 1024 - ANNOUNCE_RESERVE;
 /// Default total bytes of kept results.
 pub const DEFAULT_MAX_RETAINED_RESULT_BYTES: usize = 256 * 1024 * 1024;
 /// Default time a cancelled task has to stop on its own before it is aborted.
@@ -33,27 +40,32 @@ pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_millis(500);
 #[derive(Clone, Debug)]
 #[non_exhaustive]
 pub struct TaskConfig {
-    /// How long a task stays readable after it was created (`ttlMs`); an
-    /// unfinished task is stopped when it expires.
+    /// How long a task stays readable after it was created (`ttlMs`). An
+    /// unfinished task never expires while its work runs (it stays readable
+    /// and counts against the bounds); a task that ends after its TTL ran
+    /// out stays readable one more TTL from its end.
     pub ttl: Duration,
     /// `pollIntervalMs` suggested to clients.
     pub poll_interval: Duration,
-    /// Most unfinished tasks one principal (or client address) may have.
+    /// Most tasks one principal (or client address) may have whose work
+    /// runs: a task counts until its work has stopped (a cancelled task,
+    /// until it returns or is aborted after [`TaskConfig::cancel_grace`]).
     pub max_tasks_per_principal: usize,
-    /// Most unfinished tasks in the process.
+    /// Most tasks whose work runs in the process (counted the same way).
     pub max_running_tasks: usize,
     /// Most task records kept, finished or not.
     pub max_retained_tasks: usize,
     /// Largest encoded result one task may keep (larger: the task fails).
+    /// With tasks shared through Redis, see [`TaskConfig::fits_bus`].
     pub max_result_bytes: usize,
     /// Total bytes of kept results; over it new tasks are refused.
     pub max_retained_result_bytes: usize,
     /// How long a cancelled task may run on before it is aborted.
     pub cancel_grace: Duration,
     /// With tasks shared through Redis: how long a node's lease on its
-    /// running tasks lasts without renewal (renewed every third of it). When
-    /// a node dies its unfinished tasks read `failed` at most this long after
-    /// its last renewal.
+    /// running tasks lasts without renewal (renewed every third of it, on a
+    /// Redis permit of its own). When a node dies its unfinished tasks read
+    /// `failed` at most this long after its last renewal.
     pub lease: Duration,
 }
 
@@ -114,6 +126,27 @@ impl TaskConfig {
     pub fn lease(mut self, lease: Duration) -> Self {
         self.lease = lease.max(Duration::from_secs(1));
         self
+    }
+
+    /// Whether a result of [`TaskConfig::max_result_bytes`] can be announced
+    /// to the other nodes on a bus whose largest message is `max_payload`
+    /// bytes (its status notification, with [`ANNOUNCE_RESERVE`] bytes for
+    /// the rest, must fit in one); the error says why not.
+    ///
+    /// ```
+    /// use genmcp::suite::TaskConfig;
+    /// assert!(TaskConfig::default().fits_bus(1 << 20).is_ok());
+    /// assert!(TaskConfig::default().max_result_bytes(1 << 20).fits_bus(1 << 20).is_err());
+    /// ```
+    pub fn fits_bus(&self, max_payload: usize) -> Result<(), String> {
+        let room = max_payload.saturating_sub(ANNOUNCE_RESERVE);
+        if self.max_result_bytes > room {
+            return Err(format!(
+                "task results of up to {} bytes (max_result_bytes) cannot be announced on the bus: its max_payload is {max_payload} bytes, which leaves {room} for a result ({ANNOUNCE_RESERVE} are kept for the rest of the status notification)",
+                self.max_result_bytes
+            ));
+        }
+        Ok(())
     }
 
     /// Sets [`TaskConfig::cancel_grace`].

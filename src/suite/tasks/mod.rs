@@ -6,12 +6,18 @@
 //! `record` (a task's record and its wire shapes), `store` (the `TaskStore`
 //! trait and the in-process store with its bounds), `config` (lifetime and
 //! bounds), `cx` ([`TaskCx`], the handler's side), `supervisor` (one
-//! supervised future per running task), `watch` (listen streams hearing
-//! `notifications/tasks`), `wire` (the three methods). See
-//! `docs/tasks.md`.
+//! supervised future per running task), `live` (the running work, counted
+//! for the bounds), `watch` (listen streams hearing `notifications/tasks`),
+//! `wire` (the three methods). With tasks shared through Redis: `shared`
+//! (the copies in Redis), `remote` (the supervisor's side of them),
+//! `control` (forwarded changes, confirmed), `lease` (the node's lease, and
+//! adopting what other nodes decided while it lapsed). See `docs/tasks.md`.
 
 mod config;
+mod control;
 mod cx;
+mod lease;
+mod live;
 mod record;
 mod remote;
 mod shared;
@@ -24,9 +30,10 @@ mod watch;
 mod wire;
 
 pub use config::{
-    DEFAULT_CANCEL_GRACE, DEFAULT_MAX_RESULT_BYTES, DEFAULT_MAX_RETAINED_RESULT_BYTES,
-    DEFAULT_MAX_RETAINED_TASKS, DEFAULT_MAX_RUNNING_TASKS, DEFAULT_MAX_TASKS_PER_PRINCIPAL,
-    DEFAULT_POLL_INTERVAL, DEFAULT_TASK_LEASE, DEFAULT_TASK_TTL, TaskConfig,
+    ANNOUNCE_RESERVE, DEFAULT_CANCEL_GRACE, DEFAULT_MAX_RESULT_BYTES,
+    DEFAULT_MAX_RETAINED_RESULT_BYTES, DEFAULT_MAX_RETAINED_TASKS, DEFAULT_MAX_RUNNING_TASKS,
+    DEFAULT_MAX_TASKS_PER_PRINCIPAL, DEFAULT_POLL_INTERVAL, DEFAULT_TASK_LEASE, DEFAULT_TASK_TTL,
+    TaskConfig,
 };
 pub use cx::{InputAnswer, InputGone, TaskCx};
 pub(crate) use remote::Watchable;

@@ -38,9 +38,25 @@ pub(crate) struct TaskRecord {
 }
 
 impl TaskRecord {
-    /// When the record is gone (milliseconds since the epoch).
-    pub fn expires_ms(&self) -> u64 {
+    /// When the task's TTL from its creation runs out (milliseconds since
+    /// the epoch).
+    pub fn due_ms(&self) -> u64 {
         self.created_ms.saturating_add(self.ttl_ms)
+    }
+
+    /// When the record is gone: at [`TaskRecord::due_ms`], except that an
+    /// unfinished task never expires (its work runs: `u64::MAX`), and a
+    /// task that ended after its TTL ran out stays one more TTL from its end
+    /// (so its result can be read).
+    pub fn expires_ms(&self) -> u64 {
+        let due = self.due_ms();
+        if !self.status.is_terminal() {
+            u64::MAX
+        } else if self.updated_ms >= due {
+            self.updated_ms.saturating_add(self.ttl_ms)
+        } else {
+            due
+        }
     }
 
     /// Bytes the kept outcome holds.

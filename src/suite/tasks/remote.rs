@@ -1,27 +1,27 @@
 //! The supervisor's side of tasks shared through Redis (see `shared`): the
-//! lease, the copy writer, the control topic, and the methods that answer
-//! for tasks running on another node.
+//! copy writer, the control topic, and the methods that answer for tasks
+//! running on another node (a forwarded change is confirmed: see `control`;
+//! the lease and adopting terminal copies: see `lease`).
 
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use serde_json::{Map, Value};
 
+use super::control::{CONTROL_QUEUE, Control, ControlSink, apply_controls};
+use super::lease::renew_lease;
 use super::record::{Outcome, TaskRecord};
-use super::shared::{Control, SharedTasks, WatchSink, parse_control, unavailable, watch_then_read};
+use super::shared::{Put, SharedTasks, WatchSink, unavailable, watch_then_read};
 use super::status::TaskStatus;
 use super::supervisor::{Shared, Tasks, not_found};
 use crate::mux::{Channel, SharedNotification};
 use crate::protocol::McpError;
-use crate::pubsub::{BusEpochs, BusSubscription, DeliverFuture, Inbox, InboxError, InboxSink};
+use crate::pubsub::{BusEpochs, BusSubscription, Inbox};
 use crate::suite::sealing::seal;
 
 /// Copies of stored changes waiting for Redis (one writer, in order); past
 /// it a copy is written on its own (revisions keep the newest).
 const MIRROR_QUEUE: usize = 4_096;
-/// How long a `tasks/update` or `tasks/cancel` forwarded to another node
-/// waits for the change to show in the shared copy.
-const FORWARD_WAIT: Duration = Duration::from_secs(2);
 /// How long a new watch of another node's task waits for its status topic
 /// to reach Redis before it reads the task's record anyway (a bus that is
 /// disconnected subscribes the topic when it reconnects, and that new epoch
@@ -51,12 +51,18 @@ impl Watchable {
 }
 
 impl Tasks {
-    /// Shares this supervisor's tasks through `remote` (set once).
+    /// Shares this supervisor's tasks through `remote` (set once). A result
+    /// limit the bus cannot carry is logged here (`genmcp serve` refuses to
+    /// start with it); such a result then fails its task.
     pub(crate) fn share(&self, remote: SharedTasks) {
+        let max_payload = remote.max_announce().saturating_add(64);
+        if let Err(e) = self.shared.config.fits_bus(max_payload) {
+            tracing::error!("{e}");
+        }
         let _ = self.shared.remote.set(remote);
     }
 
-    fn remote(&self) -> Option<&SharedTasks> {
+    pub(super) fn remote(&self) -> Option<&SharedTasks> {
         self.shared.remote.get()
     }
 
@@ -88,7 +94,10 @@ impl Tasks {
                     .map_err(|e| unavailable(&e))?;
                 let (tx, rx) = tokio::sync::mpsc::channel(MIRROR_QUEUE);
                 let _ = shared.mirror.set(tx);
-                tokio::spawn(write_copies(remote.clone(), rx));
+                tokio::spawn(write_copies(remote.clone(), Arc::downgrade(shared), rx));
+                let (tx, rx) = tokio::sync::mpsc::channel(CONTROL_QUEUE);
+                let _ = shared.controls.set(tx);
+                tokio::spawn(apply_controls(remote.clone(), Arc::downgrade(shared), rx));
                 tokio::spawn(renew_lease(remote.clone(), Arc::downgrade(shared), lease));
                 let sink = ControlSink(Arc::downgrade(shared));
                 *lock(&shared.control) =
@@ -119,11 +128,21 @@ impl Tasks {
             && let Some(remote) = self.remote().cloned()
         {
             tracing::warn!(task = %record.id, "task copy queue full; writing this one on its own");
+            let tasks = self.clone();
             tokio::spawn(async move {
-                if let Err(e) = remote.put(&record).await {
-                    tracing::warn!(task = %record.id, error = %e, "task copy not stored");
-                }
+                tasks.write_copy(&remote, &record).await;
             });
+        }
+    }
+
+    /// Writes one copy and acts on the answer: a stored one is announced, a
+    /// terminal one found in Redis is adopted.
+    async fn write_copy(&self, remote: &SharedTasks, record: &TaskRecord) {
+        match remote.put(record).await {
+            Ok(Put::Stored) => remote.publish_status(record),
+            Ok(Put::Final) => self.adopt_shared(remote, &record.id).await,
+            Ok(Put::Older | Put::Touched) => {}
+            Err(e) => tracing::warn!(task = %record.id, error = %e, "task copy not stored"),
         }
     }
 
@@ -135,11 +154,7 @@ impl Tasks {
         else {
             return;
         };
-        match remote.put(&record).await {
-            Ok(true) => remote.publish_status(&record),
-            Ok(false) => {}
-            Err(e) => tracing::warn!(task = %id, error = %e, "task copy not stored"),
-        }
+        self.write_copy(remote, &record).await;
     }
 
     /// Whether task `id` lives in this process (running or finished).
@@ -164,7 +179,7 @@ impl Tasks {
             && node != remote.node()
             && !remote.alive(&node).await.map_err(|e| unavailable(&e))?
         {
-            return Ok((lost(remote, record).await, node));
+            return Ok((lost(remote, record, &node).await, node));
         }
         Ok((record, node))
     }
@@ -182,7 +197,7 @@ impl Tasks {
     }
 
     /// `tasks/update` on any node: another node's task gets the answers over
-    /// the bus; this waits (at most 2 s) until its copy shows them.
+    /// the bus, confirmed by that node (see [`Tasks::forward`]).
     pub(crate) async fn update_any(
         &self,
         id: &str,
@@ -209,7 +224,7 @@ impl Tasks {
     }
 
     /// `tasks/cancel` on any node: another node's task is cancelled over the
-    /// bus; this waits (at most 2 s) until its copy shows it.
+    /// bus, confirmed by that node (see [`Tasks::forward`]).
     pub(crate) async fn cancel_any(&self, id: &str, owner: &str) -> Result<(), McpError> {
         if self.remote().is_none() || self.is_local(id) {
             return self.cancel(id, owner);
@@ -219,33 +234,6 @@ impl Tasks {
             return Ok(());
         }
         self.forward(&node, &record, owner, Control::Cancel).await
-    }
-
-    async fn forward(
-        &self,
-        node: &str,
-        record: &TaskRecord,
-        owner: &str,
-        control: Control,
-    ) -> Result<(), McpError> {
-        let Some(remote) = self.remote() else {
-            return Err(not_found());
-        };
-        remote
-            .send_control(node, &record.id, owner, control)
-            .await
-            .map_err(|e| unavailable(&e))?;
-        let until = tokio::time::Instant::now() + FORWARD_WAIT;
-        while tokio::time::Instant::now() < until {
-            tokio::time::sleep(Duration::from_millis(20)).await;
-            match remote.get(&record.id).await {
-                Ok(Some((now, _))) if now.rev > record.rev => return Ok(()),
-                Ok(None) => return Ok(()),
-                _ => {}
-            }
-        }
-        tracing::debug!(task = %record.id, "forwarded task change not seen within 2 s");
-        Ok(())
     }
 
     /// The ids of `ids` a listen by `owner` may watch, here or on another
@@ -375,76 +363,47 @@ async fn refresh_on_epochs(shared: Weak<Shared>, mut epochs: BusEpochs) {
     }
 }
 
-/// Ends another node's unfinished task `failed`: its node lost its lease.
-async fn lost(remote: &SharedTasks, mut record: TaskRecord) -> TaskRecord {
+/// Ends another node's (`node`) unfinished task `failed`: its node lost its
+/// lease. When the copy is already terminal, that is the answer.
+async fn lost(remote: &SharedTasks, mut record: TaskRecord, node: &str) -> TaskRecord {
     let error = McpError::internal("Internal error: the node running this task was lost");
     record.status = TaskStatus::Failed;
     record.outcome = Some(Outcome::Error(error.to_error_object()));
     record.input_requests.clear();
     record.updated_ms = seal::now_ms();
     record.rev += 1;
-    match remote.put(&record).await {
-        Ok(true) => remote.publish_status(&record),
-        Ok(false) => {}
+    match remote.put_as(&record, node).await {
+        Ok(Put::Stored) => remote.publish_status(&record),
+        Ok(_) => {
+            // Another answer is there already (a terminal one is final): that
+            // is the task's status, on every node.
+            if let Ok(Some((copy, _))) = remote.get(&record.id).await {
+                return copy;
+            }
+        }
         Err(e) => tracing::warn!(task = %record.id, error = %e, "lost task not recorded"),
     }
     tracing::warn!(task = %record.id, "task ended failed: its node was lost");
     record
 }
 
-/// Writes the copies in order, and publishes each stored one's status.
-async fn write_copies(remote: SharedTasks, mut rx: tokio::sync::mpsc::Receiver<TaskRecord>) {
+/// Writes the copies in order, publishes each stored one's status, and
+/// adopts a terminal copy found in Redis.
+async fn write_copies(
+    remote: SharedTasks,
+    shared: Weak<Shared>,
+    mut rx: tokio::sync::mpsc::Receiver<TaskRecord>,
+) {
     while let Some(record) = rx.recv().await {
         match remote.put(&record).await {
-            Ok(true) => remote.publish_status(&record),
-            Ok(false) => {}
+            Ok(Put::Stored) => remote.publish_status(&record),
+            Ok(Put::Final) => {
+                if let Some(shared) = shared.upgrade() {
+                    Tasks { shared }.adopt_shared(&remote, &record.id).await;
+                }
+            }
+            Ok(Put::Older | Put::Touched) => {}
             Err(e) => tracing::warn!(task = %record.id, error = %e, "task copy not stored"),
         }
-    }
-}
-
-/// Renews this node's lease every third of it, for as long as the
-/// supervisor lives.
-async fn renew_lease(remote: SharedTasks, shared: Weak<Shared>, lease: Duration) {
-    loop {
-        tokio::time::sleep(lease / 3).await;
-        if shared.strong_count() == 0 {
-            return;
-        }
-        if let Err(e) = remote.renew(seal::expiry(lease)).await {
-            tracing::warn!(error = %e, "task lease not renewed");
-        }
-    }
-}
-
-/// Applies the control messages other nodes send for this node's tasks.
-struct ControlSink(Weak<Shared>);
-
-impl InboxSink<SharedNotification> for ControlSink {
-    fn try_deliver(&self, msg: SharedNotification) -> Result<(), InboxError> {
-        let Some(shared) = self.0.upgrade() else {
-            return Err(InboxError::Closed);
-        };
-        let tasks = Tasks { shared };
-        if let Some((id, owner, control)) = parse_control(&msg) {
-            // The sender checked the owner against the copy; checked again.
-            let applied = match control {
-                Control::Cancel => tasks.cancel(&id, &owner),
-                Control::Update(answers) => tasks.update(&id, &owner, &answers),
-            };
-            if let Err(e) = applied {
-                tracing::debug!(task = %id, error = %e, "control message for a task not applied");
-            }
-        }
-        Ok(())
-    }
-
-    fn deliver(&self, msg: SharedNotification) -> DeliverFuture {
-        let done = self.try_deliver(msg);
-        Box::pin(async move { done })
-    }
-
-    fn is_closed(&self) -> bool {
-        self.0.strong_count() == 0
     }
 }

@@ -8,10 +8,14 @@
 //! older one last) and its `notifications/tasks` is published on the bus
 //! topic `tasks/<id>`. Other nodes read the copy (`tasks/get`, `taskIds`),
 //! forward `tasks/update` and `tasks/cancel` to the task's node over the bus
-//! (topic `tasks-ctl/<node>`), and hear the status topic for their watching
+//! (topic `tasks-ctl/<node>`, each message with an acknowledgement key
+//! `<prefix>task-ack:<ack>` that decides whether it is applied: see
+//! [`SharedTasks::decide`]), and hear the status topic for their watching
 //! streams. A node renews a lease (`<prefix>task-node:<node>`) while it
 //! lives; a copy that is unfinished while its node's lease is gone reads
-//! `failed` ("the node running this task was lost").
+//! `failed` ("the node running this task was lost"). A terminal copy is
+//! final: the write script refuses to overwrite it, whatever the revision,
+//! and the task's node adopts it.
 
 use std::sync::Arc;
 
@@ -27,18 +31,68 @@ use crate::pubsub::{
     Bus, BusError, BusSubscription, DeliverFuture, Inbox, InboxError, InboxSink, RedisOnce,
 };
 
-/// The method of a control message to a task's node.
-pub(crate) const CONTROL: &str = "genmcp/tasks/control";
+/// Stores a task copy unless it would replace a newer one or a terminal one
+/// (a terminal status is final, whatever the revision); the same revision
+/// again only extends its expiry. Answers 1 stored, 0 older, 2 terminal
+/// there, 3 expiry extended.
+const PUT_SCRIPT: &str = r#"
+local cur = redis.call('GET', KEYS[1])
+if cur then
+  local rev, status = string.match(cur, '^{"rev":(%d+),"status":"([%a_]+)"')
+  if status == 'completed' or status == 'failed' or status == 'cancelled' then
+    return 2
+  end
+  if not rev then
+    rev = string.match(cur, '^{"rev":(%d+),')
+  end
+  if rev then
+    rev = tonumber(rev)
+    local new = tonumber(ARGV[2])
+    if rev > new then return 0 end
+    if rev == new then
+      redis.call('PEXPIREAT', KEYS[1], ARGV[3])
+      return 3
+    end
+  end
+end
+redis.call('SET', KEYS[1], ARGV[1], 'PXAT', ARGV[3])
+return 1
+"#;
 
-/// A record as stored in Redis. `rev` must stay the first field: the store
-/// compares revisions by the value's first bytes.
+/// How a copy was written (see [`SharedTasks::put`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Put {
+    /// Stored: announce it.
+    Stored,
+    /// A newer revision is there: nothing changed.
+    Older,
+    /// The same revision is there: its expiry was extended.
+    Touched,
+    /// A terminal copy is there (final): the task's node adopts it.
+    Final,
+}
+
+impl Put {
+    /// The write script's answer.
+    fn of(answer: i64) -> Put {
+        match answer {
+            1 => Put::Stored,
+            2 => Put::Final,
+            3 => Put::Touched,
+            _ => Put::Older,
+        }
+    }
+}
+
+/// A record as stored in Redis. `rev` and `status` must stay the first two
+/// fields: the write script reads them from the value's first bytes.
 #[derive(Serialize, Deserialize)]
 struct Stored {
     rev: u64,
+    status: TaskStatus,
     node: String,
     id: String,
     owner: String,
-    status: TaskStatus,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     status_message: Option<String>,
     created_ms: u64,
@@ -63,10 +117,10 @@ impl Stored {
         };
         Stored {
             rev: record.rev,
+            status: record.status,
             node: node.to_owned(),
             id: record.id.clone(),
             owner: record.owner.clone(),
-            status: record.status,
             status_message: record.status_message.clone(),
             created_ms: record.created_ms,
             updated_ms: record.updated_ms,
@@ -115,14 +169,6 @@ pub(crate) fn status_notification(record: &TaskRecord) -> SharedNotification {
     ))
 }
 
-/// What a node asks of the node running a task.
-pub(crate) enum Control {
-    /// `tasks/cancel`.
-    Cancel,
-    /// `tasks/update` with these answers.
-    Update(Map<String, Value>),
-}
-
 /// The Redis side of a suite's tasks: record copies, leases, and the bus.
 #[derive(Clone)]
 pub(crate) struct SharedTasks {
@@ -135,6 +181,12 @@ impl SharedTasks {
     pub(crate) fn new(keys: RedisOnce, bus: Bus<SharedNotification>) -> Self {
         let node = keys.node();
         SharedTasks { keys, bus, node }
+    }
+
+    /// Bytes a status notification may take to reach the other nodes (the
+    /// bus's `max_payload`, less its header and framing).
+    pub(crate) fn max_announce(&self) -> usize {
+        self.keys.max_payload().saturating_sub(64)
     }
 
     /// This node's name.
@@ -152,19 +204,51 @@ impl SharedTasks {
         &self.bus
     }
 
-    /// Stores a copy of `record` (unless a newer one is there); returns
-    /// whether it was stored.
-    pub(crate) async fn put(&self, record: &TaskRecord) -> Result<bool, BusError> {
-        let bytes = serde_json::to_vec(&Stored::of(record, &self.node))
+    /// Stores a copy of `record` as this node's, unless a newer or a
+    /// terminal one is there. An unfinished copy expires one TTL after this
+    /// write (at the earliest the task's TTL): while its work runs the task
+    /// never expires (see [`SharedTasks::touch`]).
+    pub(crate) async fn put(&self, record: &TaskRecord) -> Result<Put, BusError> {
+        self.put_as(record, &self.node).await
+    }
+
+    /// [`SharedTasks::put`] naming `node` as the task's node.
+    pub(crate) async fn put_as(&self, record: &TaskRecord, node: &str) -> Result<Put, BusError> {
+        let now = crate::suite::sealing::seal::now_ms();
+        let expires = if record.status.is_terminal() {
+            record.expires_ms()
+        } else {
+            record.due_ms().max(now.saturating_add(record.ttl_ms))
+        };
+        let eval = self.write(record, node, expires)?;
+        Ok(Put::of(self.keys.query(eval).await?))
+    }
+
+    /// Extends the copy of the unfinished `record` (unchanged since its
+    /// last write) by one TTL from now, on the lease's own permit.
+    pub(crate) async fn touch(&self, record: &TaskRecord) -> Result<Put, BusError> {
+        let now = crate::suite::sealing::seal::now_ms();
+        let eval = self.write(record, &self.node, now.saturating_add(record.ttl_ms))?;
+        Ok(Put::of(self.keys.query_reserved(eval).await?))
+    }
+
+    /// The write script for `record` as `node`'s, expiring at `expires_ms`.
+    fn write(
+        &self,
+        record: &TaskRecord,
+        node: &str,
+        expires_ms: u64,
+    ) -> Result<::redis::Cmd, BusError> {
+        let bytes = serde_json::to_vec(&Stored::of(record, node))
             .map_err(|e| BusError::Config(format!("unencodable task record: {e}")))?;
-        self.keys
-            .put_newer(
-                &format!("task:{}", record.id),
-                record.rev,
-                bytes,
-                record.expires_ms(),
-            )
-            .await
+        let mut eval = ::redis::cmd("EVAL");
+        eval.arg(PUT_SCRIPT)
+            .arg(1)
+            .arg(self.keys.key(&format!("task:{}", record.id)))
+            .arg(bytes)
+            .arg(record.rev)
+            .arg(expires_ms);
+        Ok(eval)
     }
 
     /// The copy of task `id` and the node running it; `None` when unknown
@@ -179,11 +263,18 @@ impl SharedTasks {
             .map(Stored::into_record))
     }
 
-    /// Renews this node's lease until `until_ms`.
-    pub(crate) async fn renew(&self, until_ms: u64) -> Result<(), BusError> {
-        self.keys
-            .put(&format!("task-node:{}", self.node), b"1", until_ms)
-            .await
+    /// Renews this node's lease until `until_ms`, on its own permit (client
+    /// traffic cannot crowd it out); `Ok(false)` when the lease had lapsed
+    /// (other nodes may have ended this node's tasks `failed` meanwhile).
+    pub(crate) async fn renew(&self, until_ms: u64) -> Result<bool, BusError> {
+        let mut set = ::redis::cmd("SET");
+        set.arg(self.keys.key(&format!("task-node:{}", self.node)))
+            .arg(1)
+            .arg("PXAT")
+            .arg(until_ms)
+            .arg("GET");
+        let held: Option<Vec<u8>> = self.keys.query_reserved(set).await?;
+        Ok(held.is_some())
     }
 
     /// Whether `node` holds a lease.
@@ -197,32 +288,6 @@ impl SharedTasks {
         if let Err((_, e)) = self.bus.try_publish(&topic, status_notification(record)) {
             tracing::warn!(task = %record.id, error = %e, "task status not published to the other nodes");
         }
-    }
-
-    /// Asks `node` to apply `control` to its task `id` for `owner`.
-    pub(crate) async fn send_control(
-        &self,
-        node: &str,
-        id: &str,
-        owner: &str,
-        control: Control,
-    ) -> Result<(), BusError> {
-        let mut params = Map::new();
-        params.insert("taskId".into(), Value::from(id));
-        params.insert("owner".into(), Value::from(owner));
-        match control {
-            Control::Cancel => {
-                params.insert("op".into(), Value::from("cancel"));
-            }
-            Control::Update(answers) => {
-                params.insert("op".into(), Value::from("update"));
-                params.insert("inputResponses".into(), Value::Object(answers));
-            }
-        }
-        let msg = SharedNotification::new(Notification::new(CONTROL, params));
-        self.bus
-            .publish_remote_wait(&format!("tasks-ctl/{node}"), &[msg])
-            .await
     }
 
     /// Subscribes `inbox` to the control messages for this node's tasks,
@@ -376,23 +441,6 @@ impl InboxSink<SharedNotification> for WatchSink {
     }
 }
 
-/// A control message's parts: task id, owner, what to do.
-pub(crate) fn parse_control(msg: &SharedNotification) -> Option<(String, String, Control)> {
-    if msg.method() != CONTROL {
-        return None;
-    }
-    let message: Value = serde_json::from_slice(msg.legacy()).ok()?;
-    let params = message.get("params")?;
-    let id = params.get("taskId")?.as_str()?.to_owned();
-    let owner = params.get("owner")?.as_str()?.to_owned();
-    let control = match params.get("op")?.as_str()? {
-        "cancel" => Control::Cancel,
-        "update" => Control::Update(params.get("inputResponses")?.as_object()?.clone()),
-        _ => return None,
-    };
-    Some((id, owner, control))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -512,5 +560,27 @@ mod tests {
         assert!(sink.try_deliver(end).is_ok());
         assert_eq!(statuses(&mut rx), ["failed"]);
         assert!(sink.is_done());
+    }
+
+    #[test]
+    fn a_stored_copy_starts_with_its_revision_then_its_status() {
+        let record = TaskRecord {
+            id: "t".into(),
+            owner: "o".into(),
+            status: TaskStatus::Failed,
+            status_message: None,
+            created_ms: 1,
+            updated_ms: 1,
+            ttl_ms: 1,
+            poll_interval_ms: 1,
+            input_requests: Map::new(),
+            outcome: None,
+            rev: 12,
+        };
+        let bytes = serde_json::to_string(&Stored::of(&record, "n")).expect("encodes");
+        assert!(
+            bytes.starts_with(r#"{"rev":12,"status":"failed","#),
+            "{bytes}"
+        );
     }
 }

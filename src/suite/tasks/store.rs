@@ -24,8 +24,11 @@ pub struct TaskStats {
 /// [`TaskStore::modify`]; the caller decides (see `status::allows`) whether
 /// the change is legal.
 pub(crate) trait TaskStore: Send + Sync + 'static {
-    /// Adds a new record, or refuses it when a bound of `config` is hit
-    /// (`McpError::LimitExceeded`).
+    /// Adds a new record, or refuses it when a bound of `config` on kept
+    /// records is hit (`McpError::LimitExceeded`). It does not purge: the
+    /// supervisor purges first (and stops the work of what it drops). The
+    /// bounds on unfinished work are the supervisor's too (they count a
+    /// task until its work has stopped).
     fn insert(&self, record: TaskRecord, config: &TaskConfig, now_ms: u64) -> Result<(), McpError>;
     /// The record `id`, unless unknown or expired.
     fn get(&self, id: &str, now_ms: u64) -> Option<TaskRecord>;
@@ -39,8 +42,9 @@ pub(crate) trait TaskStore: Send + Sync + 'static {
     ) -> Option<TaskRecord>;
     /// Forgets record `id`.
     fn remove(&self, id: &str);
-    /// Drops expired records; returns the ids of those that were unfinished
-    /// (their work must stop).
+    /// Drops expired records (never an unfinished one:
+    /// [`TaskRecord::expires_ms`]); returns their ids (work of theirs still
+    /// running, e.g. a cancelled task's within its grace, must stop).
     fn purge_expired(&self, now_ms: u64) -> Vec<String>;
     /// Current counts.
     fn stats(&self) -> TaskStats;
@@ -49,10 +53,11 @@ pub(crate) trait TaskStore: Send + Sync + 'static {
 #[derive(Default)]
 struct Table {
     records: HashMap<String, TaskRecord>,
-    /// `(expires_ms, id)` in insertion order; the TTL is the same for every
-    /// record of a store, so this is also expiry order.
+    /// `(when, id)`: each record's `due_ms` in insertion order, and again
+    /// its `expires_ms` when it ended after that. The TTL is the same for
+    /// every record of a store, so this is also expiry order. An entry whose
+    /// record expires later (unfinished, or ended late) is skipped.
     expiry: VecDeque<(u64, String)>,
-    unfinished_by_owner: HashMap<String, usize>,
     unfinished: usize,
     result_bytes: usize,
 }
@@ -63,23 +68,13 @@ impl Table {
         if record.status.is_terminal() {
             self.result_bytes = self.result_bytes.saturating_sub(record.outcome_bytes());
         } else {
-            self.unfinish(&record.owner);
+            self.unfinished = self.unfinished.saturating_sub(1);
         }
         Some(record)
     }
 
-    fn unfinish(&mut self, owner: &str) {
-        self.unfinished = self.unfinished.saturating_sub(1);
-        if let Some(n) = self.unfinished_by_owner.get_mut(owner) {
-            *n = n.saturating_sub(1);
-            if *n == 0 {
-                self.unfinished_by_owner.remove(owner);
-            }
-        }
-    }
-
     fn purge(&mut self, now_ms: u64) -> Vec<String> {
-        let mut stopped = Vec::new();
+        let mut dropped = Vec::new();
         while let Some((exp, _)) = self.expiry.front() {
             if *exp > now_ms {
                 break;
@@ -87,13 +82,16 @@ impl Table {
             let Some((_, id)) = self.expiry.pop_front() else {
                 break;
             };
-            if let Some(record) = self.forget(&id)
-                && !record.status.is_terminal()
-            {
-                stopped.push(id);
+            let expired = self
+                .records
+                .get(&id)
+                .is_some_and(|r| r.expires_ms() <= now_ms);
+            if expired {
+                self.forget(&id);
+                dropped.push(id);
             }
         }
-        stopped
+        dropped
     }
 
     /// Seconds until the oldest record expires (at least 1).
@@ -122,26 +120,6 @@ impl MemoryStore {
 impl TaskStore for MemoryStore {
     fn insert(&self, record: TaskRecord, config: &TaskConfig, now_ms: u64) -> Result<(), McpError> {
         let mut t = self.lock();
-        t.purge(now_ms);
-        let mine = t
-            .unfinished_by_owner
-            .get(&record.owner)
-            .copied()
-            .unwrap_or(0);
-        if mine >= config.max_tasks_per_principal {
-            return Err(McpError::limit_exceeded(
-                "max_tasks_per_principal",
-                "Too many unfinished tasks for this principal; retry when one finishes",
-                (config.poll_interval.as_millis() as u64).div_ceil(1000),
-            ));
-        }
-        if t.unfinished >= config.max_running_tasks {
-            return Err(McpError::limit_exceeded(
-                "max_running_tasks",
-                "Server busy: too many unfinished tasks; retry later",
-                (config.poll_interval.as_millis() as u64).div_ceil(1000),
-            ));
-        }
         if t.records.len() >= config.max_retained_tasks
             || t.result_bytes >= config.max_retained_result_bytes
         {
@@ -160,11 +138,8 @@ impl TaskStore for MemoryStore {
             } = &mut *t;
             expiry.retain(|(_, id)| records.contains_key(id));
         }
-        *t.unfinished_by_owner
-            .entry(record.owner.clone())
-            .or_insert(0) += 1;
         t.unfinished += 1;
-        t.expiry.push_back((record.expires_ms(), record.id.clone()));
+        t.expiry.push_back((record.due_ms(), record.id.clone()));
         t.records.insert(record.id.clone(), record);
         Ok(())
     }
@@ -192,10 +167,23 @@ impl TaskStore for MemoryStore {
         }
         // Every stored change is a new revision (what a shared copy orders by).
         next.rev += 1;
-        *record = next.clone();
+        let before = std::mem::replace(record, next.clone());
         if !was_terminal && next.status.is_terminal() {
-            t.unfinish(&next.owner);
+            t.unfinished = t.unfinished.saturating_sub(1);
             t.result_bytes += next.outcome_bytes();
+        } else if was_terminal {
+            // A terminal record adopted from the shared copy (another outcome).
+            t.result_bytes =
+                t.result_bytes.saturating_sub(before.outcome_bytes()) + next.outcome_bytes();
+        }
+        let expires = next.expires_ms();
+        if next.status.is_terminal()
+            && expires > next.due_ms()
+            && (!was_terminal || expires != before.expires_ms())
+        {
+            // Ended after its TTL ran out: due again one TTL from its end
+            // (later than every entry queued before).
+            t.expiry.push_back((expires, next.id.clone()));
         }
         Some(next)
     }
@@ -246,6 +234,7 @@ mod tests {
     fn finish(store: &MemoryStore, id: &str, now: u64) {
         store.modify(id, now, &mut |r| {
             r.status = TaskStatus::Completed;
+            r.updated_ms = now;
             r.outcome = Some(super::super::record::Outcome::Result("{}".into()));
             true
         });
@@ -262,15 +251,26 @@ mod tests {
         assert_eq!(refused.retry_after(), Some(1));
         assert_eq!(store.stats().unfinished, 1);
         assert_eq!(store.stats().result_bytes, 2);
-        // "a" expires at 1000 (finished), "b" at 1010 (unfinished: its work must stop).
-        assert!(store.purge_expired(1_000).is_empty());
-        assert_eq!(store.purge_expired(1_010), vec!["b".to_owned()]);
+        // "a" expires at 1000 (finished within its TTL).
+        assert_eq!(store.purge_expired(1_000), vec!["a".to_owned()]);
+        assert!(store.get("a", 1_000).is_none());
+        // "b" is due at 1010 but unfinished: it never expires while its work
+        // runs, and still counts.
+        assert!(store.purge_expired(1_010).is_empty());
+        assert!(store.get("b", 5_000).is_some());
+        assert_eq!(store.stats().unfinished, 1);
+        // It ends at 5000, after its TTL: kept one more TTL from its end.
+        finish(&store, "b", 5_000);
+        assert!(store.purge_expired(5_999).is_empty());
+        assert!(store.get("b", 5_999).is_some());
+        assert_eq!(store.purge_expired(6_000), vec!["b".to_owned()]);
         assert_eq!(store.stats(), TaskStats::default());
         store
-            .insert(record("c", "p", 1_010), &config, 1_010)
+            .insert(record("c", "p", 6_000), &config, 6_000)
             .unwrap();
-        assert!(store.get("c", 2_009).is_some());
-        assert!(store.get("c", 2_010).is_none());
+        finish(&store, "c", 6_100);
+        assert!(store.get("c", 6_999).is_some());
+        assert!(store.get("c", 7_000).is_none());
     }
 
     #[test]

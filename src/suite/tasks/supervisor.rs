@@ -12,6 +12,7 @@ use tokio::sync::oneshot;
 
 use super::config::TaskConfig;
 use super::cx::{CancelSignal, TaskCx};
+use super::live::{Live, LiveTable};
 use super::record::{Outcome, TaskRecord};
 use super::shared::SharedTasks;
 use super::status::{TaskStatus, allows};
@@ -27,20 +28,10 @@ use crate::suite::sealing::seal;
 /// What a supervised task's future yields: the tool's answer, or a panic.
 type Settled = Result<Result<ToolOutcome, McpError>, Box<dyn std::any::Any + Send>>;
 
-/// The in-process part of a running task: never stored, never shared.
-struct Live {
-    cancel: Arc<CancelSignal>,
-    abort: Option<tokio::task::AbortHandle>,
-    /// Outstanding input requests: key -> where the answer goes.
-    inputs: HashMap<String, oneshot::Sender<Value>>,
-    /// Keys issued so far (keys are never reused).
-    issued: u64,
-}
-
 pub(super) struct Shared {
     pub(super) config: TaskConfig,
     pub(super) store: Arc<dyn TaskStore>,
-    live: Mutex<HashMap<String, Live>>,
+    live: Mutex<LiveTable>,
     /// Set by [`Tasks::drain`]: no new task starts.
     draining: AtomicBool,
     /// Listen streams hearing `notifications/tasks`.
@@ -55,6 +46,9 @@ pub(super) struct Shared {
     pub(super) control: Mutex<Option<BusSubscription<SharedNotification>>>,
     /// With `remote`: local streams watching other nodes' tasks.
     pub(super) remote_watch: Mutex<super::remote::RemoteWatches>,
+    /// With `remote`: control messages from other nodes, on their way to
+    /// the one worker that decides and applies them (bounded: see `remote`).
+    pub(super) controls: std::sync::OnceLock<tokio::sync::mpsc::Sender<SharedNotification>>,
 }
 
 /// How a `tools/call` that may become a task was answered.
@@ -88,7 +82,7 @@ pub(super) fn not_found() -> McpError {
     McpError::invalid_params("Invalid params: unknown taskId")
 }
 
-fn random_id() -> String {
+pub(super) fn random_id() -> String {
     let mut bytes = [0u8; 16];
     if getrandom::fill(&mut bytes).is_err() {
         // No OS randomness: fall back to the sealer's nonce source, which
@@ -105,7 +99,7 @@ impl Tasks {
             shared: Arc::new(Shared {
                 config,
                 store: Arc::new(MemoryStore::default()),
-                live: Mutex::new(HashMap::new()),
+                live: Mutex::new(LiveTable::default()),
                 draining: AtomicBool::new(false),
                 watchers: Watchers::default(),
                 remote: std::sync::OnceLock::new(),
@@ -113,6 +107,7 @@ impl Tasks {
                 started: tokio::sync::OnceCell::new(),
                 control: Mutex::new(None),
                 remote_watch: Mutex::new(Default::default()),
+                controls: std::sync::OnceLock::new(),
             }),
         }
     }
@@ -122,23 +117,23 @@ impl Tasks {
         self.shared.store.stats()
     }
 
-    fn live(&self) -> std::sync::MutexGuard<'_, HashMap<String, Live>> {
+    pub(super) fn live(&self) -> std::sync::MutexGuard<'_, LiveTable> {
         self.shared
             .live
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// Stops the work of expired tasks (their records are gone already).
+    /// Drops expired records (only finished tasks expire) and stops any
+    /// work of theirs still running (a cancelled task's within its grace).
     fn purge(&self, now: u64) {
-        let expired = self.shared.store.purge_expired(now);
-        self.shared.watchers.forget(&expired);
-        for id in expired {
-            if let Some(live) = self.live().remove(&id) {
-                live.cancel.cancel();
-                if let Some(abort) = live.abort {
-                    abort.abort();
-                }
+        let dropped = self.shared.store.purge_expired(now);
+        self.shared.watchers.forget(&dropped);
+        for id in dropped {
+            let live = self.live().remove(&id);
+            if let Some(live) = live {
+                tracing::debug!(task = %id, "expired task's work stopped");
+                live.stop_now();
             }
         }
     }
@@ -259,17 +254,24 @@ impl Tasks {
             outcome: None,
             rev: 0,
         };
-        self.shared.store.insert(record, config, now)?;
         let cancel = Arc::new(CancelSignal::default());
-        self.live().insert(
+        // Counted before the record exists, so concurrent calls cannot pass
+        // the bound together; a refused call counts nothing.
+        self.live().admit(
             id.clone(),
             Live {
+                owner: record.owner.clone(),
                 cancel: cancel.clone(),
                 abort: None,
                 inputs: HashMap::new(),
                 issued: 0,
             },
-        );
+            config,
+        )?;
+        if let Err(e) = self.shared.store.insert(record, config, now) {
+            self.live().remove(&id);
+            return Err(e);
+        }
         let cx = TaskCx {
             id: id.clone(),
             tasks: self.clone(),
@@ -340,7 +342,7 @@ impl Tasks {
                 let result = finish(result);
                 match serde_json::to_string(&Value::Object(result.into_map())) {
                     Ok(json) if json.len() <= self.shared.config.max_result_bytes => {
-                        Ok(Arc::<str>::from(json))
+                        self.announceable(id, Arc::<str>::from(json))
                     }
                     Ok(json) => {
                         tracing::warn!(task = %id, bytes = json.len(), "task result over max_result_bytes");
@@ -373,6 +375,29 @@ impl Tasks {
             }
         }
         self.live().remove(id);
+    }
+
+    /// `json` as task `id`'s result, unless (tasks shared through Redis) its
+    /// status notification would not fit in one bus message: then the task
+    /// fails with a clear error rather than be stored and never announced.
+    fn announceable(&self, id: &str, json: Arc<str>) -> Result<Arc<str>, McpError> {
+        let Some(remote) = self.shared.remote.get() else {
+            return Ok(json);
+        };
+        let Some(mut record) = self.shared.store.get(id, seal::now_ms()) else {
+            return Ok(json);
+        };
+        record.status = TaskStatus::Completed;
+        record.input_requests.clear();
+        record.outcome = Some(Outcome::Result(json.clone()));
+        let size = super::shared::status_notification(&record).legacy().len();
+        if size > remote.max_announce() {
+            tracing::warn!(task = %id, bytes = size, max = remote.max_announce(), "task result too large for the bus");
+            return Err(McpError::internal(
+                "Internal error: the task's result is larger than the bus carries to the other nodes",
+            ));
+        }
+        Ok(json)
     }
 
     /// Ends `id` `failed` with `error`; the new record, or `None` when it had
@@ -550,7 +575,7 @@ impl Tasks {
         while self.running() > 0 && tokio::time::Instant::now() < until {
             tokio::time::sleep(std::time::Duration::from_millis(20)).await;
         }
-        let ids: Vec<String> = self.live().keys().cloned().collect();
+        let ids: Vec<String> = self.live().ids();
         for id in ids {
             let error = McpError::internal("Internal error: server shutting down");
             // Logged once the status is recorded (what the drain test reads).
@@ -560,11 +585,9 @@ impl Tasks {
                 self.copy_now(&id).await;
                 tracing::warn!(task = %id, "task ended failed: server shutting down");
             }
-            if let Some(live) = self.live().remove(&id) {
-                live.cancel.cancel();
-                if let Some(abort) = live.abort {
-                    abort.abort();
-                }
+            let live = self.live().remove(&id);
+            if let Some(live) = live {
+                live.stop_now();
             }
         }
     }
