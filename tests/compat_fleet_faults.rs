@@ -229,7 +229,12 @@ fn a_change_the_paused_holder_never_applied_is_an_error_and_stays_unapplied() {
     let deleted = legacy::delete(b.addr, &session);
     a.signal("-CONT");
     assert_ne!(deleted.status, 200, "a DELETE the holder never confirmed");
-    assert_eq!(deleted.status, 503, "{}", String::from_utf8_lossy(&deleted.body));
+    assert_eq!(
+        deleted.status,
+        503,
+        "{}",
+        String::from_utf8_lossy(&deleted.body)
+    );
     assert!(String::from_utf8_lossy(&deleted.body).contains("retry"));
     // The session is deleted all the same, and its stream ends.
     assert!(ends_within(&get, Duration::from_secs(10)));
@@ -361,10 +366,9 @@ fn a_get_stream_that_ended_in_a_long_redis_outage_is_let_go_when_redis_is_back()
     let session = legacy::initialize(a.addr);
     let get = legacy::get(a.addr, Some(&session));
     assert_eq!(get.status, 200);
-    let get = reader(get);
     // Redis hangs; the stream ends (the client leaves) during the outage.
     redis.signal("-STOP");
-    drop(get);
+    get.disconnect();
     std::thread::sleep(Duration::from_secs(18));
     redis.signal("-CONT");
     let mut last = 0;
@@ -374,7 +378,10 @@ fn a_get_stream_that_ended_in_a_long_redis_outage_is_let_go_when_redis_is_back()
         again.disconnect();
         last == 200
     });
-    assert!(reopened, "the GET stream still held after Redis came back: {last}");
+    assert!(
+        reopened,
+        "the GET stream still held after Redis came back: {last}"
+    );
 }
 
 /// Racing subscribe and unsubscribe of one URI keep the principal's count

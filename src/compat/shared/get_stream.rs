@@ -6,6 +6,14 @@ use super::scripts::{HOLDS_GET, RELEASE_GET, RESERVE_GET, eval, session_keys};
 use super::{SharedSessions, unavailable};
 use crate::protocol::McpError;
 use crate::runtime::SessionStreamControl;
+use crate::suite::sealing::seal;
+
+/// The first pause between tries to let go of a GET stream's holder in
+/// Redis while Redis cannot be reached.
+const RELEASE_BACKOFF_MIN: std::time::Duration = std::time::Duration::from_millis(250);
+/// The longest pause between those tries: a holder is let go at most this
+/// long after Redis is back.
+pub(crate) const RELEASE_BACKOFF_MAX: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// The GET stream of a session held on this node.
 pub(super) struct Slot {
@@ -109,9 +117,12 @@ impl SharedSessions {
     }
 
     /// Lets go of GET reservation `generation` (its stream ended or never
-    /// opened), here and in Redis; retried a few times while Redis is away
-    /// (until then no other node may open the session's GET stream).
-    pub(crate) async fn release_get(&self, sid: &str, generation: u64) {
+    /// opened), here and in Redis. While Redis cannot be reached it retries,
+    /// backing off to [`RELEASE_BACKOFF_MAX`] between tries, until Redis is
+    /// back or the session expires (`expires`, ms since the epoch; its keys
+    /// are gone then): until then no other node may open the session's GET
+    /// stream, unless this node's lease lapses.
+    pub(crate) async fn release_get(&self, sid: &str, generation: u64, expires: u64) {
         let owner = {
             let mut local = self.lock();
             match local.get(sid) {
@@ -121,7 +132,9 @@ impl SharedSessions {
         };
         let keys = session_keys(&self.node, sid);
         let me = self.holder(generation);
-        for attempt in 0..5u32 {
+        let mut pause = RELEASE_BACKOFF_MIN;
+        let mut warned = false;
+        loop {
             match self
                 .run::<i64>(eval(RELEASE_GET, &keys, std::slice::from_ref(&me)))
                 .await
@@ -132,14 +145,54 @@ impl SharedSessions {
                     {
                         self.forget(owner, Some(sid), &[]).await;
                     }
+                    if warned {
+                        tracing::info!(sid, "GET stream's holder released in Redis");
+                    }
+                    return;
+                }
+                Err(_) if seal::now_ms() >= expires => {
+                    tracing::warn!(
+                        sid,
+                        "GET stream's holder not released before its session expired"
+                    );
                     return;
                 }
                 Err(_) => {
-                    tokio::time::sleep(std::time::Duration::from_millis(500 << attempt)).await;
+                    if !warned && pause >= RELEASE_BACKOFF_MAX {
+                        warned = true;
+                        tracing::warn!(
+                            sid,
+                            "GET stream's holder not released in Redis yet; retrying until Redis is back"
+                        );
+                    }
+                    tokio::time::sleep(pause).await;
+                    pause = (pause * 2).min(RELEASE_BACKOFF_MAX);
                 }
             }
         }
-        tracing::warn!(sid, "GET stream's holder not released in Redis");
+    }
+
+    /// Ends the GET stream of reservation `generation` on this node when it
+    /// no longer holds the session in Redis (DELETEd, or taken over): the
+    /// stream actor that runs now, whichever restart installed it, is
+    /// returned to be stopped, and the session leaves this node's table.
+    /// `Ok(None)` while it still holds it.
+    pub(crate) async fn end_if_lost(
+        &self,
+        sid: &str,
+        generation: u64,
+    ) -> Result<Option<SessionStreamControl>, McpError> {
+        if self.still_holds(sid, generation).await? {
+            return Ok(None);
+        }
+        let mut local = self.lock();
+        if !local.get(sid).is_some_and(|s| s.generation == generation) {
+            return Ok(None);
+        }
+        Ok(local
+            .remove(sid)
+            .and_then(|s| s.live)
+            .and_then(|l| l.running().cloned()))
     }
 
     /// The session's GET stream on this node, when one is open.

@@ -164,6 +164,8 @@ struct Held {
     compat: Arc<Compat>,
     sid: String,
     generation: u64,
+    /// The session's expiry: the release is retried until then.
+    expires: u64,
     armed: bool,
 }
 
@@ -173,9 +175,10 @@ impl Drop for Held {
             return;
         }
         let (compat, sid, generation) = (self.compat.clone(), self.sid.clone(), self.generation);
+        let expires = self.expires;
         actix_rt::spawn(async move {
             if let Some(shared) = compat.shared.as_ref() {
-                shared.release_get(&sid, generation).await;
+                shared.release_get(&sid, generation, expires).await;
             }
         });
     }
@@ -214,6 +217,7 @@ pub(super) async fn get<H: SubscriptionHandler>(
         compat: compat.clone(),
         sid: session.sid.clone(),
         generation,
+        expires: session.expires,
         armed: true,
     };
     let server = &state.server;
@@ -261,6 +265,7 @@ pub(super) async fn get<H: SubscriptionHandler>(
         compat: held.compat.clone(),
         sid: held.sid.clone(),
         generation,
+        expires: held.expires,
         armed: true,
     };
     actix_rt::spawn(async move {
@@ -275,14 +280,14 @@ pub(super) async fn get<H: SubscriptionHandler>(
                 break;
             };
             // Redis unreachable: the stream keeps running (the bus ends
-            // every stream itself when it loses Redis).
-            if let Ok(false) = shared.still_holds(&watcher.sid, generation).await
-                && let Some(running) = watched.running()
-            {
+            // every stream itself when it loses Redis). The actor stopped is
+            // the one running now (a restart replaces it in the table).
+            if let Ok(Some(running)) = shared.end_if_lost(&watcher.sid, generation).await {
                 let _ = running
                     .stop
                     .send(StopStream(CloseReason::Disconnected))
                     .await;
+                break;
             }
         }
         drop(watcher);
