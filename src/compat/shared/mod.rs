@@ -55,6 +55,7 @@ use crate::suite::tasks::SharedTasks;
 use get_stream::Slot;
 
 pub(crate) use control::Control;
+pub(crate) use forward::Unconfirmed;
 
 /// The answer when Redis cannot be asked: session requests fail closed.
 pub(crate) fn unavailable(e: &BusError) -> McpError {

@@ -8,6 +8,10 @@ use super::owner::uri_member;
 use super::scripts::{CHANGE_URI, DELETE, SET_LEVEL, eval, session_keys};
 use crate::protocol::{LogLevel, McpError};
 
+/// How long a DELETE waits for the node holding the session's GET stream to
+/// confirm it ended it.
+const DELETE_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// What one request reads of its session.
 #[derive(Debug, Default)]
 pub(crate) struct Loaded {
@@ -123,7 +127,10 @@ impl SharedSessions {
     /// Ends the session everywhere: remembered as deleted until its token
     /// expires (every node answers 404), its level and URIs dropped, and
     /// its GET stream ended: returned when it is held here, else its node is
-    /// told. Refused, like any new state, when its owner is at its bound.
+    /// told, and answers once that node confirmed it ended the stream (an
+    /// error when it did not within [`DELETE_WAIT`]: the session is deleted
+    /// all the same). Refused, like any new state, when its owner is at its
+    /// bound.
     pub(crate) async fn delete(&self, session: &StateKey<'_>) -> Result<Deleted, McpError> {
         self.admit(session, None).await?;
         let keys = session_keys(&self.node, session.sid);
@@ -142,16 +149,16 @@ impl SharedSessions {
             .remove(session.sid)
             .and_then(|s| s.live)
             .filter(LegacyStream::alive);
-        if let Some((node, _)) = holder.rsplit_once(':')
-            && node != self.node.node()
-        {
-            self.send(
-                node,
-                Control::Delete {
-                    sid: session.sid.to_owned(),
-                },
-            )
-            .await?;
+        if let Some(node) = self.elsewhere(&holder) {
+            // Answered once the holder ended the stream: the session is
+            // deleted either way, but a success means nothing streams.
+            let ack = self.new_ack(session.sid);
+            let control = Control::Delete {
+                sid: session.sid.to_owned(),
+                ack: Some(ack.clone()),
+            };
+            self.send(node, control).await?;
+            self.wait_ended(&ack, DELETE_WAIT).await?;
         }
         Ok(Deleted { local })
     }

@@ -14,7 +14,7 @@ use tokio::sync::{OwnedSemaphorePermit, mpsc, oneshot};
 use super::get_stream::{not_reserved, session_gone, state_refusal};
 use super::session::Session;
 use super::{AppState, Compat};
-use crate::compat::{Control, LegacyStream, SharedSessions, StateKey};
+use crate::compat::{Control, LegacyStream, SharedSessions, StateKey, Unconfirmed};
 use crate::mux::{Assigns, Outbox, OutboxReceiver};
 use crate::protocol::{McpError, RequestId, RequestMeta};
 use crate::runtime::{CloseReason, Connection, StopStream, UriOutcome};
@@ -63,19 +63,23 @@ pub(super) async fn change_uri<H: SubscriptionHandler>(
         ack: ack.clone(),
     };
     let applied = match shared.forward(&holder, control).await {
-        // Answered once the holder applied it (as on one node).
+        // Answered once the holder applied it (as on one node); withdrawn
+        // (never applied) when it did not in time.
         Ok(true) => shared.wait_applied(&ack, FORWARD_WAIT).await,
         Ok(false) => match shared.live(key.sid) {
-            Some(live) => apply(state, compat, key.sid, &live, uri, subscribe).await,
+            Some(live) => apply(state, compat, key.sid, &live, uri, subscribe)
+                .await
+                .map_err(|error| Unconfirmed { error, undo: true }),
             None => return Ok(()),
         },
-        Err(e) => Err(e),
+        // Not sent: nothing to apply it.
+        Err(error) => Err(Unconfirmed { error, undo: true }),
     };
-    let Err(error) = applied else {
+    let Err(Unconfirmed { error, undo }) = applied else {
         return Ok(());
     };
     // The stream keeps its earlier filter: the session's set goes back.
-    if let Err(e) = shared.change_uri(key, uri, !subscribe, max_uris).await {
+    if undo && let Err(e) = shared.change_uri(key, uri, !subscribe, max_uris).await {
         tracing::debug!(error = %e, "a refused URI change not undone");
     }
     Err(error)
@@ -135,6 +139,12 @@ async fn control_loop<H: SubscriptionHandler>(
                 subscribe,
                 ack,
             } => {
+                // Applied only once claimed: the forwarding node may have
+                // withdrawn it (it waited no longer).
+                if !shared.claim(&ack).await {
+                    tracing::debug!("a URI change from another node withdrawn before it came");
+                    continue;
+                }
                 // No stream here any more: nothing to apply (a new one
                 // reads the set from Redis).
                 let outcome = match shared.live(&sid) {
@@ -146,12 +156,15 @@ async fn control_loop<H: SubscriptionHandler>(
                 }
                 shared.applied(&ack, &outcome).await;
             }
-            Control::Delete { sid } => {
+            Control::Delete { sid, ack } => {
                 if let Some(running) = shared.take_live(&sid).as_ref().and_then(|l| l.running()) {
                     let _ = running
                         .stop
                         .send(StopStream(CloseReason::Disconnected))
                         .await;
+                }
+                if let Some(ack) = ack {
+                    shared.applied(&ack, &Ok(())).await;
                 }
             }
         }
