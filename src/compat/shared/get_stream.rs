@@ -2,6 +2,7 @@
 //! on this node.
 
 use super::super::{LegacyStream, Reserve, StateKey};
+use super::owner::unexpected;
 use super::scripts::{HOLDS_GET, RELEASE_GET, RESERVE_GET, eval, session_keys};
 use super::{SharedSessions, unavailable};
 use crate::protocol::McpError;
@@ -38,15 +39,13 @@ impl SharedSessions {
         session: &StateKey<'_>,
         generation: u64,
     ) -> Result<Reserve, McpError> {
-        self.admit(session, None).await?;
-        let keys = session_keys(&self.node, session.sid);
         let me = self.holder(generation);
         let mut expected = String::new();
         for _ in 0..3 {
-            let args = [me.clone(), expected.clone(), session.expires.to_string()];
-            let answer: String = self.run(eval(RESERVE_GET, &keys, &args)).await?;
-            match answer.as_str() {
-                "R" => {
+            let args = [me.clone(), expected.clone()];
+            let answer = self.run_counted(RESERVE_GET, session, &args).await?;
+            let holder = match answer.as_slice() {
+                [r] if r == "R" => {
                     self.lock().insert(
                         session.sid.to_owned(),
                         Slot {
@@ -57,23 +56,23 @@ impl SharedSessions {
                     );
                     return Ok(Reserve::Reserved);
                 }
-                "D" => return Ok(Reserve::Deleted),
-                holder => {
-                    let (node, n) = holder.rsplit_once(':').unwrap_or((holder, ""));
-                    let busy = if node == self.node.node() {
-                        self.lock().get(session.sid).is_some_and(|s| {
-                            s.busy() && n.parse::<u64>().ok() == Some(s.generation)
-                        })
-                    } else {
-                        self.node.alive(node).await.map_err(|e| unavailable(&e))?
-                    };
-                    if busy {
-                        return Ok(Reserve::Busy);
-                    }
-                    // Its stream ended, or its node is gone: take it over.
-                    expected = holder.to_owned();
-                }
+                [d] if d == "D" => return Ok(Reserve::Deleted),
+                [h, holder] if h == "H" => holder.as_str(),
+                _ => return Err(unexpected()),
+            };
+            let (node, n) = holder.rsplit_once(':').unwrap_or((holder, ""));
+            let busy = if node == self.node.node() {
+                self.lock()
+                    .get(session.sid)
+                    .is_some_and(|s| s.busy() && n.parse::<u64>().ok() == Some(s.generation))
+            } else {
+                self.node.alive(node).await.map_err(|e| unavailable(&e))?
+            };
+            if busy {
+                return Ok(Reserve::Busy);
             }
+            // Its stream ended, or its node is gone: take it over.
+            expected = holder.to_owned();
         }
         Ok(Reserve::Busy)
     }
@@ -130,21 +129,18 @@ impl SharedSessions {
                 _ => None,
             }
         };
-        let keys = session_keys(&self.node, sid);
         let me = self.holder(generation);
+        let key = StateKey {
+            sid,
+            owner: owner.as_deref().unwrap_or(""),
+            expires,
+        };
+        let args = [me, if owner.is_some() { "1" } else { "0" }.to_owned()];
         let mut pause = RELEASE_BACKOFF_MIN;
         let mut warned = false;
         loop {
-            match self
-                .run::<i64>(eval(RELEASE_GET, &keys, std::slice::from_ref(&me)))
-                .await
-            {
-                Ok(empty) => {
-                    if empty == 1
-                        && let Some(owner) = &owner
-                    {
-                        self.forget(owner, Some(sid), &[]).await;
-                    }
+            match self.run_counted(RELEASE_GET, &key, &args).await {
+                Ok(_) => {
                     if warned {
                         tracing::info!(sid, "GET stream's holder released in Redis");
                     }
