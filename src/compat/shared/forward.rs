@@ -89,15 +89,26 @@ impl SharedSessions {
         if node == self.node.node() {
             return Ok(false);
         }
-        if let Control::Uri { ack, .. } = &control {
+        let ack = match &control {
+            Control::Uri { ack, .. } => Some(ack.clone()),
+            Control::Delete { .. } => None,
+        };
+        if let Some(ack) = &ack {
             self.node
                 .keys()
                 .put(ack, PENDING.as_bytes(), seal::expiry(ACK_TTL))
                 .await
                 .map_err(|e| unavailable(&e))?;
         }
-        self.send(node, control).await?;
-        Ok(true)
+        let Err(error) = self.send(node, control).await else {
+            return Ok(true);
+        };
+        // A failed publish may still have reached the holder: withdrawn, it
+        // will not be applied; claimed already, its outcome is waited for.
+        match &ack {
+            Some(ack) if matches!(self.withdraw(ack).await, Ok(false)) => Ok(true),
+            _ => Err(error),
+        }
     }
 
     /// The node holding `holder`'s stream, when it is another node.

@@ -182,7 +182,7 @@ impl SharedSessions {
             return Ok(None);
         }
         let mut local = self.lock();
-        if !local.get(sid).is_some_and(|s| s.generation == generation) {
+        if local.get(sid).is_none_or(|s| s.generation != generation) {
             return Ok(None);
         }
         Ok(local

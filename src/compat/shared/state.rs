@@ -115,7 +115,7 @@ impl SharedSessions {
             .remove(session.sid)
             .and_then(|s| s.live)
             .filter(LegacyStream::alive);
-        if let Some(node) = self.elsewhere(&holder) {
+        if let Some(node) = self.elsewhere(holder) {
             // Answered once the holder ended the stream: the session is
             // deleted either way, but a success means nothing streams.
             let ack = self.new_ack(session.sid);
