@@ -496,3 +496,65 @@ fn server_to_client_requests_are_bounded_per_principal() {
     );
     drop(waiting);
 }
+
+/// A request refused by the fleet's bound counts against no owner: with one
+/// session with state in the whole fleet and two per principal, a refused
+/// session does not linger in its principal's count (the principal's next
+/// refusal is the fleet's "Server busy", not its own 429).
+#[test]
+fn a_request_refused_by_the_fleets_bound_counts_against_no_owner() {
+    let redis = RedisServer::start();
+    let mut compat = CompatConfig::default();
+    compat.max_session_states = 1;
+    compat.max_session_states_per_principal = 2;
+    let bus = events(&redis, "t-faults-refused:");
+    let node = ServerThread::spawn(
+        move || {
+            genmcp::apps::fixtures::suite_for_node_with_tasks(
+                Some(key()),
+                None,
+                TaskConfig::default(),
+                Some(&bus),
+            )
+        },
+        config(Some(compat)),
+    )
+    .expect("node starts");
+    let sessions: Vec<String> = (0..4).map(|_| legacy::initialize(node.addr)).collect();
+    let set_level = |s: &str| {
+        message(&legacy::request(
+            node.addr,
+            s,
+            json!(1),
+            "logging/setLevel",
+            json!({"level": "info"}),
+        ))
+    };
+    // The fleet's one session with state: a GET stream.
+    let get = legacy::get(node.addr, Some(&sessions[0]));
+    assert_eq!(get.status, 200);
+    let refused = set_level(&sessions[1]);
+    assert!(
+        refused["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.starts_with("Server busy")),
+        "{refused}"
+    );
+    // The GET stream ends: its session holds nothing and is uncounted.
+    get.disconnect();
+    assert!(
+        common::wait_until(Duration::from_secs(10), || set_level(&sessions[2])
+            .get("result")
+            .is_some()),
+        "the ended GET stream still counted"
+    );
+    // The principal holds one session (the last); the next is refused by the
+    // fleet's bound, not by a principal's count holding the refused one.
+    let next = set_level(&sessions[3]);
+    assert!(
+        next["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.starts_with("Server busy")),
+        "the refused session still counted against its principal: {next}"
+    );
+}
