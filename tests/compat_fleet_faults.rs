@@ -224,6 +224,34 @@ fn a_change_the_paused_holder_never_applied_is_an_error_and_stays_unapplied() {
     add_note(b.addr, &session, json!({"uri": uri, "text": "again"}));
     assert_eq!(updates_within(&get, &uri, Duration::from_secs(3)), 1);
 
+    // An unsubscribe on B while the holder is paused: an error, and the
+    // stream keeps the URI (as the session's set in Redis does).
+    a.signal("-STOP");
+    let r = legacy::request(
+        b.addr,
+        &session,
+        json!(3),
+        "resources/unsubscribe",
+        json!({"uri": uri}),
+    );
+    let m = message(&r);
+    a.signal("-CONT");
+    assert_eq!(m["error"]["code"], -32603, "{m}");
+    std::thread::sleep(Duration::from_millis(500));
+    add_note(b.addr, &session, json!({"uri": uri, "text": "still"}));
+    assert_eq!(updates_within(&get, &uri, Duration::from_secs(3)), 1);
+    // Retried with the holder awake: applied.
+    let r = legacy::request(
+        b.addr,
+        &session,
+        json!(4),
+        "resources/unsubscribe",
+        json!({"uri": uri}),
+    );
+    assert_eq!(message(&r)["result"], json!({}), "{}", message(&r));
+    add_note(b.addr, &session, json!({"uri": uri, "text": "unheard"}));
+    assert_eq!(updates_within(&get, &uri, Duration::from_millis(1500)), 0);
+
     // A DELETE on B while the holder is paused: not a success.
     a.signal("-STOP");
     let deleted = legacy::delete(b.addr, &session);
