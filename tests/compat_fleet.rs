@@ -259,9 +259,9 @@ fn a_session_is_served_by_every_node() {
 fn a_session_is_served_by_every_node_on_a_cluster() {
     let cluster = RedisCluster::start();
     let session = session_flow(&cluster.url(), "t-fleet-cluster:");
-    // The DELETE mark is in Redis, on the master serving the session's slot
-    // (its keys carry the session id as their hash tag).
-    let key = format!("t-fleet-cluster:sess:{{{}}}", sid_of(&session));
+    // The DELETE mark is in Redis, on the master serving the sessions' slot
+    // (every key of the sessions' state carries the `{sessions}` hash tag).
+    let key = format!("t-fleet-cluster:sess:{{sessions}}:{}", sid_of(&session));
     let master = cluster.owner(cluster.keyslot(&key));
     let mark = cluster.nodes[master].command(&["HGET", &key, "d"]);
     assert_eq!(
@@ -560,7 +560,7 @@ fn a_get_stream_held_by_a_node_without_a_lease_is_taken_over() {
     assert_eq!(message(&r)["result"], json!({}));
     // The session's hash, as a node that is gone (no lease) left it: it
     // holds the GET stream.
-    let pattern = format!("*sess:{{{}}}", sid_of(&session));
+    let pattern = format!("*sess:{{sessions}}:{}", sid_of(&session));
     let keys = redis.command(&["KEYS", &pattern]).expect("KEYS answers");
     let key = keys
         .lines()
@@ -690,7 +690,7 @@ fn a_delete_whose_control_message_was_lost_still_ends_the_get_stream() {
     let get = reader(get);
     // The DELETE mark written straight into Redis: no node sends the holder
     // a control message, as when the bus lost it.
-    let key = format!("t-fleet-lost:sess:{{{}}}", sid_of(&session));
+    let key = format!("t-fleet-lost:sess:{{sessions}}:{}", sid_of(&session));
     let reply = redis.command(&["HSET", &key, "d", "1"]);
     assert!(reply.is_some_and(|r| r.starts_with(':')), "HSET {key}");
     let deadline = Instant::now() + Duration::from_secs(10);

@@ -31,7 +31,7 @@ pub(crate) use meta::ClientInit;
 pub(crate) use rounds::{Asker, Pending, rounds};
 pub(crate) use route::{LegacyRoute, legacy_route, set_level, subscription_uri};
 pub(crate) use shape::{encode_legacy_error, legacy_error, legacy_result};
-pub(crate) use shared::{Control, SharedSessions};
+pub(crate) use shared::{Control, SharedSessions, Unconfirmed};
 pub(crate) use state::SessionState;
 pub(crate) use store::{Reservation, Reserve, SessionStore, StateKey, StoreBounds};
 

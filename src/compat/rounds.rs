@@ -31,11 +31,40 @@ const MAX_ROUNDS: usize = 16;
 /// A client's JSON-RPC response, as received.
 type Answer = Map<String, Value>;
 
-type Waiters = HashMap<String, (String, oneshot::Sender<Answer>)>;
+/// One waiting answer: the session it belongs to, the principal it counts
+/// against, and where the answer goes.
+struct Waiter {
+    owner: String,
+    principal: String,
+    tx: oneshot::Sender<Answer>,
+}
 
-/// Server-to-client requests waiting for the client's answer, at most `max`.
+/// The waiting answers, and how many each principal has.
+#[derive(Default)]
+struct Waiters {
+    by_id: HashMap<String, Waiter>,
+    per_principal: HashMap<String, usize>,
+}
+
+impl Waiters {
+    fn remove(&mut self, id: &str) -> Option<Waiter> {
+        let waiter = self.by_id.remove(id)?;
+        if let Some(n) = self.per_principal.get_mut(&waiter.principal) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                self.per_principal.remove(&waiter.principal);
+            }
+        }
+        Some(waiter)
+    }
+}
+
+/// Server-to-client requests waiting for the client's answer: at most `max`
+/// in all, and at most `per_principal` of one principal (or one client
+/// address without one), so that one principal cannot take the whole table.
 pub(crate) struct Pending {
     max: usize,
+    per_principal: usize,
     waiting: Mutex<Waiters>,
 }
 
@@ -52,11 +81,13 @@ impl Drop for Waiting<'_> {
 }
 
 impl Pending {
-    /// At most `max` (at least 1) answers waited for at once.
-    pub(crate) fn new(max: usize) -> Self {
+    /// At most `max` (at least 1) answers waited for at once, at most
+    /// `per_principal` (at least 1) of one principal.
+    pub(crate) fn new(max: usize, per_principal: usize) -> Self {
         Pending {
             max: max.max(1),
-            waiting: Mutex::new(HashMap::new()),
+            per_principal: per_principal.max(1),
+            waiting: Mutex::new(Waiters::default()),
         }
     }
 
@@ -64,19 +95,38 @@ impl Pending {
         self.waiting.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// Waits for the answer to request `id` of session `owner`, counted
+    /// against `principal`.
     fn register(
         &self,
         owner: &str,
+        principal: &str,
         id: String,
     ) -> Result<(oneshot::Receiver<Answer>, Waiting<'_>), McpError> {
         let (tx, rx) = oneshot::channel();
         let mut waiting = self.lock();
-        if waiting.len() >= self.max {
+        let held = waiting.per_principal.get(principal).copied().unwrap_or(0);
+        if held >= self.per_principal {
+            return Err(McpError::internal(format!(
+                "Server busy: at most {} requests per principal may wait for client input at once; answer or cancel one, then retry",
+                self.per_principal
+            )));
+        }
+        if waiting.by_id.len() >= self.max {
             return Err(McpError::internal(
                 "Server busy: too many requests wait for client input; retry later",
             ));
         }
-        waiting.insert(id.clone(), (owner.to_owned(), tx));
+        *waiting
+            .per_principal
+            .entry(principal.to_owned())
+            .or_insert(0) += 1;
+        let waiter = Waiter {
+            owner: owner.to_owned(),
+            principal: principal.to_owned(),
+            tx,
+        };
+        waiting.by_id.insert(id.clone(), waiter);
         Ok((rx, Waiting { pending: self, id }))
     }
 
@@ -85,10 +135,10 @@ impl Pending {
     pub(crate) fn answer(&self, owner: &str, id: &Value, response: Answer) {
         let Some(id) = id.as_str() else { return };
         let mut waiting = self.lock();
-        if waiting.get(id).is_some_and(|(o, _)| o == owner)
-            && let Some((_, tx)) = waiting.remove(id)
+        if waiting.by_id.get(id).is_some_and(|w| w.owner == owner)
+            && let Some(waiter) = waiting.remove(id)
         {
-            let _ = tx.send(response);
+            let _ = waiter.tx.send(response);
         }
     }
 }
@@ -101,6 +151,9 @@ pub(crate) struct Asker {
     pub(crate) pending: Arc<Pending>,
     /// The session (owner of the answers).
     pub(crate) owner: String,
+    /// The principal (or client address without one) its waiting answers
+    /// count against.
+    pub(crate) principal: String,
     /// The negotiated version (2025-06-18 elicitation has no modes).
     pub(crate) version: String,
 }
@@ -155,7 +208,10 @@ pub(crate) async fn rounds<H: SubscriptionHandler>(
                 suite.sealer().nonce(),
                 suite.sealer().nonce()
             );
-            let (rx, guard) = asker.pending.register(&asker.owner, rid.clone())?;
+            let (rx, guard) =
+                asker
+                    .pending
+                    .register(&asker.owner, &asker.principal, rid.clone())?;
             let bytes = serde_json::to_vec(&json!({
                 "jsonrpc": "2.0",
                 "id": rid,
@@ -213,4 +269,33 @@ pub(crate) async fn rounds<H: SubscriptionHandler>(
     Err(McpError::internal(format!(
         "Internal error: more than {MAX_ROUNDS} rounds of client input"
     )))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_principal_cannot_take_the_whole_table() {
+        let pending = Pending::new(4, 2);
+        let a1 = pending.register("s1", "alice", "1".into());
+        let a2 = pending.register("s2", "alice", "2".into());
+        assert!(a1.is_ok() && a2.is_ok());
+        let refused = pending.register("s1", "alice", "3".into());
+        assert!(
+            refused
+                .err()
+                .is_some_and(|e| e.to_string().contains("per principal"))
+        );
+        // Another principal still has room, up to the whole table.
+        let b1 = pending.register("s3", "bob", "4".into());
+        let b2 = pending.register("s3", "bob", "5".into());
+        assert!(b1.is_ok() && b2.is_ok());
+        assert!(pending.register("s4", "carol", "6".into()).is_err());
+        // An answered (or ended) wait gives its principal's room back.
+        drop(a1);
+        assert_eq!(pending.lock().per_principal.get("alice"), Some(&1));
+        drop(b1);
+        assert!(pending.register("s1", "alice", "7".into()).is_ok());
+    }
 }

@@ -36,6 +36,9 @@ pub(crate) enum Control {
     Delete {
         /// The session.
         sid: String,
+        /// Where the holder confirms that the stream ended (`None` from a
+        /// node that waits for no confirmation).
+        ack: Option<String>,
     },
 }
 
@@ -88,9 +91,12 @@ fn control_message(control: Control) -> SharedNotification {
                 }),
             );
         }
-        Control::Delete { sid } => {
+        Control::Delete { sid, ack } => {
             params.insert("sid".into(), Value::from(sid));
             params.insert("op".into(), Value::from("delete"));
+            if let Some(ack) = ack {
+                params.insert("ack".into(), Value::from(ack));
+            }
         }
     }
     SharedNotification::new(Notification::new(CONTROL, params))
@@ -111,15 +117,13 @@ fn parse_control(msg: &SharedNotification) -> Option<Control> {
         return None;
     }
     let control = read_control(msg)?;
+    let own_ack = |sid: &str, ack: &str| {
+        ack.strip_prefix(&format!("sess:{{{sid}}}:ack:"))
+            .is_some_and(|n| n.len() == 16 && n.bytes().all(|b| b.is_ascii_hexdigit()))
+    };
     let (sid, fields_fit) = match &control {
-        Control::Delete { sid } => (sid, true),
-        Control::Uri { sid, uri, ack, .. } => (
-            sid,
-            uri.len() <= MAX_FIELD
-                && ack
-                    .strip_prefix(&format!("sess:{{{sid}}}:ack:"))
-                    .is_some_and(|n| n.len() == 16 && n.bytes().all(|b| b.is_ascii_hexdigit())),
-        ),
+        Control::Delete { sid, ack } => (sid, ack.as_deref().is_none_or(|a| own_ack(sid, a))),
+        Control::Uri { sid, uri, ack, .. } => (sid, uri.len() <= MAX_FIELD && own_ack(sid, ack)),
     };
     (sid.len() <= MAX_FIELD && !sid.contains(['{', '}']) && fields_fit).then_some(control)
 }
@@ -130,7 +134,11 @@ fn read_control(msg: &SharedNotification) -> Option<Control> {
     let sid = params.get("sid")?.as_str()?.to_owned();
     let op = params.get("op")?.as_str()?;
     if op == "delete" {
-        return Some(Control::Delete { sid });
+        let ack = match params.get("ack") {
+            None => None,
+            Some(ack) => Some(ack.as_str()?.to_owned()),
+        };
+        return Some(Control::Delete { sid, ack });
     }
     let uri = params.get("uri")?.as_str()?.to_owned();
     let ack = params.get("ack")?.as_str()?.to_owned();
@@ -193,7 +201,14 @@ mod tests {
         }
         let long = control_message(Control::Delete {
             sid: "s".repeat(MAX_FIELD + 1),
+            ack: None,
         });
+        assert!(parse_control(&long).is_none());
+        let foreign = control_message(Control::Delete {
+            sid: "s1".into(),
+            ack: Some("sess:{s2}:ack:00000000000000a1".into()),
+        });
+        assert!(parse_control(&foreign).is_none());
         assert!(parse_control(&long).is_none());
     }
 
@@ -208,12 +223,12 @@ mod tests {
             op in 0u8..3,
         ) {
             let control = match op {
-                0 => Control::Delete { sid: sid.clone() },
+                0 => Control::Delete { sid: sid.clone(), ack: None },
                 _ => Control::Uri { sid: sid.clone(), uri, subscribe: op == 1, ack },
             };
             if let Some(read) = parse_control(&control_message(control)) {
                 let read_sid = match read {
-                    Control::Delete { sid } | Control::Uri { sid, .. } => sid,
+                    Control::Delete { sid, .. } | Control::Uri { sid, .. } => sid,
                 };
                 proptest::prop_assert_eq!(read_sid, sid);
             }
@@ -245,8 +260,21 @@ mod tests {
                 ..
             })
         ));
-        let gone = control_message(Control::Delete { sid: "s2".into() });
-        assert!(matches!(parse_control(&gone), Some(Control::Delete { sid }) if sid == "s2"));
+        let gone = control_message(Control::Delete {
+            sid: "s2".into(),
+            ack: Some("sess:{s2}:ack:00000000000000a3".into()),
+        });
+        assert!(
+            matches!(parse_control(&gone), Some(Control::Delete { sid, ack: Some(ack) }) if sid == "s2" && ack.ends_with("a3"))
+        );
+        let old = control_message(Control::Delete {
+            sid: "s2".into(),
+            ack: None,
+        });
+        assert!(matches!(
+            parse_control(&old),
+            Some(Control::Delete { ack: None, .. })
+        ));
         let other = SharedNotification::new(Notification::new("x/y", Map::new()));
         assert!(parse_control(&other).is_none());
     }

@@ -2,10 +2,19 @@
 //! on this node.
 
 use super::super::{LegacyStream, Reserve, StateKey};
+use super::owner::unexpected;
 use super::scripts::{HOLDS_GET, RELEASE_GET, RESERVE_GET, eval, session_keys};
 use super::{SharedSessions, unavailable};
 use crate::protocol::McpError;
 use crate::runtime::SessionStreamControl;
+use crate::suite::sealing::seal;
+
+/// The first pause between tries to let go of a GET stream's holder in
+/// Redis while Redis cannot be reached.
+const RELEASE_BACKOFF_MIN: std::time::Duration = std::time::Duration::from_millis(250);
+/// The longest pause between those tries: a holder is let go at most this
+/// long after Redis is back.
+pub(crate) const RELEASE_BACKOFF_MAX: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// The GET stream of a session held on this node.
 pub(super) struct Slot {
@@ -30,15 +39,13 @@ impl SharedSessions {
         session: &StateKey<'_>,
         generation: u64,
     ) -> Result<Reserve, McpError> {
-        self.admit(session, None).await?;
-        let keys = session_keys(&self.node, session.sid);
         let me = self.holder(generation);
         let mut expected = String::new();
         for _ in 0..3 {
-            let args = [me.clone(), expected.clone(), session.expires.to_string()];
-            let answer: String = self.run(eval(RESERVE_GET, &keys, &args)).await?;
-            match answer.as_str() {
-                "R" => {
+            let args = [me.clone(), expected.clone()];
+            let answer = self.run_counted(RESERVE_GET, session, &args).await?;
+            let holder = match answer.as_slice() {
+                [r] if r == "R" => {
                     self.lock().insert(
                         session.sid.to_owned(),
                         Slot {
@@ -49,23 +56,23 @@ impl SharedSessions {
                     );
                     return Ok(Reserve::Reserved);
                 }
-                "D" => return Ok(Reserve::Deleted),
-                holder => {
-                    let (node, n) = holder.rsplit_once(':').unwrap_or((holder, ""));
-                    let busy = if node == self.node.node() {
-                        self.lock().get(session.sid).is_some_and(|s| {
-                            s.busy() && n.parse::<u64>().ok() == Some(s.generation)
-                        })
-                    } else {
-                        self.node.alive(node).await.map_err(|e| unavailable(&e))?
-                    };
-                    if busy {
-                        return Ok(Reserve::Busy);
-                    }
-                    // Its stream ended, or its node is gone: take it over.
-                    expected = holder.to_owned();
-                }
+                [d] if d == "D" => return Ok(Reserve::Deleted),
+                [h, holder] if h == "H" => holder.as_str(),
+                _ => return Err(unexpected()),
+            };
+            let (node, n) = holder.rsplit_once(':').unwrap_or((holder, ""));
+            let busy = if node == self.node.node() {
+                self.lock()
+                    .get(session.sid)
+                    .is_some_and(|s| s.busy() && n.parse::<u64>().ok() == Some(s.generation))
+            } else {
+                self.node.alive(node).await.map_err(|e| unavailable(&e))?
+            };
+            if busy {
+                return Ok(Reserve::Busy);
             }
+            // Its stream ended, or its node is gone: take it over.
+            expected = holder.to_owned();
         }
         Ok(Reserve::Busy)
     }
@@ -109,9 +116,12 @@ impl SharedSessions {
     }
 
     /// Lets go of GET reservation `generation` (its stream ended or never
-    /// opened), here and in Redis; retried a few times while Redis is away
-    /// (until then no other node may open the session's GET stream).
-    pub(crate) async fn release_get(&self, sid: &str, generation: u64) {
+    /// opened), here and in Redis. While Redis cannot be reached it retries,
+    /// backing off to [`RELEASE_BACKOFF_MAX`] between tries, until Redis is
+    /// back or the session expires (`expires`, ms since the epoch; its keys
+    /// are gone then): until then no other node may open the session's GET
+    /// stream, unless this node's lease lapses.
+    pub(crate) async fn release_get(&self, sid: &str, generation: u64, expires: u64) {
         let owner = {
             let mut local = self.lock();
             match local.get(sid) {
@@ -119,27 +129,66 @@ impl SharedSessions {
                 _ => None,
             }
         };
-        let keys = session_keys(&self.node, sid);
         let me = self.holder(generation);
-        for attempt in 0..5u32 {
-            match self
-                .run::<i64>(eval(RELEASE_GET, &keys, std::slice::from_ref(&me)))
-                .await
-            {
-                Ok(empty) => {
-                    if empty == 1
-                        && let Some(owner) = &owner
-                    {
-                        self.forget(owner, Some(sid), &[]).await;
+        let key = StateKey {
+            sid,
+            owner: owner.as_deref().unwrap_or(""),
+            expires,
+        };
+        let args = [me, if owner.is_some() { "1" } else { "0" }.to_owned()];
+        let mut pause = RELEASE_BACKOFF_MIN;
+        let mut warned = false;
+        loop {
+            match self.run_counted(RELEASE_GET, &key, &args).await {
+                Ok(_) => {
+                    if warned {
+                        tracing::info!(sid, "GET stream's holder released in Redis");
                     }
                     return;
                 }
+                Err(_) if seal::now_ms() >= expires => {
+                    tracing::warn!(
+                        sid,
+                        "GET stream's holder not released before its session expired"
+                    );
+                    return;
+                }
                 Err(_) => {
-                    tokio::time::sleep(std::time::Duration::from_millis(500 << attempt)).await;
+                    if !warned && pause >= RELEASE_BACKOFF_MAX {
+                        warned = true;
+                        tracing::warn!(
+                            sid,
+                            "GET stream's holder not released in Redis yet; retrying until Redis is back"
+                        );
+                    }
+                    tokio::time::sleep(pause).await;
+                    pause = (pause * 2).min(RELEASE_BACKOFF_MAX);
                 }
             }
         }
-        tracing::warn!(sid, "GET stream's holder not released in Redis");
+    }
+
+    /// Ends the GET stream of reservation `generation` on this node when it
+    /// no longer holds the session in Redis (DELETEd, or taken over): the
+    /// stream actor that runs now, whichever restart installed it, is
+    /// returned to be stopped, and the session leaves this node's table.
+    /// `Ok(None)` while it still holds it.
+    pub(crate) async fn end_if_lost(
+        &self,
+        sid: &str,
+        generation: u64,
+    ) -> Result<Option<SessionStreamControl>, McpError> {
+        if self.still_holds(sid, generation).await? {
+            return Ok(None);
+        }
+        let mut local = self.lock();
+        if local.get(sid).is_none_or(|s| s.generation != generation) {
+            return Ok(None);
+        }
+        Ok(local
+            .remove(sid)
+            .and_then(|s| s.live)
+            .and_then(|l| l.running().cloned()))
     }
 
     /// The session's GET stream on this node, when one is open.

@@ -1,32 +1,34 @@
 //! 2025 sessions shared by the nodes of one Redis bus: what a session sets at
 //! run time lives in Redis, so any node serves any of its requests.
 //!
-//! Keys (under the bus's prefix; one session's keys share a cluster hash slot,
-//! and so do one owner's):
+//! Keys (under the bus's prefix; every one shares the `{sessions}` hash slot,
+//! so each script checks every bound it touches and counts what it adds in
+//! one atomic step):
 //!
 //! | key | what |
 //! |---|---|
-//! | `sess:{<sid>}` | hash: `d` (DELETEd), `l` (the `logging/setLevel` level), `h` (the GET stream's holder, `<node>:<n>`) |
-//! | `sess:{<sid>}:uris` | set: the `resources/subscribe` URIs |
-//! | `sess-owner:{<owner>}:sids` | sorted set: the owner's sessions with state, scored by expiry |
-//! | `sess-owner:{<owner>}:uris` | sorted set: `<sid> <uri>` for each of the owner's URIs, scored by expiry |
+//! | `sess:{sessions}:<sid>` | hash: `d` (DELETEd), `l` (the `logging/setLevel` level), `h` (the GET stream's holder, `<node>:<n>`) |
+//! | `sess:{sessions}:<sid>:uris` | set: the `resources/subscribe` URIs |
+//! | `sess-owner:{sessions}:<owner>:sids` | sorted set: the owner's sessions with state, scored by expiry |
+//! | `sess-owner:{sessions}:<owner>:uris` | sorted set: `<sid> <uri>` for each of the owner's URIs, scored by expiry |
 //! | `sess-all:{sessions}:sids`, `sess-all:{sessions}:uris` | the same for the whole fleet (the global bounds) |
 //!
 //! Every key expires with the session (`PEXPIREAT` its expiry; an owner's
-//! sets with its latest session). Each Lua script touches the keys of one
-//! slot only; the owner's bounds and the session's keys are updated one after
-//! the other (an owner's count may be briefly high, never low for long: an
-//! entry whose session emptied is removed, an expired one is swept).
+//! sets with its latest session); an entry whose session emptied is removed
+//! in the script that emptied it, an expired one is swept.
 //!
 //! The node holding a session's GET stream keeps it in [`SharedSessions`]'s
 //! local table and hears the control topic `sess-ctl/<node>`: another node's
 //! `resources/subscribe`, `unsubscribe` or DELETE of the session is recorded
 //! in Redis first, then sent there, and the holder changes the stream in
-//! place (or ends it). For a URI change the holder writes the outcome under
-//! `sess:{<sid>}:ack:<n>` (10 s), which the forwarding node waits for before
-//! it answers. A holder whose node lease (`task-node:<node>`, the
-//! shared tasks' lease) is gone does not count: the session may open its GET
-//! stream elsewhere.
+//! place (or ends it). A forwarded change is agreed on through its key
+//! `sess:{<sid>}:ack:<n>` (see `forward`): applied by the holder only once it
+//! claimed it, withdrawn by the forwarding node past its wait, never both. A
+//! holder whose node lease (`task-node:<node>`, the shared tasks' lease) is
+//! gone does not count: the session may open its GET stream elsewhere. The
+//! holder checks its mark every 5 s and ends the stream actor that runs then
+//! when the mark is gone; a mark left while Redis was away is let go once
+//! Redis is back.
 //!
 //! Redis unreachable: every request that needs the session's state fails
 //! with `-32603` "the shared session store is unavailable" (GET and DELETE
@@ -55,6 +57,7 @@ use crate::suite::tasks::SharedTasks;
 use get_stream::Slot;
 
 pub(crate) use control::Control;
+pub(crate) use forward::Unconfirmed;
 
 /// The answer when Redis cannot be asked: session requests fail closed.
 pub(crate) fn unavailable(e: &BusError) -> McpError {

@@ -1,15 +1,11 @@
-//! An owner's bounds across nodes: its sessions and URIs counted in Redis.
+//! An owner's bounds across nodes (and the fleet's): the arguments every
+//! script checks them with, and the answer to a refusal.
 
 use super::super::StateKey;
 use super::SharedSessions;
-use super::scripts::{OWNER_ADMIT, all_keys, eval, owner_keys};
+use super::scripts::{eval, keys};
 use crate::protocol::McpError;
 use crate::suite::sealing::seal;
-
-/// The member of a URI in its owner's set.
-pub(super) fn uri_member(sid: &str, uri: &str) -> String {
-    format!("{sid} {uri}")
-}
 
 fn retry_after(first_expiry: i64) -> u64 {
     u64::try_from(first_expiry)
@@ -20,104 +16,65 @@ fn retry_after(first_expiry: i64) -> u64 {
 }
 
 impl SharedSessions {
-    /// Counts the session (and `uri`, if any) under its owner; `Ok(true)`
-    /// when the URI member was new.
-    pub(super) async fn admit(
+    /// Runs `script` on the session's keys with the bounds' arguments
+    /// (see `scripts::prelude`) followed by `extra`; its answer, or the
+    /// refusal of a bound it reports.
+    pub(super) async fn run_counted(
         &self,
+        script: &str,
         session: &StateKey<'_>,
-        uri: Option<&str>,
-    ) -> Result<bool, McpError> {
-        let keys = owner_keys(&self.node, session.owner);
-        let args = [
+        extra: &[String],
+    ) -> Result<Vec<String>, McpError> {
+        let keys = keys(&self.node, session.sid, session.owner);
+        let mut args = vec![
             session.sid.to_owned(),
             session.expires.to_string(),
             seal::now_ms().to_string(),
             self.bounds.per_owner_sessions.to_string(),
-            uri.map(|u| uri_member(session.sid, u)).unwrap_or_default(),
             self.bounds.per_owner_uris.to_string(),
+            self.bounds.max_sessions.to_string(),
+            self.bounds.max_uris.to_string(),
         ];
-        let answer: Vec<i64> = self.run(eval(OWNER_ADMIT, &keys, &args)).await?;
+        args.extend_from_slice(extra);
+        let answer: Vec<String> = self.run(eval(script, &keys, &args)).await?;
         match answer.as_slice() {
-            [0, added] => {
-                self.admit_in_all(args).await?;
-                Ok(*added == 1)
+            [code, first] if matches!(code.as_str(), "O" | "U" | "S" | "A") => {
+                Err(self.refusal(code, first.parse().unwrap_or(0)))
             }
-            [1, first] => Err(McpError::limit_exceeded(
+            _ => Ok(answer),
+        }
+    }
+
+    /// The answer to a request past a bound: the owner's (429 with
+    /// `Retry-After`, until its first entry expires) or the fleet's
+    /// (`-32603` "Server busy", as on one node).
+    fn refusal(&self, code: &str, first: i64) -> McpError {
+        match code {
+            "O" => McpError::limit_exceeded(
                 "max_sessions_per_principal",
                 format!(
                     "Too many sessions with state: at most {} per principal (or per client address without one); retry later",
                     self.bounds.per_owner_sessions
                 ),
-                retry_after(*first),
-            )),
-            [2, first] => Err(McpError::limit_exceeded(
+                retry_after(first),
+            ),
+            "U" => McpError::limit_exceeded(
                 "max_subscribed_uris_per_principal",
                 format!(
                     "Too many resource subscriptions: at most {} per principal (or per client address without one), across its sessions; retry later",
                     self.bounds.per_owner_uris
                 ),
-                retry_after(*first),
-            )),
-            _ => Err(McpError::internal(
-                "Internal error: unexpected answer from the shared session store",
-            )),
+                retry_after(first),
+            ),
+            "S" => McpError::internal("Server busy: too many sessions hold state; retry later"),
+            _ => McpError::internal("Server busy: too many resource subscriptions; retry later"),
         }
     }
+}
 
-    /// Counts the session (and its URI member) in the fleet's sets, within
-    /// the global bounds (the same script as an owner's, on the fleet's
-    /// keys): past them `-32603` "Server busy", as on one node.
-    async fn admit_in_all(&self, mut args: [String; 6]) -> Result<(), McpError> {
-        args[3] = self.bounds.max_sessions.to_string();
-        args[5] = self.bounds.max_uris.to_string();
-        let keys = all_keys(&self.node);
-        let answer: Vec<i64> = self.run(eval(OWNER_ADMIT, &keys, &args)).await?;
-        match answer.as_slice() {
-            [0, _] => Ok(()),
-            [1, _] => Err(McpError::internal(
-                "Server busy: too many sessions hold state; retry later",
-            )),
-            [2, _] => Err(McpError::internal(
-                "Server busy: too many resource subscriptions; retry later",
-            )),
-            _ => Err(McpError::internal(
-                "Internal error: unexpected answer from the shared session store",
-            )),
-        }
-    }
-
-    /// Removes members of the owner's sets and the fleet's (best effort: they
-    /// expire anyway).
-    pub(super) async fn forget(&self, owner: &str, sid: Option<&str>, uris: &[String]) {
-        self.forget_in(owner_keys(&self.node, owner), sid, uris)
-            .await;
-        self.forget_in(all_keys(&self.node), sid, uris).await;
-    }
-
-    async fn forget_in(
-        &self,
-        [sids_key, uris_key]: [String; 2],
-        sid: Option<&str>,
-        uris: &[String],
-    ) {
-        if !uris.is_empty() {
-            let mut cmd = ::redis::cmd("ZREM");
-            cmd.arg(uris_key);
-            for member in uris {
-                cmd.arg(member);
-            }
-            if let Err(e) = self.run::<i64>(cmd).await {
-                tracing::debug!(error = %e, "a URI count not lowered");
-            }
-        }
-        if let Some(sid) = sid {
-            let mut cmd = ::redis::cmd("ZREM");
-            cmd.arg(sids_key).arg(sid);
-            if let Err(e) = self.run::<i64>(cmd).await {
-                tracing::debug!(error = %e, "a session count not lowered");
-            }
-        }
-    }
+/// The answer to a script's reply of another shape.
+pub(super) fn unexpected() -> McpError {
+    McpError::internal("Internal error: unexpected answer from the shared session store")
 }
 
 #[cfg(test)]

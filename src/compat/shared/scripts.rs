@@ -1,29 +1,32 @@
-//! The sessions' keys in Redis, and the Lua scripts that change them (each
-//! touching the keys of one hash slot).
+//! The sessions' keys in Redis, and the Lua scripts that change them.
+//!
+//! Every key of the sessions' state shares one hash slot (`{sessions}`), so
+//! that each script checks every bound it touches and counts what it adds in
+//! one atomic step: the session's own keys, its owner's counts and the
+//! fleet's. (The fleet's counts are one slot anyway: every request that adds
+//! state already went through it.)
 
 use crate::suite::tasks::SharedTasks;
 
+/// The keys every script gets: the session's hash and URI set, its owner's
+/// sessions and URIs, the fleet's sessions and URIs.
+pub(super) fn keys(node: &SharedTasks, sid: &str, owner: &str) -> [String; 6] {
+    let k = |name: String| node.keys().key(&name);
+    [
+        k(format!("sess:{{sessions}}:{sid}")),
+        k(format!("sess:{{sessions}}:{sid}:uris")),
+        k(format!("sess-owner:{{sessions}}:{owner}:sids")),
+        k(format!("sess-owner:{{sessions}}:{owner}:uris")),
+        k("sess-all:{sessions}:sids".to_owned()),
+        k("sess-all:{sessions}:uris".to_owned()),
+    ]
+}
+
+/// The session's hash and URI set only.
 pub(super) fn session_keys(node: &SharedTasks, sid: &str) -> [String; 2] {
     [
-        node.keys().key(&format!("sess:{{{sid}}}")),
-        node.keys().key(&format!("sess:{{{sid}}}:uris")),
-    ]
-}
-
-pub(super) fn owner_keys(node: &SharedTasks, owner: &str) -> [String; 2] {
-    [
-        node.keys().key(&format!("sess-owner:{{{owner}}}:sids")),
-        node.keys().key(&format!("sess-owner:{{{owner}}}:uris")),
-    ]
-}
-
-/// The fleet's sessions with state and their URIs (one slot: the global
-/// bounds, `max_session_states` and `max_subscribed_uris`, hold across every
-/// node).
-pub(super) fn all_keys(node: &SharedTasks) -> [String; 2] {
-    [
-        node.keys().key("sess-all:{sessions}:sids"),
-        node.keys().key("sess-all:{sessions}:uris"),
+        node.keys().key(&format!("sess:{{sessions}}:{sid}")),
+        node.keys().key(&format!("sess:{{sessions}}:{sid}:uris")),
     ]
 }
 
@@ -39,110 +42,165 @@ pub(super) fn eval(script: &str, keys: &[String], args: &[String]) -> ::redis::C
     cmd
 }
 
-/// Admits a session (and one URI member) under its owner's bounds.
-/// Returns `{0, added}`, or `{1, first expiry}` / `{2, first expiry}` when
-/// the owner's sessions / URIs are at their bound.
-pub(super) const OWNER_ADMIT: &str = r#"
-local now = tonumber(ARGV[3])
-local exp = tonumber(ARGV[2])
-redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
-if not redis.call('ZSCORE', KEYS[1], ARGV[1]) then
-  if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[4]) then
-    local first = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
-    return {1, tonumber(first[2] or exp)}
-  end
-  redis.call('ZADD', KEYS[1], exp, ARGV[1])
+/// What every script starts with. KEYS as [`keys`]; ARGV[1] the session id,
+/// ARGV[2] its expiry, ARGV[3] now (ms), ARGV[4..7] the owner's bounds on
+/// sessions and URIs, then the fleet's; the script's own arguments follow.
+///
+/// `admit(member)` checks every bound for the session (and the URI member
+/// `member`, if any) and only then counts them: `nil` when admitted, else
+/// `{code, first expiry}` (`O`/`U`: the owner's sessions/URIs, `S`/`A`: the
+/// fleet's), nothing counted; `check(member)` is its check alone. `forget_if_empty()` uncounts the session once
+/// it holds nothing.
+macro_rules! prelude {
+    () => {
+        r#"
+local sid, exp, now = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
+for i = 3, 6 do redis.call('ZREMRANGEBYSCORE', KEYS[i], '-inf', now) end
+local function fmt(x) return string.format('%.0f', x) end
+local function first(key)
+  local f = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
+  return tonumber(f[2] or exp)
 end
-local added = 0
-if ARGV[5] ~= '' then
-  redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
-  if not redis.call('ZSCORE', KEYS[2], ARGV[5]) then
-    if redis.call('ZCARD', KEYS[2]) >= tonumber(ARGV[6]) then
-      local first = redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')
-      return {2, tonumber(first[2] or exp)}
-    end
-    redis.call('ZADD', KEYS[2], exp, ARGV[5])
-    added = 1
+local function check(member)
+  local new_o = not redis.call('ZSCORE', KEYS[3], sid)
+  local new_a = not redis.call('ZSCORE', KEYS[5], sid)
+  if new_o and redis.call('ZCARD', KEYS[3]) >= tonumber(ARGV[4]) then return {'O', first(KEYS[3])} end
+  if new_a and redis.call('ZCARD', KEYS[5]) >= tonumber(ARGV[6]) then return {'S', 0} end
+  if member then
+    local new_ou = not redis.call('ZSCORE', KEYS[4], member)
+    local new_au = not redis.call('ZSCORE', KEYS[6], member)
+    if new_ou and redis.call('ZCARD', KEYS[4]) >= tonumber(ARGV[5]) then return {'U', first(KEYS[4])} end
+    if new_au and redis.call('ZCARD', KEYS[6]) >= tonumber(ARGV[7]) then return {'A', 0} end
+  end
+  return nil
+end
+local function admit(member)
+  local refused = check(member)
+  if refused then return refused end
+  if member then
+    redis.call('ZADD', KEYS[4], exp, member)
+    redis.call('ZADD', KEYS[6], exp, member)
+  end
+  redis.call('ZADD', KEYS[3], exp, sid)
+  redis.call('ZADD', KEYS[5], exp, sid)
+  for i = 3, 6 do
+    local ttl = redis.call('PTTL', KEYS[i])
+    if ttl ~= -2 and (ttl < 0 or now + ttl < exp) then redis.call('PEXPIREAT', KEYS[i], exp) end
+  end
+  return nil
+end
+local function forget_if_empty(owner_known)
+  if redis.call('EXISTS', KEYS[1]) == 0 and redis.call('EXISTS', KEYS[2]) == 0 then
+    if owner_known then redis.call('ZREM', KEYS[3], sid) end
+    redis.call('ZREM', KEYS[5], sid)
   end
 end
-for i = 1, 2 do
-  local ttl = redis.call('PTTL', KEYS[i])
-  if ttl ~= -2 and (ttl < 0 or now + ttl < exp) then
-    redis.call('PEXPIREAT', KEYS[i], exp)
-  end
-end
-return {0, added}
-"#;
+"#
+    };
+}
 
-/// Sets the level unless the session was deleted; `1` when set.
-pub(super) const SET_LEVEL: &str = r#"
-if redis.call('HGET', KEYS[1], 'd') then return 0 end
-redis.call('HSET', KEYS[1], 'l', ARGV[1])
-redis.call('PEXPIREAT', KEYS[1], ARGV[2])
-return 1
-"#;
+/// Sets the level (ARGV[8]) unless the session was deleted: `{'1'}` when
+/// set, `{'0'}` when deleted, or a refusal of `admit`.
+pub(super) const SET_LEVEL: &str = concat!(
+    prelude!(),
+    r#"
+if redis.call('HGET', KEYS[1], 'd') then return {'0'} end
+local r = admit(nil)
+if r then return {r[1], fmt(r[2])} end
+redis.call('HSET', KEYS[1], 'l', ARGV[8])
+redis.call('PEXPIREAT', KEYS[1], exp)
+return {'1'}
+"#
+);
 
-/// Adds (`ARGV[2] == '1'`) or removes one URI: `{changed, holder, empty}`,
-/// `changed` being `-1` for a deleted session and `-2` past the session's
-/// bound.
-pub(super) const CHANGE_URI: &str = r#"
-if redis.call('HGET', KEYS[1], 'd') then return {'-1', '', '0'} end
+/// Adds (`ARGV[9] == '1'`) or removes the URI ARGV[8], counted with it in
+/// the same step: `{changed, holder}`, `changed` being `-1` for a deleted
+/// session and `-2` past the session's own bound (ARGV[10]), or a refusal
+/// of `admit`.
+pub(super) const CHANGE_URI: &str = concat!(
+    prelude!(),
+    r#"
+if redis.call('HGET', KEYS[1], 'd') then return {'-1', ''} end
+local uri = ARGV[8]
+local member = sid .. ' ' .. uri
 local changed = 0
-if ARGV[2] == '1' then
-  if redis.call('SISMEMBER', KEYS[2], ARGV[1]) == 0 then
-    if redis.call('SCARD', KEYS[2]) >= tonumber(ARGV[3]) then return {'-2', '', '0'} end
-    redis.call('SADD', KEYS[2], ARGV[1])
-    redis.call('PEXPIREAT', KEYS[2], ARGV[4])
+if ARGV[9] == '1' then
+  if redis.call('SISMEMBER', KEYS[2], uri) == 0 then
+    local r = check(member)
+    if r then return {r[1], fmt(r[2])} end
+    if redis.call('SCARD', KEYS[2]) >= tonumber(ARGV[10]) then return {'-2', ''} end
+    r = admit(member)
+    if r then return {r[1], fmt(r[2])} end
+    redis.call('SADD', KEYS[2], uri)
+    redis.call('PEXPIREAT', KEYS[2], exp)
     changed = 1
   end
 else
-  changed = redis.call('SREM', KEYS[2], ARGV[1])
+  changed = redis.call('SREM', KEYS[2], uri)
+  redis.call('ZREM', KEYS[4], member)
+  redis.call('ZREM', KEYS[6], member)
+  forget_if_empty(true)
 end
-local h = redis.call('HGET', KEYS[1], 'h') or ''
-local empty = '0'
-if redis.call('EXISTS', KEYS[1]) == 0 and redis.call('EXISTS', KEYS[2]) == 0 then empty = '1' end
-return {tostring(changed), h, empty}
-"#;
+return {tostring(changed), redis.call('HGET', KEYS[1], 'h') or ''}
+"#
+);
 
-/// Takes the GET stream for `ARGV[1]` when nobody holds it or its holder is
-/// `ARGV[2]`: `R` (taken), `D` (deleted) or the current holder.
-pub(super) const RESERVE_GET: &str = r#"
-if redis.call('HGET', KEYS[1], 'd') then return 'D' end
+/// Takes the GET stream for ARGV[8] when nobody holds it or its holder is
+/// ARGV[9]: `{'R'}` (taken), `{'D'}` (deleted), `{'H', holder}`, or a
+/// refusal of `admit`.
+pub(super) const RESERVE_GET: &str = concat!(
+    prelude!(),
+    r#"
+if redis.call('HGET', KEYS[1], 'd') then return {'D'} end
 local h = redis.call('HGET', KEYS[1], 'h')
-if (not h) or h == ARGV[2] then
-  redis.call('HSET', KEYS[1], 'h', ARGV[1])
-  redis.call('PEXPIREAT', KEYS[1], ARGV[3])
-  return 'R'
-end
-return h
-"#;
+if h and h ~= ARGV[9] then return {'H', h} end
+local r = admit(nil)
+if r then return {r[1], fmt(r[2])} end
+redis.call('HSET', KEYS[1], 'h', ARGV[8])
+redis.call('PEXPIREAT', KEYS[1], exp)
+return {'R'}
+"#
+);
 
-/// `1` when `ARGV[1]` still holds the GET stream of an undeleted session.
+/// `1` when ARGV[1] still holds the GET stream of an undeleted session
+/// (KEYS: the session's hash).
 pub(super) const HOLDS_GET: &str = r#"
 if redis.call('HGET', KEYS[1], 'd') then return 0 end
 if redis.call('HGET', KEYS[1], 'h') == ARGV[1] then return 1 end
 return 0
 "#;
 
-/// Lets go of the GET stream if `ARGV[1]` holds it; `1` when the session
-/// holds nothing any more.
-pub(super) const RELEASE_GET: &str = r#"
-if redis.call('HGET', KEYS[1], 'h') == ARGV[1] then redis.call('HDEL', KEYS[1], 'h') end
-if redis.call('EXISTS', KEYS[1]) == 0 and redis.call('EXISTS', KEYS[2]) == 0 then return 1 end
-return 0
-"#;
+/// Lets go of the GET stream if ARGV[8] holds it, and uncounts the session
+/// once it holds nothing (under its owner too when ARGV[9] is `1`).
+pub(super) const RELEASE_GET: &str = concat!(
+    prelude!(),
+    r#"
+if redis.call('HGET', KEYS[1], 'h') == ARGV[8] then redis.call('HDEL', KEYS[1], 'h') end
+forget_if_empty(ARGV[9] == '1')
+return 1
+"#
+);
 
-/// Marks the session deleted until `ARGV[1]`, dropping its level, URIs and
-/// holder: `{first ('1'/'0'), holder, uris...}`.
-pub(super) const DELETE: &str = r#"
-local first = '1'
-if redis.call('HGET', KEYS[1], 'd') then first = '0' end
+/// Marks the session deleted until its expiry, dropping its level, URIs
+/// (and their counts) and holder; the mark still counts as its state:
+/// `{'ok', first ('1'/'0'), holder}`, or a refusal of `admit`.
+pub(super) const DELETE: &str = concat!(
+    prelude!(),
+    r#"
+local first = '0'
+if not redis.call('HGET', KEYS[1], 'd') then
+  first = '1'
+  local r = admit(nil)
+  if r then return {r[1], fmt(r[2])} end
+end
 local h = redis.call('HGET', KEYS[1], 'h') or ''
-local out = redis.call('SMEMBERS', KEYS[2])
-table.insert(out, 1, h)
-table.insert(out, 1, first)
+for _, uri in ipairs(redis.call('SMEMBERS', KEYS[2])) do
+  redis.call('ZREM', KEYS[4], sid .. ' ' .. uri)
+  redis.call('ZREM', KEYS[6], sid .. ' ' .. uri)
+end
 redis.call('DEL', KEYS[1], KEYS[2])
 redis.call('HSET', KEYS[1], 'd', '1')
-redis.call('PEXPIREAT', KEYS[1], ARGV[1])
-return out
-"#;
+redis.call('PEXPIREAT', KEYS[1], exp)
+return {'ok', first, h}
+"#
+);

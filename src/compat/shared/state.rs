@@ -4,9 +4,13 @@
 use super::super::{LegacyStream, StateKey};
 use super::SharedSessions;
 use super::control::Control;
-use super::owner::uri_member;
-use super::scripts::{CHANGE_URI, DELETE, SET_LEVEL, eval, session_keys};
+use super::owner::unexpected;
+use super::scripts::{CHANGE_URI, DELETE, SET_LEVEL, session_keys};
 use crate::protocol::{LogLevel, McpError};
+
+/// How long a DELETE waits for the node holding the session's GET stream to
+/// confirm it ended it.
+const DELETE_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// What one request reads of its session.
 #[derive(Debug, Default)]
@@ -39,26 +43,26 @@ impl SharedSessions {
         })
     }
 
-    /// Sets the session's log level, for requests on every node.
+    /// Sets the session's log level, for requests on every node (the
+    /// session counted under its owner's and the fleet's bounds in the same
+    /// step).
     pub(crate) async fn set_log_level(
         &self,
         session: &StateKey<'_>,
         level: LogLevel,
     ) -> Result<(), McpError> {
-        self.admit(session, None).await?;
         let text = serde_json::to_value(level)
             .ok()
             .and_then(|v| v.as_str().map(str::to_owned))
             .unwrap_or_default();
-        let keys = session_keys(&self.node, session.sid);
-        let _: i64 = self
-            .run(eval(SET_LEVEL, &keys, &[text, session.expires.to_string()]))
-            .await?;
+        self.run_counted(SET_LEVEL, session, &[text]).await?;
         Ok(())
     }
 
-    /// Adds or removes one URI of the session. Returns whether the set
-    /// changed and who holds its GET stream (`<node>:<n>`, empty for nobody).
+    /// Adds or removes one URI of the session, checked against every bound
+    /// and counted in one atomic step (racing changes keep the counts
+    /// exact). Returns whether the set changed and who holds its GET stream
+    /// (`<node>:<n>`, empty for nobody).
     pub(crate) async fn change_uri(
         &self,
         session: &StateKey<'_>,
@@ -66,47 +70,21 @@ impl SharedSessions {
         subscribe: bool,
         max_per_session: usize,
     ) -> Result<(bool, String), McpError> {
-        let added = if subscribe {
-            self.admit(session, Some(uri)).await?
-        } else {
-            false
-        };
-        let keys = session_keys(&self.node, session.sid);
         let args = [
             uri.to_owned(),
             if subscribe { "1" } else { "0" }.to_owned(),
             max_per_session.to_string(),
-            session.expires.to_string(),
         ];
-        let answer: Vec<String> = self.run(eval(CHANGE_URI, &keys, &args)).await?;
-        let [changed, holder, empty] = answer.as_slice() else {
-            return Err(McpError::internal(
-                "Internal error: unexpected answer from the shared session store",
-            ));
+        let answer = self.run_counted(CHANGE_URI, session, &args).await?;
+        let [changed, holder] = answer.as_slice() else {
+            return Err(unexpected());
         };
-        let member = [uri_member(session.sid, uri)];
         match changed.as_str() {
-            "-2" => {
-                if added {
-                    self.forget(session.owner, None, &member).await;
-                }
-                Err(McpError::invalid_params(format!(
-                    "Invalid params: a session subscribes to at most {max_per_session} resources"
-                )))
-            }
-            "-1" => {
-                if added {
-                    self.forget(session.owner, None, &member).await;
-                }
-                Ok((false, String::new()))
-            }
-            changed => {
-                if !subscribe {
-                    let sid = (empty == "1").then_some(session.sid);
-                    self.forget(session.owner, sid, &member).await;
-                }
-                Ok((changed == "1", holder.clone()))
-            }
+            "-2" => Err(McpError::invalid_params(format!(
+                "Invalid params: a session subscribes to at most {max_per_session} resources"
+            ))),
+            "-1" => Ok((false, String::new())),
+            changed => Ok((changed == "1", holder.clone())),
         }
     }
 
@@ -123,35 +101,30 @@ impl SharedSessions {
     /// Ends the session everywhere: remembered as deleted until its token
     /// expires (every node answers 404), its level and URIs dropped, and
     /// its GET stream ended: returned when it is held here, else its node is
-    /// told. Refused, like any new state, when its owner is at its bound.
+    /// told, and answers once that node confirmed it ended the stream (an
+    /// error when it did not within [`DELETE_WAIT`]: the session is deleted
+    /// all the same). Refused, like any new state, when its owner is at its
+    /// bound.
     pub(crate) async fn delete(&self, session: &StateKey<'_>) -> Result<Deleted, McpError> {
-        self.admit(session, None).await?;
-        let keys = session_keys(&self.node, session.sid);
-        let answer: Vec<String> = self
-            .run(eval(DELETE, &keys, &[session.expires.to_string()]))
-            .await?;
-        let holder = answer.get(1).cloned().unwrap_or_default();
-        let members: Vec<String> = answer
-            .iter()
-            .skip(2)
-            .map(|u| uri_member(session.sid, u))
-            .collect();
-        self.forget(session.owner, None, &members).await;
+        let answer = self.run_counted(DELETE, session, &[]).await?;
+        let [_, _, holder] = answer.as_slice() else {
+            return Err(unexpected());
+        };
         let local = self
             .lock()
             .remove(session.sid)
             .and_then(|s| s.live)
             .filter(LegacyStream::alive);
-        if let Some((node, _)) = holder.rsplit_once(':')
-            && node != self.node.node()
-        {
-            self.send(
-                node,
-                Control::Delete {
-                    sid: session.sid.to_owned(),
-                },
-            )
-            .await?;
+        if let Some(node) = self.elsewhere(holder) {
+            // Answered once the holder ended the stream: the session is
+            // deleted either way, but a success means nothing streams.
+            let ack = self.new_ack(session.sid);
+            let control = Control::Delete {
+                sid: session.sid.to_owned(),
+                ack: Some(ack.clone()),
+            };
+            self.send(node, control).await?;
+            self.wait_ended(&ack, DELETE_WAIT).await?;
         }
         Ok(Deleted { local })
     }

@@ -206,6 +206,13 @@ pub struct CompatConfig {
     /// Server-to-client requests waiting for the client's answer, in the whole
     /// server (default 1,024). Past it the tool call gets `-32603`.
     pub max_pending_requests: usize,
+    /// Server-to-client requests waiting for the client's answer, per
+    /// principal (or per client address without one), across its sessions
+    /// (default 64): one principal cannot take the whole
+    /// `max_pending_requests` table. Past it the tool call that asks gets
+    /// `-32603` "Server busy: at most N requests per principal may wait for
+    /// client input at once"; other principals are not affected.
+    pub max_pending_requests_per_principal: usize,
 }
 
 impl Default for CompatConfig {
@@ -217,6 +224,7 @@ impl Default for CompatConfig {
             max_subscribed_uris_per_principal: 4_096,
             max_subscribed_uris: 131_072,
             max_pending_requests: 1_024,
+            max_pending_requests_per_principal: 64,
         }
     }
 }

@@ -61,7 +61,8 @@ pub(crate) struct Compat {
     /// With a Redis bus ([`crate::suite::SuiteBuilder::shared_tasks`]): the
     /// same, in Redis, for every node; `sessions` then stays empty.
     pub(crate) shared: Option<SharedSessions>,
-    /// Server-to-client requests waiting for an answer (owner: the session id).
+    /// Server-to-client requests waiting for an answer (owner: the session
+    /// id; each counted against its principal).
     pub(crate) pending: Arc<Pending>,
     generation: AtomicU64,
 }
@@ -80,7 +81,10 @@ impl Compat {
         Compat {
             sessions: SessionStore::new(bounds),
             shared: node.map(|node| SharedSessions::new(node, bounds)),
-            pending: Arc::new(Pending::new(config.max_pending_requests)),
+            pending: Arc::new(Pending::new(
+                config.max_pending_requests,
+                config.max_pending_requests_per_principal,
+            )),
             generation: AtomicU64::new(0),
             config,
         }

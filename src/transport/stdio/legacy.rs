@@ -97,8 +97,13 @@ pub(super) async fn initialize<H: SubscriptionHandler>(
             Assigns::new(),
         ),
         asker: Asker {
-            pending: std::sync::Arc::new(Pending::new(pipe.config.max_pending_inputs)),
+            // One pipe, one principal: its bound is the pipe's.
+            pending: std::sync::Arc::new(Pending::new(
+                pipe.config.max_pending_inputs,
+                pipe.config.max_pending_inputs,
+            )),
             owner: OWNER.into(),
+            principal: OWNER.into(),
             version: init.version.clone(),
         },
         init,

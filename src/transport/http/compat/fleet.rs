@@ -14,7 +14,7 @@ use tokio::sync::{OwnedSemaphorePermit, mpsc, oneshot};
 use super::get_stream::{not_reserved, session_gone, state_refusal};
 use super::session::Session;
 use super::{AppState, Compat};
-use crate::compat::{Control, LegacyStream, SharedSessions, StateKey};
+use crate::compat::{Control, LegacyStream, SharedSessions, StateKey, Unconfirmed};
 use crate::mux::{Assigns, Outbox, OutboxReceiver};
 use crate::protocol::{McpError, RequestId, RequestMeta};
 use crate::runtime::{CloseReason, Connection, StopStream, UriOutcome};
@@ -63,19 +63,23 @@ pub(super) async fn change_uri<H: SubscriptionHandler>(
         ack: ack.clone(),
     };
     let applied = match shared.forward(&holder, control).await {
-        // Answered once the holder applied it (as on one node).
+        // Answered once the holder applied it (as on one node); withdrawn
+        // (never applied) when it did not in time.
         Ok(true) => shared.wait_applied(&ack, FORWARD_WAIT).await,
         Ok(false) => match shared.live(key.sid) {
-            Some(live) => apply(state, compat, key.sid, &live, uri, subscribe).await,
+            Some(live) => apply(state, compat, key.sid, &live, uri, subscribe)
+                .await
+                .map_err(|error| Unconfirmed { error, undo: true }),
             None => return Ok(()),
         },
-        Err(e) => Err(e),
+        // Not sent: nothing to apply it.
+        Err(error) => Err(Unconfirmed { error, undo: true }),
     };
-    let Err(error) = applied else {
+    let Err(Unconfirmed { error, undo }) = applied else {
         return Ok(());
     };
     // The stream keeps its earlier filter: the session's set goes back.
-    if let Err(e) = shared.change_uri(key, uri, !subscribe, max_uris).await {
+    if undo && let Err(e) = shared.change_uri(key, uri, !subscribe, max_uris).await {
         tracing::debug!(error = %e, "a refused URI change not undone");
     }
     Err(error)
@@ -135,6 +139,12 @@ async fn control_loop<H: SubscriptionHandler>(
                 subscribe,
                 ack,
             } => {
+                // Applied only once claimed: the forwarding node may have
+                // withdrawn it (it waited no longer).
+                if !shared.claim(&ack).await {
+                    tracing::debug!("a URI change from another node withdrawn before it came");
+                    continue;
+                }
                 // No stream here any more: nothing to apply (a new one
                 // reads the set from Redis).
                 let outcome = match shared.live(&sid) {
@@ -146,12 +156,15 @@ async fn control_loop<H: SubscriptionHandler>(
                 }
                 shared.applied(&ack, &outcome).await;
             }
-            Control::Delete { sid } => {
+            Control::Delete { sid, ack } => {
                 if let Some(running) = shared.take_live(&sid).as_ref().and_then(|l| l.running()) {
                     let _ = running
                         .stop
                         .send(StopStream(CloseReason::Disconnected))
                         .await;
+                }
+                if let Some(ack) = ack {
+                    shared.applied(&ack, &Ok(())).await;
                 }
             }
         }
@@ -164,6 +177,8 @@ struct Held {
     compat: Arc<Compat>,
     sid: String,
     generation: u64,
+    /// The session's expiry: the release is retried until then.
+    expires: u64,
     armed: bool,
 }
 
@@ -173,9 +188,10 @@ impl Drop for Held {
             return;
         }
         let (compat, sid, generation) = (self.compat.clone(), self.sid.clone(), self.generation);
+        let expires = self.expires;
         actix_rt::spawn(async move {
             if let Some(shared) = compat.shared.as_ref() {
-                shared.release_get(&sid, generation).await;
+                shared.release_get(&sid, generation, expires).await;
             }
         });
     }
@@ -214,6 +230,7 @@ pub(super) async fn get<H: SubscriptionHandler>(
         compat: compat.clone(),
         sid: session.sid.clone(),
         generation,
+        expires: session.expires,
         armed: true,
     };
     let server = &state.server;
@@ -261,6 +278,7 @@ pub(super) async fn get<H: SubscriptionHandler>(
         compat: held.compat.clone(),
         sid: held.sid.clone(),
         generation,
+        expires: held.expires,
         armed: true,
     };
     actix_rt::spawn(async move {
@@ -275,14 +293,14 @@ pub(super) async fn get<H: SubscriptionHandler>(
                 break;
             };
             // Redis unreachable: the stream keeps running (the bus ends
-            // every stream itself when it loses Redis).
-            if let Ok(false) = shared.still_holds(&watcher.sid, generation).await
-                && let Some(running) = watched.running()
-            {
+            // every stream itself when it loses Redis). The actor stopped is
+            // the one running now (a restart replaces it in the table).
+            if let Ok(Some(running)) = shared.end_if_lost(&watcher.sid, generation).await {
                 let _ = running
                     .stop
                     .send(StopStream(CloseReason::Disconnected))
                     .await;
+                break;
             }
         }
         drop(watcher);

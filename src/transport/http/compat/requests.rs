@@ -4,7 +4,9 @@
 //! The rounds are [`crate::compat::rounds`]: each server-to-client request is
 //! written on the POST's SSE response, and the client POSTs its answer (202),
 //! handed to the endpoint's [`crate::compat::Pending`] (bounded by
-//! `CompatConfig::max_pending_requests`) under the session's id.
+//! `CompatConfig::max_pending_requests`, and per principal by
+//! `CompatConfig::max_pending_requests_per_principal`) under the session's
+//! id.
 
 use std::sync::Arc;
 
@@ -53,6 +55,7 @@ pub(super) async fn unary<H: SubscriptionHandler>(
         let asker = Asker {
             pending: compat.pending.clone(),
             owner: session.sid,
+            principal: session.owner,
             version: session.init.version,
         };
         let outcome = rounds(&suite, &asker, &method, params, &channel, &outbox, timeout).await;
