@@ -1,6 +1,6 @@
 #!/bin/bash
 # Server CPU time and system calls per frame of a stream burst, for several
-# servers in turn (docs/benchmark.md, "What the actor per stream costs").
+# servers in turn (docs/benchmark.md, "Counting instructions and CPU").
 #
 # usage: scripts/cpuframe.sh PORT STREAMS SETS SERVER...
 #   SERVER is KIND:GENMCP_BIN, KIND one of

@@ -1,7 +1,7 @@
 #!/bin/bash
 # Instructions per frame of a server's stream path, counted by callgrind, which
-# the noise of a shared machine does not move (docs/benchmark.md, "The stream
-# path, instruction by instruction").
+# the noise of a shared machine does not move (docs/benchmark.md, "Counting
+# instructions and CPU").
 #
 # usage: scripts/irframe.sh GENMCP_BIN PORT [STREAMS] [EVENTS] [baseline|actor-hop|actor-hop-handler]
 #
