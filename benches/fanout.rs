@@ -1,13 +1,13 @@
 #![allow(missing_docs)] // criterion_group! generates an undocumented pub fn
 //! `cargo bench --bench fanout`: in-process fan-out, publish → N stream actors →
-//! encoded bytes, no sockets (see `genmcp::apps::bench::fanout`), for N = 1, 100
+//! encoded bytes, no sockets (see `genmcp_cli::bench::fanout`), for N = 1, 100
 //! and 10,000 on one thread, events published in bursts of 32
 //! (`Bus::publish_batch`) and, at 10,000, also one `Bus::publish` per event.
 //! Criterion reports notifications per second (one notification = one frame
 //! delivered to one stream), so the figure is per core.
 
 use criterion::{Criterion, Throughput, criterion_group};
-use genmcp::apps::bench::fanout::Fanout;
+use genmcp_cli::bench::fanout::Fanout;
 
 fn fanout(c: &mut Criterion) {
     let mut group = c.benchmark_group("fanout");

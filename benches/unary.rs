@@ -1,7 +1,7 @@
 #![allow(missing_docs)] // criterion_group! generates an undocumented pub fn
 //! `cargo bench --bench unary`: one trivial `tools/call` (the demo's `whoami`)
 //! through the whole actix-web service, in process, against the raw
-//! actix-web baseline (`genmcp::apps::bench::baseline`) answering the same
+//! actix-web baseline (`genmcp_cli::bench::baseline`) answering the same
 //! request in the same run.
 //!
 //! No socket and no HTTP/1 parser: what is left is the request path of the
@@ -75,9 +75,9 @@ where
 macro_rules! services {
     ($system:expr) => {{
         let baseline = $system.block_on(test::init_service(
-            App::new().configure(genmcp::apps::bench::baseline::configure),
+            App::new().configure(genmcp_cli::bench::baseline::configure),
         ));
-        let (suite, _bus) = genmcp::apps::demo::suite();
+        let (suite, _bus) = genmcp_cli::demo::suite();
         let endpoint = genmcp::http::Endpoint::new(suite, genmcp::http::HttpConfig::default());
         let genmcp = $system.block_on(test::init_service(
             App::new()

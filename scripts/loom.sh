@@ -18,6 +18,6 @@ export LOOM_MAX_PREEMPTIONS="${LOOM_MAX_PREEMPTIONS:-3}"
 export LOOM_LOCATION=1
 
 filter="queue::loom${1:+::}${1:-}"
-cmd=(cargo test --features loom --lib "$filter")
+cmd=(cargo test -p genmcp --features loom --lib "$filter")
 echo "+ LOOM_MAX_PREEMPTIONS=$LOOM_MAX_PREEMPTIONS ${cmd[*]}"
 "${cmd[@]}"

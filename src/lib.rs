@@ -13,7 +13,6 @@
 // request); boxing every one of them would cost more than it saves.
 #![allow(clippy::result_large_err)]
 
-pub mod apps;
 pub(crate) mod compat;
 pub mod mux;
 pub mod protocol;

@@ -65,7 +65,7 @@ fn whoami(addr: SocketAddr, token: Option<&str>) -> Response {
 /// The demo endpoint on an application server listening on 127.0.0.1 and on
 /// [::1] (same port): two client addresses on one machine.
 fn dual_stack(config: HttpConfig) -> (UserServer, SocketAddr, SocketAddr) {
-    let mcp = Endpoint::new(genmcp::apps::demo::suite().0, config);
+    let mcp = Endpoint::new(genmcp_cli::demo::suite().0, config);
     let srv = UserServer::spawn(move || {
         let drain = mcp.drain_handle();
         let http = HttpServer::new(move || App::new().service(mcp.service()))
@@ -166,7 +166,7 @@ impl Drop for UdsServer {
 fn on_unix_socket(name: &str, config: HttpConfig) -> UdsServer {
     let path = std::env::temp_dir().join(format!("genmcp-{name}-{}.sock", std::process::id()));
     let _ = std::fs::remove_file(&path);
-    let mcp = Endpoint::new(genmcp::apps::demo::suite().0, config);
+    let mcp = Endpoint::new(genmcp_cli::demo::suite().0, config);
     let socket = path.clone();
     let srv = UserServer::spawn(move || {
         let drain = mcp.drain_handle();

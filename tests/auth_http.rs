@@ -29,7 +29,7 @@ fn spawn<H: SubscriptionHandler>(
 }
 
 fn demo(edit: impl FnOnce(&mut HttpConfig)) -> ServerThread {
-    spawn(|| genmcp::apps::demo::suite().0, edit)
+    spawn(|| genmcp_cli::demo::suite().0, edit)
 }
 
 fn with_token(mut h: Vec<(String, String)>, token: Option<&str>) -> Vec<(String, String)> {
@@ -337,7 +337,7 @@ fn refusals_are_counted_as_unauthorized_or_limited_by_method() {
 fn without_a_principal_streams_are_counted_per_client_address() {
     let mut config = common::config();
     config.limits.max_streams_per_principal = Some(1);
-    let srv = ServerThread::spawn(|| genmcp::apps::demo::suite().0, config).unwrap();
+    let srv = ServerThread::spawn(|| genmcp_cli::demo::suite().0, config).unwrap();
     let mut first = listen(&srv, None, 1, json!({"toolsListChanged": true}));
     first.next_message().unwrap();
     assert_eq!(srv.server.open_streams_of("a:127.0.0.1"), 1);
@@ -394,7 +394,7 @@ fn retry_with(srv: &ServerThread, token: &str, state: &Value) -> Value {
 /// to: a replay and a use by another principal get the tampered-state error.
 #[test]
 fn a_request_state_is_spent_once_and_only_by_its_principal() {
-    let srv = spawn(genmcp::apps::fixtures::suite, |_| {});
+    let srv = spawn(genmcp_cli::fixtures::suite, |_| {});
     let first = mrtr_call(&srv, "tok-user", json!({}));
     assert_eq!(first["result"]["resultType"], "input_required");
     let state = first["result"]["requestState"].clone();

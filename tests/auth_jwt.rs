@@ -188,7 +188,7 @@ fn whoami(srv: &ServerThread, token: Option<&str>) -> common::Response {
 fn over_http_a_valid_jwt_reaches_the_tool_and_a_bad_one_gets_a_challenge() {
     let mut config = common::config();
     config.auth = Some(AuthConfig::jwt(jwt()).scopes_supported(["mcp:tools"]));
-    let srv = ServerThread::spawn(|| genmcp::apps::demo::suite().0, config).unwrap();
+    let srv = ServerThread::spawn(|| genmcp_cli::demo::suite().0, config).unwrap();
 
     let ok = whoami(&srv, Some(&sign(&claims())));
     assert_eq!(ok.status, 200, "{}", String::from_utf8_lossy(&ok.body));

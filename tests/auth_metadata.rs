@@ -24,7 +24,7 @@ fn serve(edit: impl FnOnce(&mut HttpConfig)) -> ServerThread {
     let mut config = common::config();
     config.auth = Some(auth());
     edit(&mut config);
-    ServerThread::spawn(|| genmcp::apps::demo::suite().0, config).expect("server starts")
+    ServerThread::spawn(|| genmcp_cli::demo::suite().0, config).expect("server starts")
 }
 
 fn get(addr: std::net::SocketAddr, path: &str, h: &[(&str, &str)]) -> Response {
@@ -154,7 +154,7 @@ fn a_configured_resource_is_named_whatever_the_request_says() {
 fn scoped() -> UserServer {
     let mut config = common::config();
     config.auth = Some(auth());
-    let mcp = Endpoint::new(genmcp::apps::demo::suite().0, config);
+    let mcp = Endpoint::new(genmcp_cli::demo::suite().0, config);
     UserServer::spawn(move || {
         let drain = mcp.drain_handle();
         let http =

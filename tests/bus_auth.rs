@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use common::redis_server::{RedisServer, block_on, bus_config};
 use common::{listen, wait_until};
-use genmcp::apps::demo::{self, topics};
+use genmcp_cli::demo::{self, topics};
 use genmcp::http::ServerThread;
 use genmcp::mux::SharedNotification;
 use genmcp::prelude::*;

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use common::legacy::{self, LEGACY};
 use common::redis_server::{RedisCluster, RedisServer, redis_bus};
 use common::{Event, Exchange, Response};
-use genmcp::apps::demo;
+use genmcp_cli::demo;
 use genmcp::http::{CompatConfig, ServerThread};
 use genmcp::mux::SharedNotification;
 use genmcp::prelude::*;
@@ -51,7 +51,7 @@ fn fixture_node(bus: &Events, compat: Option<CompatConfig>) -> ServerThread {
     let bus = bus.clone();
     ServerThread::spawn(
         move || {
-            genmcp::apps::fixtures::suite_for_node_with_tasks(
+            genmcp_cli::fixtures::suite_for_node_with_tasks(
                 Some(key()),
                 None,
                 TaskConfig::default(),

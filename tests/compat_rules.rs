@@ -15,7 +15,7 @@ use genmcp::prelude::*;
 use serde_json::{Value, json};
 
 fn fixtures() -> genmcp::http::ServerThread {
-    genmcp::http::ServerThread::spawn(genmcp::apps::fixtures::suite, common::config())
+    genmcp::http::ServerThread::spawn(genmcp_cli::fixtures::suite, common::config())
         .expect("server starts")
 }
 

@@ -99,7 +99,7 @@ fn assert_limited(resp: &Response, limit: &str) {
 #[test]
 fn compat_one_principal_at_its_session_bound_is_refused_and_nobody_else() {
     // Defaults: 1,000 sessions with state per principal.
-    let srv = genmcp::http::ServerThread::spawn(genmcp::apps::fixtures::suite, config_with_users())
+    let srv = genmcp::http::ServerThread::spawn(genmcp_cli::fixtures::suite, config_with_users())
         .expect("server starts");
     let addr = srv.addr;
     let mut alice = Vec::new();
@@ -138,7 +138,7 @@ fn compat_a_delete_on_a_full_store_evicts_nobody_and_deleted_sessions_stay_404()
     let mut compat = CompatConfig::default();
     compat.max_session_states = 2;
     config.compat = Some(compat);
-    let srv = genmcp::http::ServerThread::spawn(genmcp::apps::fixtures::suite, config)
+    let srv = genmcp::http::ServerThread::spawn(genmcp_cli::fixtures::suite, config)
         .expect("server starts");
     let addr = srv.addr;
     let bob = initialize(addr, "bob");

@@ -110,7 +110,7 @@ fn compat_a_deleted_session_is_404() {
 
 #[test]
 fn compat_the_2025_surface_and_its_error_codes() {
-    let srv = genmcp::http::ServerThread::spawn(genmcp::apps::fixtures::suite, common::config())
+    let srv = genmcp::http::ServerThread::spawn(genmcp_cli::fixtures::suite, common::config())
         .expect("server starts");
     let session = legacy::initialize(srv.addr);
     let call = |id: i64, method: &str, params: Value| {
@@ -176,7 +176,7 @@ fn compat_the_2025_surface_and_its_error_codes() {
 
 #[test]
 fn compat_elicitation_goes_to_the_client_and_the_answer_comes_back_by_post() {
-    let srv = genmcp::http::ServerThread::spawn(genmcp::apps::fixtures::suite, common::config())
+    let srv = genmcp::http::ServerThread::spawn(genmcp_cli::fixtures::suite, common::config())
         .expect("server starts");
     let init = legacy::initialize_with(srv.addr, LEGACY, json!({"elicitation": {}}));
     let session = init.header("mcp-session-id").unwrap().to_owned();

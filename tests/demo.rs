@@ -11,7 +11,7 @@ fn demo() -> ServerThread {
     let mut config = HttpConfig::default();
     config.port = 0;
     config.workers = 2;
-    ServerThread::spawn(|| genmcp::apps::demo::suite().0, config).expect("server starts")
+    ServerThread::spawn(|| genmcp_cli::demo::suite().0, config).expect("server starts")
 }
 
 fn tool(srv: &ServerThread, id: i64, name: &str, args: Value) -> Value {
@@ -194,7 +194,7 @@ fn toggle_extra_tool_changes_the_tool_list() {
 /// stream is open and every close was counted.
 #[test]
 fn churned_listens_leave_no_topic_subscriber_or_open_stream_behind() {
-    let (suite, bus) = genmcp::apps::demo::suite();
+    let (suite, bus) = genmcp_cli::demo::suite();
     let mut config = HttpConfig::default();
     config.port = 0;
     config.workers = 2;

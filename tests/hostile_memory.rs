@@ -46,7 +46,7 @@ fn forty_listens_with_1_mib_of_meta_junk_leave_well_under_25_mib() {
     assert!(bodies[0].len() > 1024 * 1024, "{}", bodies[0].len());
     drop(junk);
     let n_streams = STREAMS;
-    let start = genmcp::apps::bench::resident_kib();
+    let start = genmcp_cli::bench::resident_kib();
     // One listen first, kept open: parsing a 1 MiB body of short strings costs
     // ~20 MiB for a moment; the allocator keeps that room for the next request.
     // After it, what is measured is what the open streams keep.
@@ -57,7 +57,7 @@ fn forty_listens_with_1_mib_of_meta_junk_leave_well_under_25_mib() {
     );
     assert_eq!(warm.status, 200);
     warm.next_message().expect("ack");
-    let before = genmcp::apps::bench::resident_kib();
+    let before = genmcp_cli::bench::resident_kib();
     let mut open = vec![warm];
     for body in &bodies[1..] {
         let mut s = Exchange::open(srv.addr(), &headers("subscriptions/listen", None), body);
@@ -70,7 +70,7 @@ fn forty_listens_with_1_mib_of_meta_junk_leave_well_under_25_mib() {
         .metrics()
         .open_streams
         == STREAMS + 1));
-    let after = genmcp::apps::bench::resident_kib();
+    let after = genmcp_cli::bench::resident_kib();
     let total = after.saturating_sub(start);
     let kept = after.saturating_sub(before);
     eprintln!(

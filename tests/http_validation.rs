@@ -11,7 +11,7 @@ fn server() -> ServerThread {
     let config = common::config();
     ServerThread::spawn(
         || {
-            let (suite, _bus) = genmcp::apps::demo::suite();
+            let (suite, _bus) = genmcp_cli::demo::suite();
             suite
         },
         config,
@@ -338,7 +338,7 @@ fn a_legacy_initialize_learns_the_supported_versions_when_compat_is_off() {
     config.compat = None;
     let srv = ServerThread::spawn(
         || {
-            let (suite, _bus) = genmcp::apps::demo::suite();
+            let (suite, _bus) = genmcp_cli::demo::suite();
             suite
         },
         config,

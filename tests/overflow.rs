@@ -26,7 +26,7 @@ fn a_reader_that_never_reads_overflows_and_memory_stays_bounded() {
     );
     s.next_message().unwrap();
     srv.wait_subscribers(1);
-    let before = genmcp::apps::bench::resident_kib();
+    let before = genmcp_cli::bench::resident_kib();
     // 100k events of ~1 KiB: ~100 MiB if anything buffered them without bound.
     let mut delivered = 0u64;
     for _ in 0..100_000 {
@@ -46,7 +46,7 @@ fn a_reader_that_never_reads_overflows_and_memory_stays_bounded() {
         "the stream was not ended as overflow: {:?}",
         srv.metrics()
     );
-    let grown = genmcp::apps::bench::resident_kib().saturating_sub(before);
+    let grown = genmcp_cli::bench::resident_kib().saturating_sub(before);
     assert!(grown < 48 * 1024, "server memory grew by {grown} KiB");
     assert!(
         delivered < 100_000,

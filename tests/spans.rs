@@ -36,7 +36,7 @@ fn request_and_stream_spans_carry_method_ids_principal_outcome_and_reason() {
         Ok(Assigns::new().with(User(user.to_owned())))
     }));
     config.principal_of = Some(Arc::new(|a: &Assigns| a.get::<User>().map(|u| u.0.clone())));
-    let srv = ServerThread::spawn(|| genmcp::apps::demo::suite().0, config).expect("starts");
+    let srv = ServerThread::spawn(|| genmcp_cli::demo::suite().0, config).expect("starts");
 
     let list = request(json!(7), "tools/list", json!({}));
     let resp = Exchange::open(
@@ -69,7 +69,7 @@ fn request_and_stream_spans_carry_method_ids_principal_outcome_and_reason() {
     config.assigns = Some(Arc::new(|_req: &actix_web::HttpRequest| {
         Ok(Assigns::new().with(genmcp::mux::Principal::new("linus")))
     }));
-    let plain = ServerThread::spawn(|| genmcp::apps::demo::suite().0, config).expect("starts");
+    let plain = ServerThread::spawn(|| genmcp_cli::demo::suite().0, config).expect("starts");
     let list = request(json!(8), "tools/list", json!({}));
     let resp = common::post(plain.addr, &headers("tools/list", None), &list);
     assert_eq!(resp.status, 200);

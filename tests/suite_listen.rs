@@ -68,7 +68,7 @@ fn names(addr: std::net::SocketAddr, method: &str, key: &str, field: &str) -> Ve
 
 #[test]
 fn resource_updates_reach_only_streams_subscribed_to_that_uri() {
-    let srv = serve(genmcp::apps::fixtures::suite);
+    let srv = serve(genmcp_cli::fixtures::suite);
     let (a, b) = ("test://static-text", "test://static-binary");
     let mut on_a = open(
         srv.addr,
@@ -114,7 +114,7 @@ fn resource_updates_reach_only_streams_subscribed_to_that_uri() {
 
 #[test]
 fn resource_list_changes_are_real_and_notified() {
-    let srv = serve(genmcp::apps::fixtures::suite);
+    let srv = serve(genmcp_cli::fixtures::suite);
     let mut stream = open(
         srv.addr,
         json!("res"),
@@ -158,7 +158,7 @@ fn resource_list_changes_are_real_and_notified() {
 
 #[test]
 fn tool_and_prompt_triggers_really_change_the_lists() {
-    let srv = serve(genmcp::apps::fixtures::suite);
+    let srv = serve(genmcp_cli::fixtures::suite);
     let mut prompts = open(srv.addr, json!(1), json!({"promptsListChanged": true}));
     let mut tools = open(srv.addr, json!(2), json!({"toolsListChanged": true}));
 

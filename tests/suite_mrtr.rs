@@ -52,7 +52,7 @@ fn accept_ok() -> Value {
 
 #[test]
 fn request_state_round_trips_and_rejects_tampering_and_replay() {
-    let srv = serve(genmcp::apps::fixtures::suite);
+    let srv = serve(genmcp_cli::fixtures::suite);
     let r1 = tool(
         srv.addr,
         1,
@@ -146,7 +146,7 @@ fn request_state_round_trips_and_rejects_tampering_and_replay() {
 
 #[test]
 fn multi_round_states_differ_and_carry_the_previous_answers() {
-    let srv = serve(genmcp::apps::fixtures::suite);
+    let srv = serve(genmcp_cli::fixtures::suite);
     let name = "test_input_required_result_multi_round";
     let r1 = tool(srv.addr, 1, name, all_caps(), json!({"arguments": {}})).json();
     let s1 = r1["result"]["requestState"].clone();
@@ -232,7 +232,7 @@ fn an_expired_request_state_is_refused() {
 
 #[test]
 fn undeclared_client_capabilities_are_minus_32021_with_http_400() {
-    let srv = serve(genmcp::apps::fixtures::suite);
+    let srv = serve(genmcp_cli::fixtures::suite);
     let r = tool(
         srv.addr,
         1,
@@ -295,7 +295,7 @@ fn undeclared_client_capabilities_are_minus_32021_with_http_400() {
 
 #[test]
 fn input_responses_must_be_objects() {
-    let srv = serve(genmcp::apps::fixtures::suite);
+    let srv = serve(genmcp_cli::fixtures::suite);
     let name = "test_input_required_result_elicitation";
     for (id, responses) in [
         (1, json!(null)),
@@ -374,7 +374,7 @@ fn prompts_and_resource_reads_can_require_input() {
         "a result reached through a retry is not cacheable"
     );
 
-    let fixtures = serve(genmcp::apps::fixtures::suite);
+    let fixtures = serve(genmcp_cli::fixtures::suite);
     let get = |id: i64, extra: Value| {
         let mut params =
             json!({"name": "test_input_required_result_prompt", "_meta": meta(all_caps())});

@@ -15,7 +15,7 @@ fn serve<H: SubscriptionHandler>(make: impl FnOnce() -> Suite<H> + Send + 'stati
 }
 
 fn fixtures() -> ServerThread {
-    serve(genmcp::apps::fixtures::suite)
+    serve(genmcp_cli::fixtures::suite)
 }
 
 fn field_list(result: &Value, key: &str, field: &str) -> Vec<String> {

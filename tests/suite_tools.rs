@@ -17,7 +17,7 @@ fn serve<H: SubscriptionHandler>(make: impl FnOnce() -> Suite<H> + Send + 'stati
 }
 
 fn fixtures() -> ServerThread {
-    serve(genmcp::apps::fixtures::suite)
+    serve(genmcp_cli::fixtures::suite)
 }
 
 fn echo(name: &str) -> impl Tool {

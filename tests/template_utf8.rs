@@ -39,7 +39,7 @@ fn assert_not_found(body: &Value, uri: &str, code: i64) {
 
 #[test]
 fn an_escape_that_is_not_utf8_matches_no_template_on_either_path() {
-    let srv = ServerThread::spawn(genmcp::apps::fixtures::suite, common::probe::config())
+    let srv = ServerThread::spawn(genmcp_cli::fixtures::suite, common::probe::config())
         .expect("server starts");
     // 2026-07-28.
     let r = call(

@@ -140,7 +140,7 @@ impl<H: SubscriptionHandler> SuiteBuilder<H> {
     /// [`SuiteBuilder::secret`] must share a record too, or a state spent on
     /// one node is honoured once more on each other node; `genmcp serve --bus
     /// redis://…` uses a Redis-backed one
-    /// (`genmcp::apps::shared_spent::RedisSpentRecord`). When `record` fails,
+    /// (`genmcp::suite::shared_spent::RedisSpentRecord`). When `record` fails,
     /// the retry is refused (`-32603`, see `docs/auth.md`).
     pub fn spent_record(mut self, record: Arc<dyn SpentRecord>) -> Self {
         self.spent_record = Some(record);

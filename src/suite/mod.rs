@@ -72,6 +72,7 @@ pub use resources::{
 };
 pub use schemas::{CallError, MAX_REPORTED_ERRORS, NoArgs, ToolError, input_schema, output_schema};
 pub use sealing::secret;
+pub use sealing::shared_spent;
 pub use sealing::spent::{
     DEFAULT_MAX_SPENT_REQUEST_STATES, Spend, SpentError, SpentRecord, SpentRefusals,
 };

@@ -21,6 +21,14 @@ use serde_json::{Value, json};
 
 pub const VERSION: &str = "2026-07-28";
 
+/// The `genmcp` binary, for the tests that run it as a child process. Only
+/// the command's own tests (`cli/tests/`, which share these helpers) have it:
+/// cargo builds it for them.
+pub fn genmcp_bin() -> &'static str {
+    option_env!("CARGO_BIN_EXE_genmcp")
+        .expect("a test that runs the genmcp binary lives in cli/tests/")
+}
+
 /// A server config for tests: a free loopback port, one worker.
 pub fn config() -> genmcp::http::HttpConfig {
     let mut c = genmcp::http::HttpConfig::default();

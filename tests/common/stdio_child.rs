@@ -29,7 +29,7 @@ impl Peer {
 
     /// `genmcp <args>`.
     pub fn start_with(args: &[&str]) -> Peer {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_genmcp"))
+        let mut child = Command::new(super::genmcp_bin())
             .args(args)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())

@@ -19,7 +19,7 @@
 //! record too, or a state spent on one node can be replayed once on each
 //! other node: [`SpentRecord`] is the seam
 //! ([`crate::suite::SuiteBuilder::spent_record`]); `genmcp serve --bus redis://…`
-//! plugs in a Redis-backed one (`crate::apps::shared_spent`, `docs/auth.md`).
+//! plugs in a Redis-backed one (`crate::suite::shared_spent`, `docs/auth.md`).
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashSet};

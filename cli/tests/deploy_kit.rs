@@ -1,0 +1,240 @@
+//! The deployment kit under `deploy/` stays true to the server: every metric
+//! the Grafana dashboard and the Prometheus alert rules name is one genmcp
+//! exports, every flag the systemd unit passes is one `genmcp serve` takes, and
+//! the unit gives the drain the time it needs before systemd kills the process.
+
+use std::collections::BTreeSet;
+use std::process::Command;
+use std::sync::Arc;
+
+use genmcp::admin::Admin;
+use genmcp::prelude::*;
+use genmcp::runtime::Server;
+use serde_json::Value;
+
+const DASHBOARD: &str = include_str!("../../deploy/grafana/genmcp-dashboard.json");
+const ALERTS: &str = include_str!("../../deploy/prometheus/genmcp-alerts.yml");
+const UNIT: &str = include_str!("../../deploy/systemd/genmcp.service");
+
+/// Every series name a scrape of a node with a `bus` readiness check and a
+/// suite's spent record can carry, read from the `# TYPE` lines (a counter
+/// `x` is written `x_total`; a histogram `x_bucket`, `x_sum`, `x_count`).
+fn exported_names() -> BTreeSet<String> {
+    let suite = Suite::builder(Implementation::new("kit", "0")).build();
+    let admin = Admin::new(
+        Server::new(Limits::default()),
+        vec![("bus".to_string(), Arc::new(|| true) as _)],
+    )
+    .with_spent_refusals(suite.spent_refusals());
+    let text = admin.metrics_text();
+    let mut names = BTreeSet::new();
+    for line in text.lines() {
+        let Some(rest) = line.strip_prefix("# TYPE ") else {
+            continue;
+        };
+        let mut parts = rest.split_whitespace();
+        let (Some(name), Some(kind)) = (parts.next(), parts.next()) else {
+            panic!("a TYPE line without a name and a type: {line}");
+        };
+        match kind {
+            "counter" if name.ends_with("_total") => {
+                names.insert(name.to_string());
+            }
+            "counter" => {
+                names.insert(format!("{name}_total"));
+            }
+            "histogram" => {
+                for suffix in ["_bucket", "_sum", "_count"] {
+                    names.insert(format!("{name}{suffix}"));
+                }
+            }
+            _ => {
+                names.insert(name.to_string());
+            }
+        }
+    }
+    assert!(
+        names.contains("genmcp_streams_open"),
+        "the scrape holds the runtime's metrics: {names:?}"
+    );
+    names
+}
+
+/// The `genmcp_*` identifiers an expression names.
+fn metric_names(expr: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let bytes = expr.as_bytes();
+    let mut i = 0;
+    while let Some(at) = expr[i..].find("genmcp_") {
+        let start = i + at;
+        let boundary =
+            start == 0 || !(bytes[start - 1].is_ascii_alphanumeric() || bytes[start - 1] == b'_');
+        let mut end = start;
+        while end < bytes.len() && (bytes[end].is_ascii_alphanumeric() || bytes[end] == b'_') {
+            end += 1;
+        }
+        if boundary {
+            out.push(expr[start..end].to_string());
+        }
+        i = end;
+    }
+    out
+}
+
+fn dashboard_exprs() -> Vec<String> {
+    let dash: Value = serde_json::from_str(DASHBOARD).expect("the dashboard is JSON");
+    let panels = dash["panels"].as_array().expect("panels");
+    assert!(!panels.is_empty());
+    let mut exprs = Vec::new();
+    for panel in panels {
+        let targets = panel["targets"]
+            .as_array()
+            .expect("every panel has targets");
+        assert!(
+            !targets.is_empty(),
+            "panel {} queries nothing",
+            panel["title"]
+        );
+        for t in targets {
+            exprs.push(t["expr"].as_str().expect("a PromQL expr").to_string());
+        }
+    }
+    exprs
+}
+
+/// The `expr:` of every rule, with YAML block scalars (`expr: |`) joined.
+fn alert_exprs() -> Vec<(String, String)> {
+    let mut rules = Vec::new();
+    let mut alert = String::new();
+    let mut lines = ALERTS.lines().peekable();
+    while let Some(line) = lines.next() {
+        let t = line.trim_start();
+        if let Some(name) = t.strip_prefix("- alert:") {
+            alert = name.trim().to_string();
+        } else if let Some(expr) = t.strip_prefix("expr:") {
+            let indent = line.len() - t.len();
+            let mut text = expr.trim().to_string();
+            if text == "|" || text == ">" {
+                text.clear();
+                while let Some(next) = lines.peek() {
+                    let nt = next.trim_start();
+                    if !nt.is_empty() && next.len() - nt.len() <= indent {
+                        break;
+                    }
+                    text.push_str(nt);
+                    text.push(' ');
+                    lines.next();
+                }
+            }
+            assert!(!alert.is_empty(), "an expr outside a rule: {line}");
+            rules.push((alert.clone(), text));
+        }
+    }
+    rules
+}
+
+#[test]
+fn dashboard_and_alerts_name_only_exported_metrics() {
+    let exported = exported_names();
+    let mut checked = 0;
+    let mut named = |source: &str, expr: &str| {
+        let names = metric_names(expr);
+        assert!(!names.is_empty(), "{source} names no genmcp metric: {expr}");
+        for name in names {
+            assert!(
+                exported.contains(&name),
+                "{source} names {name}, which genmcp does not export (exported: {exported:?})"
+            );
+            checked += 1;
+        }
+    };
+    for expr in dashboard_exprs() {
+        named("a dashboard panel", &expr);
+    }
+    let rules = alert_exprs();
+    for wanted in [
+        "GenmcpStreamOverflow",
+        "GenmcpBusDown",
+        "GenmcpNotReady",
+        "GenmcpRequestErrors",
+        "GenmcpSpentRecordRefusals",
+    ] {
+        assert!(
+            rules.iter().any(|(name, _)| name == wanted),
+            "the alert rules lack {wanted}"
+        );
+    }
+    for (alert, expr) in &rules {
+        named(&format!("alert {alert}"), expr);
+    }
+    assert!(checked > 20, "only {checked} names checked");
+}
+
+#[test]
+fn a_made_up_metric_is_caught() {
+    // The check above must be able to fail: a misspelt name is not exported.
+    let exported = exported_names();
+    let names = metric_names("rate(genmcp_stream_opened_total[5m]) + genmcp_ready");
+    assert_eq!(names, ["genmcp_stream_opened_total", "genmcp_ready"]);
+    assert!(!exported.contains(&names[0]));
+    assert!(exported.contains(&names[1]));
+}
+
+#[test]
+fn the_systemd_unit_passes_only_real_flags_and_outlasts_the_drain() {
+    let exec: String = UNIT
+        .lines()
+        .skip_while(|l| !l.starts_with("ExecStart="))
+        .take_while(|l| !l.trim().is_empty() && !l.starts_with("Environment="))
+        .map(|l| l.trim_end_matches('\\').trim())
+        .collect::<Vec<_>>()
+        .join(" ");
+    let args: Vec<&str> = exec.split_whitespace().skip(1).collect();
+    assert_eq!(args.iter().filter(|a| **a == "serve").count(), 1, "{exec}");
+    let help = |sub: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_genmcp"))
+            .args(sub)
+            .arg("--help")
+            .output()
+            .expect("genmcp --help runs");
+        assert!(out.status.success());
+        String::from_utf8(out.stdout).expect("UTF-8 help")
+    };
+    let (global, serve) = (help(&[]), help(&["serve"]));
+    let mut flags = 0;
+    let mut in_serve = false;
+    for arg in &args {
+        if *arg == "serve" {
+            in_serve = true;
+            continue;
+        }
+        if let Some(flag) = arg.strip_prefix("--") {
+            let flag = flag.split('=').next().unwrap_or(flag);
+            let text = if in_serve { &serve } else { &global };
+            assert!(
+                text.contains(&format!("--{flag}")),
+                "the unit passes --{flag}, which `genmcp {}--help` does not list",
+                if in_serve { "serve " } else { "" }
+            );
+            flags += 1;
+        }
+    }
+    assert!(flags >= 5, "{exec}");
+    assert!(
+        exec.contains("--key-file ${CREDENTIALS_DIRECTORY}/"),
+        "the key comes as a systemd credential: {exec}"
+    );
+    assert!(UNIT.contains("LoadCredential=genmcp.key:"));
+    assert!(!UNIT.contains("GENMCP_KEY"), "no key in the environment");
+    let stop: u64 = UNIT
+        .lines()
+        .find_map(|l| l.strip_prefix("TimeoutStopSec="))
+        .and_then(|v| v.trim().parse().ok())
+        .expect("TimeoutStopSec in seconds");
+    let drain = HttpConfig::default().drain_timeout.as_secs();
+    assert!(
+        stop > drain + 5,
+        "TimeoutStopSec={stop} must outlast the drain ({drain} s) with room to exit"
+    );
+    assert!(UNIT.contains("Restart=on-failure"));
+}
