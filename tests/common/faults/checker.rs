@@ -126,19 +126,32 @@ fn faults(h: &History, p: &Params) -> Vec<(u64, u64, String, Option<usize>)> {
         .collect()
 }
 
-/// Whether a fault (or its recovery) overlaps `[from, to]`.
-fn disturbed(h: &History, p: &Params, from: u64, to: u64) -> bool {
+/// The fault windows that concern `involved` nodes: every Redis fault, and a
+/// node's fault when that node is involved (or the node is not known).
+fn faults_on(h: &History, p: &Params, involved: &[Option<usize>]) -> Vec<(u64, u64)> {
     faults(h, p)
-        .iter()
-        .any(|(a, b, _, _)| *a <= to && from <= *b)
+        .into_iter()
+        .filter(|(_, _, _, node)| {
+            node.is_none() || involved.iter().any(|n| n.is_none() || n == node)
+        })
+        .map(|(a, b, _, _)| (a, b))
+        .collect()
 }
 
-/// The end of the last fault window overlapping `[from, to]`, or `to`.
-fn calm_after(h: &History, p: &Params, from: u64, to: u64) -> u64 {
-    faults(h, p)
+/// Whether a fault (or its recovery) concerning `involved` overlaps `[from, to]`.
+fn disturbed(h: &History, p: &Params, from: u64, to: u64, involved: &[Option<usize>]) -> bool {
+    faults_on(h, p, involved)
         .iter()
-        .filter(|(a, b, _, _)| *a <= to && from <= *b)
-        .map(|(_, b, _, _)| *b)
+        .any(|(a, b)| *a <= to && from <= *b)
+}
+
+/// The end of the last fault window concerning `involved` that overlaps
+/// `[from, to]`, or `to`.
+fn calm_after(h: &History, p: &Params, from: u64, to: u64, involved: &[Option<usize>]) -> u64 {
+    faults_on(h, p, involved)
+        .iter()
+        .filter(|(a, b)| *a <= to && from <= *b)
+        .map(|(_, b)| *b)
         .fold(to, u64::max)
 }
 
@@ -309,15 +322,20 @@ pub fn subscribed_updates_arrive(h: &History, p: &Params) -> Vec<Violation> {
             .unwrap_or(u64::MAX);
         let streams = session_streams(h, session);
         for pb in publishes.iter().filter(|o| o.uri.as_deref() == Some(uri)) {
-            if pb.invoke <= sub.complete || pb.complete + 1000 > until {
+            if pb.invoke <= sub.complete || pb.complete + 500 > until {
                 continue;
             }
             let window_end = pb.complete + p.horizon_ms;
-            if disturbed(h, p, pb.invoke, window_end) {
+            let mut involved = vec![sub.node, pb.node];
+            involved.extend(streams.iter().map(|g| g.node));
+            if disturbed(h, p, pb.invoke, window_end, &involved) {
                 continue;
             }
+            // A stream open when it was published, until the horizon (or
+            // until the session's own unsubscribe / DELETE ended it).
             let open = streams.iter().any(|g| {
-                g.complete < pb.invoke && end_of(h, g.id).is_none_or(|(at, _)| at > window_end)
+                g.complete < pb.invoke
+                    && end_of(h, g.id).is_none_or(|(at, _)| at > window_end.min(until))
             });
             if !open {
                 continue;
@@ -354,7 +372,7 @@ pub fn subscribed_updates_arrive(h: &History, p: &Params) -> Vec<Violation> {
                 if pb.invoke <= l.complete || window_end > end {
                     continue;
                 }
-                if disturbed(h, p, pb.invoke, window_end) {
+                if disturbed(h, p, pb.invoke, window_end, &[l.node, pb.node]) {
                     continue;
                 }
                 let arrived = h
@@ -385,8 +403,8 @@ pub fn nothing_after_unsubscribe(h: &History, p: &Params) -> Vec<Violation> {
         let (Some(session), Some(uri)) = (u.session.as_deref(), u.uri.as_deref()) else {
             continue;
         };
-        let deadline = calm_after(h, p, u.invoke, u.complete + p.window_ms);
         for g in session_streams(h, session) {
+            let deadline = calm_after(h, p, u.invoke, u.complete + p.window_ms, &[u.node, g.node]);
             if let Some(e) = h
                 .stream(g.id)
                 .find(|e| e.at > deadline && updated_uri(e) == Some(uri))
@@ -410,8 +428,8 @@ pub fn nothing_after_unsubscribe(h: &History, p: &Params) -> Vec<Violation> {
         let Some(session) = d.session.as_deref() else {
             continue;
         };
-        let deadline = calm_after(h, p, d.invoke, d.complete + p.window_ms);
         for g in session_streams(h, session) {
+            let deadline = calm_after(h, p, d.invoke, d.complete + p.window_ms, &[d.node, g.node]);
             let end = end_of(h, g.id);
             if g.complete > d.complete || end.is_some_and(|(at, _)| at < d.invoke) {
                 continue;
@@ -467,15 +485,11 @@ pub fn one_get_stream(h: &History, p: &Params) -> Vec<Violation> {
         let Some(session) = probe.session.as_deref() else {
             continue;
         };
-        if disturbed(
-            h,
-            p,
-            probe.invoke.saturating_sub(p.lease_ms + 2000),
-            probe.complete,
-        ) {
-            continue;
-        }
         for g in session_streams(h, session) {
+            let from = probe.invoke.saturating_sub(p.lease_ms + 2000);
+            if disturbed(h, p, from, probe.complete, &[probe.node, g.node]) {
+                continue;
+            }
             let end = end_of(h, g.id).map_or(u64::MAX, |(at, _)| at);
             if g.complete >= probe.invoke || end <= probe.complete {
                 continue;
@@ -619,14 +633,13 @@ pub fn listen_hears_terminal(h: &History, p: &Params) -> Vec<Violation> {
             else {
                 continue;
             };
-            if first.complete + p.horizon_ms > end
-                || disturbed(
-                    h,
-                    p,
-                    first.invoke.saturating_sub(1000),
-                    first.complete + p.horizon_ms,
-                )
-            {
+            let owner = h
+                .of(Kind::CreateTask)
+                .find(|c| c.task.as_deref() == Some(task))
+                .and_then(|c| c.node);
+            let from = first.invoke.saturating_sub(1000);
+            let to = first.complete + p.horizon_ms;
+            if to > end || disturbed(h, p, from, to, &[l.node, first.node, owner]) {
                 continue;
             }
             let heard = h.stream(l.id).any(|e| match &e.what {

@@ -10,7 +10,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-/// The principals of the token table: token `tok-<name>` is principal `<name>`.
+/// The principals of the token table: token `tok-<name>` is principal
+/// `<name>`, an admin (the demo narrows other principals' listens to
+/// `toolsListChanged`).
 pub const PRINCIPALS: [&str; 3] = ["alice", "bob", "carol"];
 
 fn free_port() -> u16 {
@@ -391,7 +393,7 @@ impl Fleet {
         let tokens = dir.join("tokens");
         let table: String = PRINCIPALS
             .iter()
-            .map(|p| format!("tok-{p} {p}\n"))
+            .map(|p| format!("tok-{p} {p} admin\n"))
             .collect();
         std::fs::write(&tokens, table).expect("the token table");
         let url = match &backend {

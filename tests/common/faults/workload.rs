@@ -626,6 +626,8 @@ pub fn session_worker(ctx: Ctx, principal: &'static str, mut rng: Rng) {
                 sleep_unless_stopped(&ctx, Duration::from_millis(600));
                 publish(&ctx, &worker, principal, &uri, &mut rng);
             }
+            // Room for the last update to arrive before the unsubscribe.
+            sleep_unless_stopped(&ctx, Duration::from_millis(1000));
             if rng.chance(50) && get.is_some() {
                 if let Some((probe, _)) =
                     open_get(&ctx, &worker, principal, &session, Kind::ProbeGet)
