@@ -10,10 +10,15 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-/// The principals of the token table: token `tok-<name>` is principal
-/// `<name>`, an admin (the demo narrows other principals' listens to
-/// `toolsListChanged`).
+/// The admin principals of the token table: token `tok-<name>` is
+/// principal `<name>`.
 pub const PRINCIPALS: [&str; 3] = ["alice", "bob", "carol"];
+
+/// A principal that is not an admin: the demo narrows its streams to
+/// `toolsListChanged`, so its 2025 `resources/subscribe` is answered and
+/// honours nothing (by design), and declining it in place restarts the
+/// session's stream actor (the path of the GET watcher's handle).
+pub const NARROWED: &str = "dave";
 
 fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
@@ -391,10 +396,11 @@ impl Fleet {
         let key = dir.join("key");
         std::fs::write(&key, "5a".repeat(32)).expect("the key file");
         let tokens = dir.join("tokens");
-        let table: String = PRINCIPALS
+        let mut table: String = PRINCIPALS
             .iter()
             .map(|p| format!("tok-{p} {p} admin\n"))
             .collect();
+        table.push_str(&format!("tok-{NARROWED} {NARROWED}\n"));
         std::fs::write(&tokens, table).expect("the token table");
         let url = match &backend {
             Backend::Single(r) => r.url(),

@@ -92,6 +92,10 @@ pub fn run(plan: &Plan) -> Report {
         workers.push(std::thread::spawn(move || {
             workload::session_worker(c, "carol", r)
         }));
+        let (c, r) = (ctx.clone(), rng.fork(21));
+        workers.push(std::thread::spawn(move || {
+            workload::session_worker(c, super::cluster::NARROWED, r)
+        }));
     }
     let (c, r) = (ctx.clone(), rng.fork(30));
     workers.push(std::thread::spawn(move || {
@@ -141,6 +145,7 @@ pub fn run(plan: &Plan) -> Report {
     let params = Params {
         lease_ms: plan.options.lease_secs * 1000,
         max_tasks: plan.options.max_tasks,
+        narrowed: vec![super::cluster::NARROWED.to_owned()],
         ..Params::default()
     };
     let violations = checker::check(&history, &params);

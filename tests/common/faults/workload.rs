@@ -5,9 +5,10 @@
 //!   random node, reads them on every node, then answers (`tasks/update`) or
 //!   cancels them on another node, or leaves them waiting (so the
 //!   per-principal bound is reached; a refused create cancels the oldest);
-//! - a **session worker** (`carol`, 2025-11-25 through the round-robin
-//!   proxy): initialize, the GET stream, subscribe / publish / unsubscribe /
-//!   publish on a fresh note each cycle, a second GET as a probe, DELETE;
+//! - two **session workers** (`carol`, and `dave` whose streams the demo
+//!   narrows; 2025-11-25 through the round-robin proxy): initialize, the GET
+//!   stream, subscribe / publish / unsubscribe / publish on a fresh note each
+//!   cycle, a second GET as a probe, DELETE;
 //! - a **listen worker** (`alice`, 2026): a listen on a random node naming
 //!   recent tasks (`taskIds`) and a fresh note (`resourceSubscriptions`), two
 //!   publishes, closed after a few seconds.
@@ -628,7 +629,10 @@ pub fn session_worker(ctx: Ctx, principal: &'static str, mut rng: Rng) {
             }
             // Room for the last update to arrive before the unsubscribe.
             sleep_unless_stopped(&ctx, Duration::from_millis(1000));
-            if rng.chance(50) && get.is_some() {
+            let streaming = get
+                .as_ref()
+                .is_some_and(|(_, ended)| !ended.load(Ordering::SeqCst));
+            if rng.chance(50) && streaming {
                 if let Some((probe, _)) =
                     open_get(&ctx, &worker, principal, &session, Kind::ProbeGet)
                 {
@@ -680,7 +684,7 @@ pub fn session_worker(ctx: Ctx, principal: &'static str, mut rng: Rng) {
             }
         }
         if let Some((id, ended)) = get {
-            let deadline = Instant::now() + Duration::from_secs(6);
+            let deadline = Instant::now() + Duration::from_secs(8);
             while !ended.load(Ordering::SeqCst) && Instant::now() < deadline {
                 std::thread::sleep(Duration::from_millis(50));
             }
