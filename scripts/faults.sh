@@ -7,6 +7,8 @@
 #   scripts/faults.sh --minutes 30            # the long run
 #   scripts/faults.sh --minutes 30 --seed 7   # another schedule
 #   scripts/faults.sh                          # the short form (one round each)
+#   scripts/faults.sh --report                 # only the summary of the last runs
+#                                              # (.ci/run, after `cargo test` ran the short form)
 #
 # Prints each run's summary (operations by kind and outcome, nemesis events,
 # violations) and ends with one line:
@@ -19,22 +21,24 @@ cd "$(dirname "$0")/.."
 
 minutes=""
 seed=""
+report_only=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --minutes) minutes="$2"; shift 2 ;;
     --seed) seed="$2"; shift 2 ;;
-    -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
+    --report) report_only=1; shift ;;
+    -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
     *) echo "unknown argument: $1 (see --help)" >&2; exit 2 ;;
   esac
 done
 if [ -n "$minutes" ]; then export GENMCP_FAULTS_MINUTES="$minutes"; fi
 if [ -n "$seed" ]; then export GENMCP_FAULTS_SEED="$seed"; fi
 
-log="$(mktemp)"
-trap 'rm -f "$log"' EXIT
 status=0
-# One test at a time: they share the machine with the nodes they start.
-cargo test --test faults -- --nocapture --test-threads 1 2>&1 | tee "$log" || status=$?
+if [ -z "$report_only" ]; then
+  # One test at a time: they share the machine with the nodes they start.
+  cargo test --test faults -- --nocapture --test-threads 1 || status=$?
+fi
 
 target="${CARGO_TARGET_DIR:-$PWD/target}"
 ops=0; events=0; violations=0
@@ -46,5 +50,9 @@ for summary in "$target"/tmp/faults/*-"${seed:-28}"/summary.txt; do
   events=$((events + $(grep '^nemesis events:' "$summary" | grep -oE 'x[0-9]+' | tr -d x | awk '{s += $1} END {print s + 0}')))
   violations=$((violations + $(grep '^violations:' "$summary" | awk -F'[ ,]+' '{print $2}')))
 done
+if [ "$ops" = 0 ]; then
+  echo "FAULTS: no run found under $target/tmp/faults" >&2
+  exit 1
+fi
 echo "FAULTS: $ops ops, $events nemesis events, $violations violations"
 exit "$status"
