@@ -73,13 +73,14 @@ impl std::fmt::Display for Violation {
 pub type Invariant = (&'static str, fn(&History, &Params) -> Vec<Violation>);
 
 /// Every invariant, in the order of docs/faults.md.
-pub const INVARIANTS: [Invariant; 9] = [
+pub const INVARIANTS: [Invariant; 10] = [
     ("cancel-took-effect", cancel_took_effect),
     ("update-took-effect", update_took_effect),
     ("terminal-is-final", terminal_is_final),
     ("subscribed-updates-arrive", subscribed_updates_arrive),
     ("nothing-after-unsubscribe", nothing_after_unsubscribe),
     ("one-get-stream", one_get_stream),
+    ("get-released", get_released),
     ("listen-ends-once", listen_ends_once),
     ("listen-hears-terminal", listen_hears_terminal),
     ("bounds-hold", bounds_hold),
@@ -197,27 +198,50 @@ pub fn cancel_took_effect(h: &History, _p: &Params) -> Vec<Violation> {
             continue;
         };
         let rs = reads(h, task);
-        for f in finals(h, task) {
-            let s = status(f).unwrap_or("");
-            let before = rs
-                .iter()
-                .any(|r| r.invoke < c.complete && status(r) == Some(s) && terminal(s));
-            if s != "cancelled" && !before {
-                out.push(v(
-                    "cancel-took-effect",
-                    format!(
-                        "task {task}: cancel answered ok on node {:?} at {} ms, node {:?} reads {} at the end",
-                        c.node,
-                        c.complete,
-                        f.node,
-                        if s.is_empty() { f.value.to_string() } else { s.to_owned() }
-                    ),
-                    vec![c.id, f.id],
-                ));
-            }
+        let wrong: Vec<&Op> = finals(h, task)
+            .into_iter()
+            .filter(|f| {
+                let s = status(f).unwrap_or("");
+                let before = rs
+                    .iter()
+                    .any(|r| r.invoke < c.complete && status(r) == Some(s) && terminal(s));
+                s != "cancelled" && !before
+            })
+            .collect();
+        if !wrong.is_empty() {
+            out.push(v(
+                "cancel-took-effect",
+                format!(
+                    "task {task}: cancel answered ok on node {:?} at {} ms; at the end {}",
+                    c.node,
+                    c.complete,
+                    reads_at_end(&wrong)
+                ),
+                std::iter::once(c.id)
+                    .chain(wrong.iter().map(|f| f.id))
+                    .collect(),
+            ));
         }
     }
     out
+}
+
+/// "node 0 reads input_required, node 1 reads ..." for final reads.
+fn reads_at_end(finals: &[&Op]) -> String {
+    finals
+        .iter()
+        .map(|f| {
+            let what = match status(f) {
+                Some(s) => s.to_owned(),
+                None => f.value.to_string(),
+            };
+            format!(
+                "node {} reads {what}",
+                f.node.map_or("?".into(), |n| n.to_string())
+            )
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// A `tasks/update` answered ok: the task saw the answer (it is not still
@@ -228,20 +252,25 @@ pub fn update_took_effect(h: &History, _p: &Params) -> Vec<Violation> {
         let Some(task) = u.task.as_deref() else {
             continue;
         };
-        for f in finals(h, task) {
-            let s = status(f).unwrap_or("");
-            let unseen = s == "input_required"
-                || (s == "completed" && f.value.to_string().contains("cancelled by the user"));
-            if unseen {
-                out.push(v(
-                    "update-took-effect",
-                    format!(
-                        "task {task}: update answered ok on node {:?} at {} ms, node {:?} reads {s} at the end (the answer never arrived)",
-                        u.node, u.complete, f.node
-                    ),
-                    vec![u.id, f.id],
-                ));
-            }
+        let wrong: Vec<&Op> = finals(h, task)
+            .into_iter()
+            .filter(|f| {
+                let s = status(f).unwrap_or("");
+                s == "input_required"
+                    || (s == "completed" && f.value.to_string().contains("cancelled by the user"))
+            })
+            .collect();
+        if !wrong.is_empty() {
+            out.push(v(
+                "update-took-effect",
+                format!(
+                    "task {task}: update answered ok on node {:?} at {} ms; the answer never arrived: at the end {}",
+                    u.node,
+                    u.complete,
+                    reads_at_end(&wrong)
+                ),
+                std::iter::once(u.id).chain(wrong.iter().map(|f| f.id)).collect(),
+            ));
         }
     }
     out
@@ -567,6 +596,64 @@ pub fn one_get_stream(h: &History, p: &Params) -> Vec<Violation> {
                 "one-get-stream",
                 format!("{owner}: {n} updates of {uri} delivered, {max} published (duplicated)"),
                 ids,
+            ));
+        }
+    }
+    out
+}
+
+/// A GET stream that ended lets go of the session: a GET refused with 409
+/// while every earlier stream of the session had ended, later than the lease
+/// and the reconnect after that end (and after any fault around it), kept a
+/// stale holder mark.
+pub fn get_released(h: &History, p: &Params) -> Vec<Violation> {
+    let mut out = Vec::new();
+    let grace = p.lease_ms + p.recovery_ms + 2000;
+    for g in h
+        .of(Kind::OpenGet)
+        .filter(|o| o.outcome == Outcome::Failed && o.value["status"] == 409)
+    {
+        let Some(session) = g.session.as_deref() else {
+            continue;
+        };
+        let earlier: Vec<&Op> = h
+            .ops
+            .iter()
+            .filter(|o| matches!(o.kind, Kind::OpenGet | Kind::ProbeGet))
+            .filter(|o| o.outcome == Outcome::Ok && o.session.as_deref() == Some(session))
+            .filter(|o| o.complete < g.invoke)
+            .collect();
+        let ends: Vec<Option<u64>> = earlier
+            .iter()
+            .map(|o| {
+                end_of(h, o.id)
+                    .map(|(at, _)| at)
+                    .filter(|at| *at < g.invoke)
+            })
+            .collect();
+        if earlier.is_empty() || ends.iter().any(Option::is_none) {
+            continue;
+        }
+        let last_end = ends.iter().flatten().copied().max().unwrap_or(0);
+        let mut involved: Vec<Option<usize>> = earlier.iter().map(|o| o.node).collect();
+        involved.push(g.node);
+        let deadline = calm_after(
+            h,
+            p,
+            last_end.saturating_sub(1000),
+            last_end + grace,
+            &involved,
+        );
+        if g.invoke > deadline {
+            out.push(v(
+                "get-released",
+                format!(
+                    "session {}: GET refused with 409 on node {:?} at {} ms; its last GET stream ended at {last_end} ms",
+                    short(session),
+                    g.node,
+                    g.invoke
+                ),
+                earlier.iter().map(|o| o.id).chain([g.id]).collect(),
             ));
         }
     }

@@ -89,7 +89,7 @@ fn checker_catches_a_cancel_answered_ok_that_never_took_effect() {
     for node in 0..3 {
         h.get(Kind::FinalGet, node, (9000, 9010), "t1", "input_required");
     }
-    assert_eq!(found(checker::cancel_took_effect, &h.0), 3);
+    assert_eq!(found(checker::cancel_took_effect, &h.0), 1);
     // Ended cancelled: nothing to say; already completed before: neither.
     for op in h.0.ops.iter_mut().filter(|o| o.kind == Kind::FinalGet) {
         op.value = json!({"result": {"status": "cancelled"}});
@@ -283,4 +283,38 @@ fn checker_catches_a_task_created_past_the_bound() {
         op.node = Some(2);
     }
     assert_eq!(found(checker::bounds_hold, &h.0), 0);
+}
+
+#[test]
+fn checker_catches_a_holder_mark_kept_after_its_stream_ended() {
+    let mut h = H::default();
+    let get = h.session(Kind::OpenGet, (0, 10), "s1", None);
+    h.op(
+        Kind::Nemesis,
+        0,
+        (1000, 18_000),
+        Outcome::Ok,
+        json!({"nemesis": "outage-redis"}),
+    )
+    .node = None;
+    h.event(get, 1000, What::End { by_harness: false });
+    let refused = h.op(
+        Kind::OpenGet,
+        1,
+        (19_000, 19_010),
+        Outcome::Failed,
+        json!({"status": 409}),
+    );
+    refused.session = Some("s1".into());
+    // Right after Redis is back (the reconnect): allowed.
+    assert_eq!(found(checker::get_released, &h.0), 0);
+    let late = h.op(
+        Kind::OpenGet,
+        2,
+        (40_000, 40_010),
+        Outcome::Failed,
+        json!({"status": 409}),
+    );
+    late.session = Some("s1".into());
+    assert_eq!(found(checker::get_released, &h.0), 1);
 }

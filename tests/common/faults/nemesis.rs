@@ -19,6 +19,10 @@ pub enum Nemesis {
     CutConnections,
     /// Redis killed and started again (its state kept: AOF, fsync always).
     RestartRedis,
+    /// Redis away for [`OUTAGE`]: longer than a node retries letting go of
+    /// a GET stream's holder mark, so the mark must be let go once Redis is
+    /// back.
+    OutageRedis,
     /// `CLIENT PAUSE <lease + 1 s> ALL`: Redis answers nothing past a lease.
     PauseRedis,
     /// `SIGSTOP` a node past its lease, then `SIGCONT`.
@@ -31,9 +35,10 @@ pub enum Nemesis {
 
 impl Nemesis {
     /// Every nemesis that applies to one Redis server.
-    pub const SINGLE: [Nemesis; 5] = [
+    pub const SINGLE: [Nemesis; 6] = [
         Nemesis::CutConnections,
         Nemesis::RestartRedis,
+        Nemesis::OutageRedis,
         Nemesis::PauseRedis,
         Nemesis::StopNode,
         Nemesis::KillNode,
@@ -44,6 +49,7 @@ impl Nemesis {
         match self {
             Nemesis::CutConnections => "cut-connections",
             Nemesis::RestartRedis => "restart-redis",
+            Nemesis::OutageRedis => "outage-redis",
             Nemesis::PauseRedis => "pause-redis",
             Nemesis::StopNode => "stop-node",
             Nemesis::KillNode => "kill-node",
@@ -51,6 +57,9 @@ impl Nemesis {
         }
     }
 }
+
+/// How long [`Nemesis::OutageRedis`] keeps Redis away.
+pub const OUTAGE: Duration = Duration::from_secs(17);
 
 /// Injects `nemesis` into `fleet` and heals it again (the call returns
 /// healed), recording both in `recorder`.
@@ -69,20 +78,27 @@ pub fn inject(nemesis: Nemesis, fleet: &mut Fleet, rng: &mut Rng, recorder: &Rec
             }
             detail["killed"] = json!(killed);
         }
-        Nemesis::RestartRedis => match &mut fleet.backend {
-            Backend::Single(r) => {
-                r.kill();
-                std::thread::sleep(Duration::from_secs(1));
-                r.start_again();
+        Nemesis::RestartRedis | Nemesis::OutageRedis => {
+            let away = if nemesis == Nemesis::OutageRedis {
+                OUTAGE
+            } else {
+                Duration::from_secs(1)
+            };
+            match &mut fleet.backend {
+                Backend::Single(r) => {
+                    r.kill();
+                    std::thread::sleep(away);
+                    r.start_again();
+                }
+                Backend::Cluster(c) => {
+                    let i = rng.below(c.servers.len());
+                    c.servers[i].kill();
+                    std::thread::sleep(away);
+                    c.servers[i].start_again();
+                    detail["server"] = json!(i);
+                }
             }
-            Backend::Cluster(c) => {
-                let i = rng.below(c.servers.len());
-                c.servers[i].kill();
-                std::thread::sleep(Duration::from_secs(1));
-                c.servers[i].start_again();
-                detail["server"] = json!(i);
-            }
-        },
+        }
         Nemesis::PauseRedis => {
             let ms = past_lease.as_millis().to_string();
             for server in servers(fleet) {

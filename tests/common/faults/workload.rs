@@ -556,46 +556,22 @@ fn open_get(
 /// The session worker (see the module docs).
 pub fn session_worker(ctx: Ctx, principal: &'static str, mut rng: Rng) {
     let worker = format!("sessions-{principal}");
+    // A session is kept (and its GET stream opened again) until its DELETE
+    // is answered ok: after an outage the same session must get its GET
+    // stream back.
+    let mut kept: Option<(String, Option<(u64, Arc<AtomicBool>)>)> = None;
     while !ctx.stopped() {
-        // initialize + notifications/initialized.
-        let mut p = ctx.rec.begin(&worker, Kind::Initialize, None, principal);
-        let body = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-            "protocolVersion": LEGACY, "capabilities": {},
-            "clientInfo": {"name": "genmcp-faults", "version": "0"}}});
-        let mut h = headers_2025(principal, None);
-        h.retain(|(k, _)| k != "MCP-Protocol-Version");
-        let sent = http::send(
-            ctx.proxy.addr,
-            "POST",
-            &h,
-            body.to_string().as_bytes(),
-            TIMEOUT,
-        );
-        let session = match &sent {
-            Ok((reply, port)) if reply.status == 200 => {
-                p.set_node(ctx.proxy.node_of(*port));
-                reply.header("mcp-session-id").map(str::to_owned)
-            }
-            _ => None,
+        let (session, get) = match kept.take() {
+            Some(k) => k,
+            None => match initialize(&ctx, &worker, principal) {
+                Some(session) => (session, None),
+                None => {
+                    sleep_unless_stopped(&ctx, Duration::from_millis(500));
+                    continue;
+                }
+            },
         };
-        let Some(session) = session else {
-            let (o, v) = judge(&sent);
-            p.end(if o == Outcome::Ok { Outcome::Failed } else { o }, v);
-            sleep_unless_stopped(&ctx, Duration::from_millis(500));
-            continue;
-        };
-        p.set_session(&session);
-        p.end(Outcome::Ok, json!({}));
-        let _ = http::send(
-            ctx.proxy.addr,
-            "POST",
-            &headers_2025(principal, Some(&session)),
-            json!({"jsonrpc": "2.0", "method": "notifications/initialized"})
-                .to_string()
-                .as_bytes(),
-            TIMEOUT,
-        );
-        let mut get = open_get(&ctx, &worker, principal, &session, Kind::OpenGet);
+        let mut get = get;
         for _cycle in 0..3 {
             if ctx.stopped() {
                 break;
@@ -666,7 +642,7 @@ pub fn session_worker(ctx: Ctx, principal: &'static str, mut rng: Rng) {
             ("MCP-Protocol-Version".to_owned(), LEGACY.to_owned()),
             bearer(principal),
         ];
-        match http::send(ctx.proxy.addr, "DELETE", &h, b"", TIMEOUT) {
+        let deleted = match http::send(ctx.proxy.addr, "DELETE", &h, b"", TIMEOUT) {
             Ok((reply, port)) => {
                 p.set_node(ctx.proxy.node_of(port));
                 let o = if reply.status == 200 {
@@ -678,10 +654,16 @@ pub fn session_worker(ctx: Ctx, principal: &'static str, mut rng: Rng) {
                     o,
                     json!({"status": reply.status, "body": String::from_utf8_lossy(&reply.body)}),
                 );
+                o == Outcome::Ok
             }
             Err(e) => {
                 p.end(e.outcome(), json!({"http": e.to_string()}));
+                false
             }
+        };
+        if !deleted && !ctx.stopped() {
+            kept = Some((session, get));
+            continue;
         }
         if let Some((id, ended)) = get {
             let deadline = Instant::now() + Duration::from_secs(8);
@@ -691,6 +673,48 @@ pub fn session_worker(ctx: Ctx, principal: &'static str, mut rng: Rng) {
             ctx.close_stream(id);
         }
     }
+}
+
+/// `initialize` and `notifications/initialized` through the proxy; the new
+/// session.
+fn initialize(ctx: &Ctx, worker: &str, principal: &str) -> Option<String> {
+    let mut p = ctx.rec.begin(worker, Kind::Initialize, None, principal);
+    let body = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": LEGACY, "capabilities": {},
+        "clientInfo": {"name": "genmcp-faults", "version": "0"}}});
+    let mut h = headers_2025(principal, None);
+    h.retain(|(k, _)| k != "MCP-Protocol-Version");
+    let sent = http::send(
+        ctx.proxy.addr,
+        "POST",
+        &h,
+        body.to_string().as_bytes(),
+        TIMEOUT,
+    );
+    let session = match &sent {
+        Ok((reply, port)) if reply.status == 200 => {
+            p.set_node(ctx.proxy.node_of(*port));
+            reply.header("mcp-session-id").map(str::to_owned)
+        }
+        _ => None,
+    };
+    let Some(session) = session else {
+        let (o, v) = judge(&sent);
+        p.end(if o == Outcome::Ok { Outcome::Failed } else { o }, v);
+        return None;
+    };
+    p.set_session(&session);
+    p.end(Outcome::Ok, json!({}));
+    let _ = http::send(
+        ctx.proxy.addr,
+        "POST",
+        &headers_2025(principal, Some(&session)),
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"})
+            .to_string()
+            .as_bytes(),
+        TIMEOUT,
+    );
+    Some(session)
 }
 
 /// The listen worker (see the module docs).
