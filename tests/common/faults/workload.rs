@@ -505,6 +505,9 @@ fn publish(ctx: &Ctx, worker: &str, principal: &str, uri: &str, rng: &mut Rng) {
     );
 }
 
+/// An open GET stream: its op id and the flag set when it ended.
+type OpenedGet = (u64, Arc<AtomicBool>);
+
 /// Opens the GET stream of `session` through the proxy (retrying a 409 a few
 /// times); the op id and the flag set when it ended.
 fn open_get(
@@ -513,7 +516,7 @@ fn open_get(
     principal: &str,
     session: &str,
     kind: Kind,
-) -> Option<(u64, Arc<AtomicBool>)> {
+) -> Option<OpenedGet> {
     let tries = if kind == Kind::OpenGet { 10 } else { 1 };
     for _ in 0..tries {
         if ctx.stopped() {
@@ -559,7 +562,7 @@ pub fn session_worker(ctx: Ctx, principal: &'static str, mut rng: Rng) {
     // A session is kept (and its GET stream opened again) until its DELETE
     // is answered ok: after an outage the same session must get its GET
     // stream back.
-    let mut kept: Option<(String, Option<(u64, Arc<AtomicBool>)>)> = None;
+    let mut kept: Option<(String, Option<OpenedGet>)> = None;
     while !ctx.stopped() {
         let (session, get) = match kept.take() {
             Some(k) => k,
@@ -608,12 +611,12 @@ pub fn session_worker(ctx: Ctx, principal: &'static str, mut rng: Rng) {
             let streaming = get
                 .as_ref()
                 .is_some_and(|(_, ended)| !ended.load(Ordering::SeqCst));
-            if rng.chance(50) && streaming {
-                if let Some((probe, _)) =
+            if rng.chance(50)
+                && streaming
+                && let Some((probe, _)) =
                     open_get(&ctx, &worker, principal, &session, Kind::ProbeGet)
-                {
-                    ctx.close_stream(probe);
-                }
+            {
+                ctx.close_stream(probe);
             }
             let p = ctx
                 .rec
