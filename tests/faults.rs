@@ -8,7 +8,8 @@
 //!
 //! The short form (one round) is part of `cargo test`;
 //! `scripts/faults.sh --minutes N` runs the long form (`GENMCP_FAULTS_MINUTES`).
-//! `GENMCP_FAULTS_SEED` replays a schedule. The history of each run is
+//! `GENMCP_FAULTS_SEED` replays a schedule; `GENMCP_FAULTS_NEMESES` (names
+//! separated by commas, or `none`) runs only some nemeses. The history of each run is
 //! written to `target/tmp/faults/<name>-<seed>/history.jsonl`, beside
 //! `summary.txt` and the nodes' logs.
 
@@ -66,7 +67,7 @@ fn the_fleet_keeps_every_promise_through_every_fault_of_one_redis_server() {
         seed: run::seed(28),
         nodes: 3,
         cluster: false,
-        nemeses: Nemesis::SINGLE.to_vec(),
+        nemeses: run::nemeses(&Nemesis::SINGLE),
         rounds: 1,
         minutes: run::minutes(),
         options: options(),
@@ -82,7 +83,7 @@ fn the_fleet_keeps_every_promise_through_a_cluster_master_failover() {
         seed: run::seed(28),
         nodes: 2,
         cluster: true,
-        nemeses: vec![Nemesis::Failover, Nemesis::Failover],
+        nemeses: run::nemeses(&[Nemesis::Failover, Nemesis::Failover]),
         rounds: 1,
         // The long form gives the cluster a fifth of the single server's time.
         minutes: run::minutes().map(|m| (m / 5).max(1)),

@@ -44,6 +44,17 @@ impl Nemesis {
         Nemesis::KillNode,
     ];
 
+    /// Every nemesis.
+    pub const ALL: [Nemesis; 7] = [
+        Nemesis::CutConnections,
+        Nemesis::RestartRedis,
+        Nemesis::OutageRedis,
+        Nemesis::PauseRedis,
+        Nemesis::StopNode,
+        Nemesis::KillNode,
+        Nemesis::Failover,
+    ];
+
     /// Its name in the history and the docs.
     pub fn name(self) -> &'static str {
         match self {

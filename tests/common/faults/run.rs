@@ -63,6 +63,25 @@ pub fn minutes() -> Option<u64> {
         .filter(|m| *m > 0)
 }
 
+/// The nemeses to run: `$GENMCP_FAULTS_NEMESES` (names separated by commas,
+/// `none` for a calm run) if set, else `default`. Unknown names are an error.
+pub fn nemeses(default: &[Nemesis]) -> Vec<Nemesis> {
+    let Ok(list) = std::env::var("GENMCP_FAULTS_NEMESES") else {
+        return default.to_vec();
+    };
+    list.split(',')
+        .map(str::trim)
+        .filter(|n| !n.is_empty() && *n != "none")
+        .map(|n| {
+            Nemesis::ALL
+                .into_iter()
+                .find(|k| k.name() == n)
+                .unwrap_or_else(|| panic!("GENMCP_FAULTS_NEMESES: no nemesis {n:?}"))
+        })
+        .filter(|n| default.contains(n))
+        .collect()
+}
+
 /// Runs `plan`.
 pub fn run(plan: &Plan) -> Report {
     let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
@@ -112,6 +131,10 @@ pub fn run(plan: &Plan) -> Report {
     while round < plan.rounds || until.is_some_and(|u| Instant::now() < u) {
         let mut order = plan.nemeses.clone();
         schedule.shuffle(&mut order);
+        if order.is_empty() {
+            // A calm round: the workload alone.
+            std::thread::sleep(Duration::from_secs(30));
+        }
         for n in order {
             nemesis::inject(n, &mut fleet, &mut schedule, &rec);
             std::thread::sleep(Duration::from_millis(4000 + schedule.below(2000) as u64));
