@@ -7,6 +7,8 @@
 #   scripts/faults.sh --minutes 30            # the long run
 #   scripts/faults.sh --minutes 30 --seed 7   # another schedule
 #   scripts/faults.sh                          # the short form (one round each)
+#   scripts/faults.sh --nemeses kill-node,stop-node --minutes 5   # some nemeses only
+#   scripts/faults.sh --nemeses none           # a calm run: the workload alone
 #   scripts/faults.sh --report                 # only the summary of the last runs
 #                                              # (.ci/run, after `cargo test` ran the short form)
 #
@@ -26,8 +28,9 @@ while [ $# -gt 0 ]; do
   case "$1" in
     --minutes) minutes="$2"; shift 2 ;;
     --seed) seed="$2"; shift 2 ;;
+    --nemeses) export GENMCP_FAULTS_NEMESES="$2"; shift 2 ;;
     --report) report_only=1; shift ;;
-    -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
     *) echo "unknown argument: $1 (see --help)" >&2; exit 2 ;;
   esac
 done
