@@ -637,13 +637,20 @@ pub fn get_released(h: &History, p: &Params) -> Vec<Violation> {
         let last_end = ends.iter().flatten().copied().max().unwrap_or(0);
         let mut involved: Vec<Option<usize>> = earlier.iter().map(|o| o.node).collect();
         involved.push(g.node);
-        let deadline = calm_after(
+        // After a fault around the end, the nodes reconnect first: the lease
+        // and 2 s more from the end of its window.
+        let calm = calm_after(
             h,
             p,
             last_end.saturating_sub(1000),
             last_end + grace,
             &involved,
         );
+        let deadline = if calm > last_end + grace {
+            calm + p.lease_ms + 2000
+        } else {
+            calm
+        };
         if g.invoke > deadline {
             out.push(v(
                 "get-released",
@@ -785,15 +792,30 @@ pub fn bounds_hold(h: &History, p: &Params) -> Vec<Violation> {
         .of(Kind::CreateTask)
         .filter(|o| o.outcome == Outcome::Ok && o.task.is_some())
         .collect();
+    // For each task, when the last read that found it unfinished began.
+    let mut last_unfinished: BTreeMap<&str, u64> = BTreeMap::new();
+    for r in h
+        .ops
+        .iter()
+        .filter(|o| matches!(o.kind, Kind::GetTask | Kind::FinalGet) && o.outcome == Outcome::Ok)
+    {
+        if let (Some(task), Some(s)) = (r.task.as_deref(), status(r))
+            && !terminal(s)
+        {
+            let at = last_unfinished.entry(task).or_default();
+            *at = (*at).max(r.invoke);
+        }
+    }
     for c in &creates {
         let unfinished: Vec<u64> = creates
             .iter()
             .filter(|t| t.id != c.id && t.principal == c.principal && t.node == c.node)
             .filter(|t| t.complete < c.invoke)
             .filter(|t| {
-                reads(h, t.task.as_deref().unwrap_or(""))
-                    .iter()
-                    .any(|r| r.invoke > c.complete && status(r).is_some_and(|s| !terminal(s)))
+                t.task
+                    .as_deref()
+                    .and_then(|task| last_unfinished.get(task))
+                    .is_some_and(|at| *at > c.complete)
             })
             .map(|t| t.id)
             .collect();

@@ -311,7 +311,7 @@ fn checker_catches_a_holder_mark_kept_after_its_stream_ended() {
     let late = h.op(
         Kind::OpenGet,
         2,
-        (40_000, 40_010),
+        (30_000, 30_010),
         Outcome::Failed,
         json!({"status": 409}),
     );

@@ -116,6 +116,8 @@ pub fn run(plan: &Plan) -> Report {
             workload::session_worker(c, super::cluster::NARROWED, r)
         }));
     }
+    let (c, r) = (ctx.clone(), rng.fork(40));
+    workers.push(std::thread::spawn(move || workload::reader(c, r)));
     let (c, r) = (ctx.clone(), rng.fork(30));
     workers.push(std::thread::spawn(move || {
         workload::listen_worker(c, "alice", r)
@@ -142,6 +144,8 @@ pub fn run(plan: &Plan) -> Report {
         round += 1;
     }
 
+    // A calm tail: what a fault broke for good shows after it.
+    std::thread::sleep(Duration::from_secs(10));
     // Stop the workload, heal, let leases and reconnects settle.
     ctx.stop.store(true, Ordering::SeqCst);
     for w in workers {

@@ -9,6 +9,7 @@
 //!   narrows; 2025-11-25 through the round-robin proxy): initialize, the GET
 //!   stream, subscribe / publish / unsubscribe / publish on a fresh note each
 //!   cycle, a second GET as a probe, DELETE;
+//! - a **reader**: `tasks/get` of a recent task on a random node, every 150 ms;
 //! - a **listen worker** (`alice`, 2026): a listen on a random node naming
 //!   recent tasks (`taskIds`) and a fresh note (`resourceSubscriptions`), two
 //!   publishes, closed after a few seconds.
@@ -50,6 +51,9 @@ pub struct Ctx {
     pub stop: Arc<AtomicBool>,
     /// Recent tasks of `alice` (the listen worker names them).
     pub alice_tasks: Arc<Mutex<Vec<String>>>,
+    /// Recent tasks of every principal, with their principal (the reader
+    /// reads them).
+    pub recent_tasks: Arc<Mutex<Vec<(String, &'static str)>>>,
     /// Open streams, for the harness to close at the end.
     pub streams: Arc<Mutex<Vec<OpenStream>>>,
     notes: Arc<AtomicU64>,
@@ -88,6 +92,7 @@ impl Ctx {
             proxy,
             stop: Arc::default(),
             alice_tasks: Arc::default(),
+            recent_tasks: Arc::default(),
             streams: Arc::default(),
             notes: Arc::new(AtomicU64::new(0)),
         }
@@ -241,7 +246,19 @@ fn rpc(
     principal: &str,
     method: &str,
     name: Option<&str>,
+    params: Value,
+) -> (Outcome, Value) {
+    rpc_within(addr, principal, method, name, params, TIMEOUT)
+}
+
+/// [`rpc`] giving up (unknown) after `timeout`.
+fn rpc_within(
+    addr: SocketAddr,
+    principal: &str,
+    method: &str,
+    name: Option<&str>,
     mut params: Value,
+    timeout: Duration,
 ) -> (Outcome, Value) {
     params["_meta"] = meta();
     let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
@@ -250,7 +267,7 @@ fn rpc(
         "POST",
         &headers_2026(principal, method, name),
         body.to_string().as_bytes(),
-        TIMEOUT,
+        timeout,
     );
     judge(&sent)
 }
@@ -369,6 +386,14 @@ pub fn task_worker(ctx: Ctx, principal: &'static str, mut rng: Rng) {
             sleep_unless_stopped(&ctx, Duration::from_millis(300));
             continue;
         };
+        {
+            let mut recent = ctx.recent_tasks.lock().expect("tasks lock");
+            recent.push((task.clone(), principal));
+            let len = recent.len();
+            if len > 16 {
+                recent.drain(..len - 16);
+            }
+        }
         if principal == "alice" {
             let mut recent = ctx.alice_tasks.lock().expect("tasks lock");
             recent.push(task.clone());
@@ -434,6 +459,35 @@ pub fn task_worker(ctx: Ctx, principal: &'static str, mut rng: Rng) {
         }
         sleep_unless_stopped(&ctx, Duration::from_millis(200));
         read_everywhere(&ctx, &worker, principal, &task, Kind::GetTask);
+    }
+}
+
+/// The reader: a recent task of any principal on a random node, every
+/// 150 ms (a lapsed lease is noticed by the node that reads the task).
+pub fn reader(ctx: Ctx, mut rng: Rng) {
+    while !ctx.stopped() {
+        let picked = {
+            let recent = ctx.recent_tasks.lock().expect("tasks lock");
+            (!recent.is_empty()).then(|| recent[rng.below(recent.len())].clone())
+        };
+        if let Some((task, principal)) = picked {
+            // A short wait: a stopped node must not hold the reader up.
+            let node = rng.below(ctx.nodes.len());
+            let p = ctx
+                .rec
+                .begin("reader", Kind::GetTask, Some(node), principal)
+                .task(&task);
+            let (o, v) = rpc_within(
+                ctx.nodes[node],
+                principal,
+                "tasks/get",
+                Some(&task),
+                json!({"taskId": task}),
+                Duration::from_millis(1500),
+            );
+            p.end(o, v);
+        }
+        sleep_unless_stopped(&ctx, Duration::from_millis(150));
     }
 }
 
