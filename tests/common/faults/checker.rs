@@ -784,15 +784,22 @@ pub fn listen_hears_terminal(h: &History, p: &Params) -> Vec<Violation> {
 
 /// No bound is exceeded: a task created ok on a node while that node already
 /// held `max_tasks` unfinished tasks of the principal (each proven
-/// unfinished by a read begun after the create was answered) broke
-/// `--max-tasks-per-principal`.
+/// unfinished by a read on that node begun after the create was answered)
+/// broke `--max-tasks-per-principal`.
 pub fn bounds_hold(h: &History, p: &Params) -> Vec<Violation> {
     let mut out = Vec::new();
     let creates: Vec<&Op> = h
         .of(Kind::CreateTask)
         .filter(|o| o.outcome == Outcome::Ok && o.task.is_some())
         .collect();
-    // For each task, when the last read that found it unfinished began.
+    // The node that runs each task: its store is the authority (another
+    // node's copy may lag behind it).
+    let owner: BTreeMap<&str, Option<usize>> = creates
+        .iter()
+        .filter_map(|c| c.task.as_deref().map(|t| (t, c.node)))
+        .collect();
+    // For each task, when the last read on its node that found it
+    // unfinished began.
     let mut last_unfinished: BTreeMap<&str, u64> = BTreeMap::new();
     for r in h
         .ops
@@ -801,6 +808,7 @@ pub fn bounds_hold(h: &History, p: &Params) -> Vec<Violation> {
     {
         if let (Some(task), Some(s)) = (r.task.as_deref(), status(r))
             && !terminal(s)
+            && owner.get(task) == Some(&r.node)
         {
             let at = last_unfinished.entry(task).or_default();
             *at = (*at).max(r.invoke);

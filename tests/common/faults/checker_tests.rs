@@ -270,10 +270,19 @@ fn checker_catches_a_task_created_past_the_bound() {
         let t = format!("t{i}");
         let at = 100 * i as u64;
         h.task(Kind::CreateTask, 0, (at, at + 10), &t, json!({}));
-        // Each read unfinished after every create.
-        h.get(Kind::GetTask, 1, (5000, 5010), &t, "input_required");
+        // Each read unfinished on its node after every create.
+        h.get(Kind::GetTask, 0, (5000, 5010), &t, "input_required");
     }
     assert_eq!(found(checker::bounds_hold, &h.0), 1);
+    // Another node's copy is no proof: it may lag behind the task's node.
+    let mut stale = H::default();
+    for i in 0..=p.max_tasks {
+        let t = format!("t{i}");
+        let at = 100 * i as u64;
+        stale.task(Kind::CreateTask, 0, (at, at + 10), &t, json!({}));
+        stale.get(Kind::GetTask, 1, (5000, 5010), &t, "working");
+    }
+    assert_eq!(found(checker::bounds_hold, &stale.0), 0);
     // The same creates spread over two nodes keep each node's bound.
     for op in
         h.0.ops
