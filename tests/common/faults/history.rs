@@ -121,11 +121,6 @@ pub struct History {
 }
 
 impl History {
-    /// The op of `id`.
-    pub fn op(&self, id: u64) -> Option<&Op> {
-        self.ops.iter().find(|o| o.id == id)
-    }
-
     /// The events of stream `id`, in order.
     pub fn stream(&self, id: u64) -> impl Iterator<Item = &Event> {
         self.events.iter().filter(move |e| e.stream == id)

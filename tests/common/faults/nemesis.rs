@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use super::cluster::{Backend, Fleet, signal};
+use super::cluster::{Backend, Fleet};
 use super::history::{Kind, Outcome, Recorder};
 use super::rng::Rng;
 
@@ -155,14 +155,5 @@ fn servers(fleet: &Fleet) -> Vec<&super::cluster::Redis> {
     match &fleet.backend {
         Backend::Single(r) => vec![r],
         Backend::Cluster(c) => c.servers.iter().collect(),
-    }
-}
-
-/// Continues every stopped process (used when a run is torn down early).
-pub fn continue_all(fleet: &Fleet) {
-    for n in &fleet.nodes {
-        if let Some(pid) = n.pid() {
-            signal(pid, "-CONT");
-        }
     }
 }

@@ -82,6 +82,16 @@ pub fn nemeses(default: &[Nemesis]) -> Vec<Nemesis> {
         .collect()
 }
 
+/// Stops the workers and closes their streams when dropped.
+struct StopOnDrop(Ctx);
+
+impl Drop for StopOnDrop {
+    fn drop(&mut self) {
+        self.0.stop.store(true, Ordering::SeqCst);
+        self.0.close_streams();
+    }
+}
+
 /// Runs `plan`.
 pub fn run(plan: &Plan) -> Report {
     let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
@@ -98,6 +108,8 @@ pub fn run(plan: &Plan) -> Report {
     let proxy = Proxy::start(fleet.addrs());
     let rec = Recorder::new();
     let ctx = Ctx::new(rec.clone(), fleet.addrs(), proxy.handle());
+    // The workers stop however this function ends (a panic included).
+    let _stop = StopOnDrop(ctx.clone());
     let rng = Rng::new(plan.seed);
     let mut workers = Vec::new();
     for (i, principal) in ["alice", "bob"].into_iter().enumerate() {
