@@ -128,6 +128,10 @@ pub fn run(plan: &Plan) -> Report {
             workload::session_worker(c, super::cluster::NARROWED, r)
         }));
     }
+    let (c, r) = (ctx.clone(), rng.fork(50));
+    workers.push(std::thread::spawn(move || {
+        workload::race_worker(c, "carol", r)
+    }));
     let (c, r) = (ctx.clone(), rng.fork(40));
     workers.push(std::thread::spawn(move || workload::reader(c, r)));
     let (c, r) = (ctx.clone(), rng.fork(30));

@@ -9,6 +9,8 @@
 //!   narrows; 2025-11-25 through the round-robin proxy): initialize, the GET
 //!   stream, subscribe / publish / unsubscribe / publish on a fresh note each
 //!   cycle, a second GET as a probe, DELETE;
+//! - a **race worker** (`carol`, 2026): a waiting task cancelled on its node
+//!   while a listen naming it opens on another, a few milliseconds apart;
 //! - a **reader**: `tasks/get` of a recent task on a random node, every 150 ms;
 //! - a **listen worker** (`alice`, 2026): a listen on a random node naming
 //!   recent tasks (`taskIds`) and a fresh note (`resourceSubscriptions`), two
@@ -774,6 +776,78 @@ fn initialize(ctx: &Ctx, worker: &str, principal: &str) -> Option<String> {
     Some(session)
 }
 
+/// Opens listen `id` on `node` asking for `asked`; once acknowledged, its
+/// op id (the stream followed); `None` when refused or not acknowledged.
+fn open_listen(
+    ctx: &Ctx,
+    worker: &str,
+    principal: &str,
+    node: usize,
+    id: &str,
+    asked: Value,
+) -> Option<u64> {
+    let mut p = ctx.rec.begin(worker, Kind::Listen, Some(node), principal);
+    if let Some(uri) = asked["resourceSubscriptions"][0].as_str() {
+        p = p.uri(uri);
+    }
+    let mut params = json!({"notifications": asked});
+    params["_meta"] = meta();
+    let body =
+        json!({"jsonrpc": "2.0", "id": id, "method": "subscriptions/listen", "params": params});
+    let opened = http::open(
+        ctx.nodes[node],
+        "POST",
+        &headers_2026(principal, "subscriptions/listen", None),
+        body.to_string().as_bytes(),
+        TIMEOUT,
+    );
+    let mut stream = match opened {
+        Ok(s) if s.status == 200 => s,
+        Ok(mut s) => {
+            let b = s.read_to_end().unwrap_or_default();
+            p.end(
+                Outcome::Failed,
+                json!({"id": id, "asked": asked, "status": s.status, "body": String::from_utf8_lossy(&b)}),
+            );
+            return None;
+        }
+        Err(e) => {
+            p.end(
+                e.outcome(),
+                json!({"id": id, "asked": asked, "http": e.to_string()}),
+            );
+            return None;
+        }
+    };
+    // The acknowledgement first.
+    let ack = loop {
+        match stream.next_item() {
+            Ok(Some(Item::Comment)) => continue,
+            Ok(Some(Item::Message(m))) => break Some(m),
+            _ => break None,
+        }
+    };
+    let acked = ack
+        .as_ref()
+        .is_some_and(|m| m["method"] == "notifications/subscriptions/acknowledged");
+    if !acked {
+        p.end(
+            Outcome::Failed,
+            json!({"id": id, "asked": asked, "first": ack}),
+        );
+        stream.close();
+        return None;
+    }
+    let ack = ack.unwrap_or_default();
+    let sid = p.id();
+    p.end(
+        Outcome::Ok,
+        json!({"id": id, "asked": asked, "acknowledged": ack["params"]["notifications"]}),
+    );
+    ctx.follow(sid, stream);
+    Some(sid)
+}
+
 /// The listen worker (see the module docs).
 pub fn listen_worker(ctx: Ctx, principal: &'static str, mut rng: Rng) {
     let worker = format!("listens-{principal}");
@@ -789,71 +863,92 @@ pub fn listen_worker(ctx: Ctx, principal: &'static str, mut rng: Rng) {
             recent.iter().rev().take(3).cloned().collect()
         };
         let node = rng.below(ctx.nodes.len());
-        let id = format!("L{k}");
         let asked = json!({"taskIds": tasks, "resourceSubscriptions": [uri]});
-        let p = ctx
-            .rec
-            .begin(&worker, Kind::Listen, Some(node), principal)
-            .uri(&uri);
-        let mut params = json!({"notifications": asked});
-        params["_meta"] = meta();
-        let body =
-            json!({"jsonrpc": "2.0", "id": id, "method": "subscriptions/listen", "params": params});
-        let opened = http::open(
-            ctx.nodes[node],
-            "POST",
-            &headers_2026(principal, "subscriptions/listen", None),
-            body.to_string().as_bytes(),
-            TIMEOUT,
-        );
-        let mut stream = match opened {
-            Ok(s) if s.status == 200 => s,
-            Ok(mut s) => {
-                let b = s.read_to_end().unwrap_or_default();
-                p.end(Outcome::Failed, json!({"id": id, "asked": asked, "status": s.status, "body": String::from_utf8_lossy(&b)}));
-                sleep_unless_stopped(&ctx, Duration::from_millis(500));
-                continue;
-            }
-            Err(e) => {
-                p.end(
-                    e.outcome(),
-                    json!({"id": id, "asked": asked, "http": e.to_string()}),
-                );
-                sleep_unless_stopped(&ctx, Duration::from_millis(500));
-                continue;
-            }
-        };
-        // The acknowledgement first.
-        let ack = loop {
-            match stream.next_item() {
-                Ok(Some(Item::Comment)) => continue,
-                Ok(Some(Item::Message(m))) => break Some(m),
-                _ => break None,
-            }
-        };
-        let acked = ack
-            .as_ref()
-            .is_some_and(|m| m["method"] == "notifications/subscriptions/acknowledged");
-        if !acked {
-            p.end(
-                Outcome::Failed,
-                json!({"id": id, "asked": asked, "first": ack}),
-            );
-            stream.close();
+        let Some(sid) = open_listen(&ctx, &worker, principal, node, &format!("L{k}"), asked) else {
+            sleep_unless_stopped(&ctx, Duration::from_millis(500));
             continue;
-        }
-        let ack = ack.unwrap_or_default();
-        let sid = p.id();
-        p.end(
-            Outcome::Ok,
-            json!({"id": id, "asked": asked, "acknowledged": ack["params"]["notifications"]}),
-        );
-        ctx.follow(sid, stream);
+        };
         for _ in 0..2 {
             sleep_unless_stopped(&ctx, Duration::from_millis(800));
             publish(&ctx, &worker, principal, &uri, &mut rng);
         }
         sleep_unless_stopped(&ctx, Duration::from_secs(4));
         ctx.close_stream(sid);
+    }
+}
+
+/// The race worker: a task of `principal` waiting on node A is cancelled on
+/// A while a listen naming it opens on node B, the two 0-5 ms apart (a
+/// listen that reads the task before it watches it can miss its end).
+pub fn race_worker(ctx: Ctx, principal: &'static str, mut rng: Rng) {
+    let worker = format!("race-{principal}");
+    let n = ctx.nodes.len();
+    let mut k = 0u64;
+    while !ctx.stopped() {
+        k += 1;
+        let owner = rng.below(n);
+        let p = ctx
+            .rec
+            .begin(&worker, Kind::CreateTask, Some(owner), principal);
+        let (o, created) = rpc(
+            ctx.nodes[owner],
+            principal,
+            "tools/call",
+            Some("export_notes"),
+            json!({"name": "export_notes", "arguments": {}}),
+        );
+        let mut p = p;
+        let task = created["result"]["taskId"].as_str().map(str::to_owned);
+        if let Some(t) = &task {
+            p.set_task(t);
+        }
+        p.end(o, created);
+        let Some(task) = task else {
+            sleep_unless_stopped(&ctx, Duration::from_millis(500));
+            continue;
+        };
+        // Until it waits for its answer (about 2 s).
+        let deadline = Instant::now() + Duration::from_secs(6);
+        let mut waiting = false;
+        while !waiting && Instant::now() < deadline && !ctx.stopped() {
+            std::thread::sleep(Duration::from_millis(250));
+            let (o, v) = get_task(&ctx, &worker, principal, owner, &task);
+            waiting = o == Outcome::Ok && status(&v) == "input_required";
+        }
+        if !waiting {
+            continue;
+        }
+        let other = (owner + 1 + rng.below(n - 1)) % n;
+        // The two start 0-5 ms apart, either first.
+        let delay = Duration::from_millis(rng.below(6) as u64);
+        let listen_delay = Duration::from_millis(rng.below(6) as u64);
+        let canceller = {
+            let (ctx, worker, task) = (ctx.clone(), worker.clone(), task.clone());
+            std::thread::spawn(move || {
+                std::thread::sleep(delay);
+                let p = ctx
+                    .rec
+                    .begin(&worker, Kind::CancelTask, Some(owner), principal)
+                    .task(&task);
+                record_rpc(
+                    &ctx,
+                    p,
+                    owner,
+                    principal,
+                    "tasks/cancel",
+                    Some(&task),
+                    json!({"taskId": task}),
+                );
+                get_task(&ctx, &worker, principal, owner, &task);
+            })
+        };
+        let asked = json!({"taskIds": [task]});
+        std::thread::sleep(listen_delay);
+        let listen = open_listen(&ctx, &worker, principal, other, &format!("R{k}"), asked);
+        let _ = canceller.join();
+        sleep_unless_stopped(&ctx, Duration::from_secs(4));
+        if let Some(sid) = listen {
+            ctx.close_stream(sid);
+        }
     }
 }
