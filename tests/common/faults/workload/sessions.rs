@@ -14,26 +14,35 @@ use crate::faults::history::{Kind, Outcome};
 use crate::faults::http::{self};
 use crate::faults::rng::Rng;
 
-/// An open GET stream: its op id and the flag set when it ended.
-type OpenedGet = (u64, Arc<AtomicBool>);
+/// An open GET stream: its op id, the flag set when it ended, its node.
+type OpenedGet = (u64, Arc<AtomicBool>, Option<usize>);
 
 /// Opens the GET stream of `session` through the proxy (retrying a 409 a few
 /// times); the op id and the flag set when it ended.
+///
+/// `elsewhere`: the node that held the session's last GET stream; the new
+/// one is then asked of the next node directly, as a client behind a
+/// balancer may land anywhere but there (its holder mark must have been let
+/// go).
 pub fn open_get(
     ctx: &Ctx,
     worker: &str,
     principal: &str,
     session: &str,
     kind: Kind,
+    elsewhere: Option<usize>,
 ) -> Option<OpenedGet> {
     let tries = if kind == Kind::OpenGet { 10 } else { 1 };
+    let direct = elsewhere.map(|held| (held + 1) % ctx.nodes.len());
+    let addr = direct.map_or(ctx.proxy.addr, |n| ctx.nodes[n]);
+    let node_of = |port: u16| direct.or_else(|| ctx.proxy.node_of(port));
     for _ in 0..tries {
         if ctx.stopped() {
             return None;
         }
         let mut p = ctx
             .rec
-            .begin(worker, kind, None, principal)
+            .begin(worker, kind, direct, principal)
             .session(session);
         let h = vec![
             ("Accept".to_owned(), "text/event-stream".to_owned()),
@@ -41,15 +50,16 @@ pub fn open_get(
             ("Mcp-Session-Id".to_owned(), session.to_owned()),
             bearer(principal),
         ];
-        match http::open(ctx.proxy.addr, "GET", &h, b"", TIMEOUT) {
+        match http::open(addr, "GET", &h, b"", TIMEOUT) {
             Ok(stream) if stream.status == 200 => {
-                p.set_node(ctx.proxy.node_of(stream.local_port));
+                let node = node_of(stream.local_port);
+                p.set_node(node);
                 let id = p.end(Outcome::Ok, json!({"status": 200}));
                 let ended = ctx.follow(id, stream);
-                return Some((id, ended));
+                return Some((id, ended, node));
             }
             Ok(mut stream) => {
-                p.set_node(ctx.proxy.node_of(stream.local_port));
+                p.set_node(node_of(stream.local_port));
                 let body = stream.read_to_end().unwrap_or_default();
                 p.end(
                     Outcome::Failed,
@@ -72,11 +82,16 @@ pub fn session_worker(ctx: Ctx, principal: &'static str, mut rng: Rng) {
     // is answered ok: after an outage the same session must get its GET
     // stream back.
     let mut kept: Option<(String, Option<OpenedGet>)> = None;
+    // The node that held the session's last GET stream.
+    let mut held_on: Option<usize> = None;
     while !ctx.stopped() {
         let (session, get) = match kept.take() {
             Some(k) => k,
             None => match initialize(&ctx, &worker, principal) {
-                Some(session) => (session, None),
+                Some(session) => {
+                    held_on = None;
+                    (session, None)
+                }
                 None => {
                     sleep_unless_stopped(&ctx, Duration::from_millis(500));
                     continue;
@@ -90,9 +105,12 @@ pub fn session_worker(ctx: Ctx, principal: &'static str, mut rng: Rng) {
             }
             if get
                 .as_ref()
-                .is_none_or(|(_, ended)| ended.load(Ordering::SeqCst))
+                .is_none_or(|(_, ended, _)| ended.load(Ordering::SeqCst))
             {
-                get = open_get(&ctx, &worker, principal, &session, Kind::OpenGet);
+                get = open_get(&ctx, &worker, principal, &session, Kind::OpenGet, held_on);
+                if let Some((_, _, node)) = &get {
+                    held_on = *node;
+                }
             }
             let Some(uri) = new_note(&ctx, &worker, principal, &mut rng) else {
                 sleep_unless_stopped(&ctx, Duration::from_millis(500));
@@ -119,11 +137,11 @@ pub fn session_worker(ctx: Ctx, principal: &'static str, mut rng: Rng) {
             sleep_unless_stopped(&ctx, Duration::from_millis(1000));
             let streaming = get
                 .as_ref()
-                .is_some_and(|(_, ended)| !ended.load(Ordering::SeqCst));
+                .is_some_and(|(_, ended, _)| !ended.load(Ordering::SeqCst));
             if rng.chance(50)
                 && streaming
-                && let Some((probe, _)) =
-                    open_get(&ctx, &worker, principal, &session, Kind::ProbeGet)
+                && let Some((probe, _, _)) =
+                    open_get(&ctx, &worker, principal, &session, Kind::ProbeGet, None)
             {
                 ctx.close_stream(probe);
             }
@@ -177,7 +195,7 @@ pub fn session_worker(ctx: Ctx, principal: &'static str, mut rng: Rng) {
             kept = Some((session, get));
             continue;
         }
-        if let Some((id, ended)) = get {
+        if let Some((id, ended, _)) = get {
             let deadline = Instant::now() + Duration::from_secs(8);
             while !ended.load(Ordering::SeqCst) && Instant::now() < deadline {
                 std::thread::sleep(Duration::from_millis(50));
