@@ -16,8 +16,8 @@ pub const PRINCIPALS: [&str; 3] = ["alice", "bob", "carol"];
 
 /// A principal that is not an admin: the demo narrows its streams to
 /// `toolsListChanged`, so its 2025 `resources/subscribe` is answered and
-/// honours nothing (by design), and declining it in place restarts the
-/// session's stream actor (the path of the GET watcher's handle).
+/// honours nothing (by design: `UriChanged::Declined`); its sessions still
+/// count for the GET stream, unsubscribe and DELETE invariants.
 pub const NARROWED: &str = "dave";
 
 fn free_port() -> u16 {
