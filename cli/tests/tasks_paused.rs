@@ -339,3 +339,26 @@ fn an_update_forwarded_to_a_paused_owner_is_an_error_and_never_applied_later() {
         "Deleted f.txt"
     );
 }
+
+#[test]
+fn a_task_that_ends_while_redis_is_down_reads_ended_on_every_node_once_redis_is_back() {
+    let mut redis = RedisServer::start();
+    let url = redis.url();
+    let a = Node::start(&url, &["--task-lease", "3"]);
+    let b = Node::start(&url, &["--task-lease", "3"]);
+    let id = a.slow(1.0);
+    assert!(wait_until(Duration::from_secs(10), || b.status(&id) == "working"));
+    // Redis goes away; the task completes on A meanwhile, so its copy
+    // cannot be written; then Redis comes back (empty: no persistence).
+    redis.kill();
+    assert!(
+        wait_until(Duration::from_secs(10), || a.status(&id) == "completed"),
+        "A answers from its own store"
+    );
+    std::thread::sleep(Duration::from_millis(500));
+    redis.restart();
+    // The copy that could not be written is written once Redis answers: B
+    // reads the task's end, as A does.
+    let agreed = wait_until(Duration::from_secs(20), || b.status(&id) == "completed");
+    assert!(agreed, "B reads {} (A: {})", b.status(&id), a.status(&id));
+}

@@ -22,6 +22,8 @@ use crate::suite::sealing::seal;
 /// Copies of stored changes waiting for Redis (one writer, in order); past
 /// it a copy is written on its own (revisions keep the newest).
 const MIRROR_QUEUE: usize = 4_096;
+/// How often the copy writer writes again the copies Redis did not take.
+const UNWRITTEN_RETRY: Duration = Duration::from_millis(500);
 /// How long a new watch of another node's task waits for its status topic
 /// to reach Redis before it reads the task's record anyway (a bus that is
 /// disconnected subscribes the topic when it reconnects, and that new epoch
@@ -142,7 +144,43 @@ impl Tasks {
             Ok(Put::Stored) => remote.publish_status(record),
             Ok(Put::Final) => self.adopt_shared(remote, &record.id).await,
             Ok(Put::Older | Put::Touched) => {}
-            Err(e) => tracing::warn!(task = %record.id, error = %e, "task copy not stored"),
+            Err(e) => self.unwritten(record, &e),
+        }
+    }
+
+    /// Remembers that task `record`'s latest copy is not in Redis: the copy
+    /// writer writes the task's record again until Redis takes it.
+    fn unwritten(&self, record: &TaskRecord, error: &crate::pubsub::BusError) {
+        tracing::warn!(task = %record.id, error = %error, "task copy not stored; written again once Redis answers");
+        let mut unwritten = lock(&self.shared.unwritten);
+        // This node's own tasks only, so at most its store's bound.
+        if unwritten.len() < self.shared.config.max_retained_tasks {
+            unwritten.insert(record.id.clone());
+        }
+    }
+
+    /// Writes again the copies that Redis did not take, each task's record
+    /// as it is now (a newer copy replaces the one that failed); those that
+    /// fail again wait for the next turn.
+    async fn write_unwritten(&self, remote: &SharedTasks) {
+        let ids: Vec<String> = lock(&self.shared.unwritten).drain().collect();
+        let mut ids = ids.into_iter();
+        while let Some(id) = ids.next() {
+            let Some(record) = self.shared.store.get(&id, seal::now_ms()) else {
+                continue;
+            };
+            match remote.put(&record).await {
+                Ok(Put::Stored) => remote.publish_status(&record),
+                Ok(Put::Final) => self.adopt_shared(remote, &record.id).await,
+                Ok(Put::Older | Put::Touched) => {}
+                Err(_) => {
+                    // Redis still refuses: this one and the rest wait.
+                    let mut unwritten = lock(&self.shared.unwritten);
+                    unwritten.insert(id);
+                    unwritten.extend(ids);
+                    return;
+                }
+            }
         }
     }
 
@@ -388,22 +426,33 @@ async fn lost(remote: &SharedTasks, mut record: TaskRecord, node: &str) -> TaskR
 }
 
 /// Writes the copies in order, publishes each stored one's status, and
-/// adopts a terminal copy found in Redis.
+/// adopts a terminal copy found in Redis. A copy Redis did not take is
+/// written again (the task's record as it is then) every
+/// [`UNWRITTEN_RETRY`] until Redis takes it, so a task that ended while
+/// Redis was unreachable reads ended on every node once it is back.
 async fn write_copies(
     remote: SharedTasks,
     shared: Weak<Shared>,
     mut rx: tokio::sync::mpsc::Receiver<TaskRecord>,
 ) {
-    while let Some(record) = rx.recv().await {
-        match remote.put(&record).await {
-            Ok(Put::Stored) => remote.publish_status(&record),
-            Ok(Put::Final) => {
-                if let Some(shared) = shared.upgrade() {
-                    Tasks { shared }.adopt_shared(&remote, &record.id).await;
+    let mut retry = tokio::time::interval(UNWRITTEN_RETRY);
+    retry.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            record = rx.recv() => {
+                let (Some(record), Some(shared)) = (record, shared.upgrade()) else {
+                    return;
+                };
+                Tasks { shared }.write_copy(&remote, &record).await;
+            }
+            _ = retry.tick() => {
+                let Some(shared) = shared.upgrade() else {
+                    return;
+                };
+                if !lock(&shared.unwritten).is_empty() {
+                    Tasks { shared }.write_unwritten(&remote).await;
                 }
             }
-            Ok(Put::Older | Put::Touched) => {}
-            Err(e) => tracing::warn!(task = %record.id, error = %e, "task copy not stored"),
         }
     }
 }

@@ -40,6 +40,9 @@ pub(super) struct Shared {
     pub(super) remote: std::sync::OnceLock<SharedTasks>,
     /// With `remote`: the copies of stored changes on their way to Redis.
     pub(super) mirror: std::sync::OnceLock<tokio::sync::mpsc::Sender<TaskRecord>>,
+    /// With `remote`: the ids of this node's tasks whose latest copy could
+    /// not be written to Redis; the copy writer writes them again.
+    pub(super) unwritten: Mutex<std::collections::HashSet<String>>,
     /// With `remote`: this node's lease, copy writer and control topic run.
     pub(super) started: tokio::sync::OnceCell<()>,
     /// With `remote`: the control topic of this node's tasks.
@@ -104,6 +107,7 @@ impl Tasks {
                 watchers: Watchers::default(),
                 remote: std::sync::OnceLock::new(),
                 mirror: std::sync::OnceLock::new(),
+                unwritten: Mutex::new(Default::default()),
                 started: tokio::sync::OnceCell::new(),
                 control: Mutex::new(None),
                 remote_watch: Mutex::new(Default::default()),
