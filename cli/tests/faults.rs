@@ -13,7 +13,7 @@
 //! written to `target/tmp/faults/<name>-<seed>/history.jsonl`, beside
 //! `summary.txt` and the nodes' logs.
 
-#[path = "common/faults/mod.rs"]
+#[path = "../../tests/common/faults/mod.rs"]
 mod faults;
 
 use std::sync::Mutex;
