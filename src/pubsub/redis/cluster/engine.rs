@@ -33,6 +33,11 @@ use crate::pubsub::local::lock;
 /// router (one after each pass over the topics).
 const READY_QUEUE: usize = 64;
 
+/// How often the slot map is read again while every shard runs, so a
+/// failover that ended no session (a demoted master whose slots had no
+/// subscribed channel) is noticed.
+const SLOT_MAP_REFRESH: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// What the router keeps of a running shard.
 struct Running {
     ranges: Arc<Mutex<Vec<(u16, u16)>>>,
@@ -103,6 +108,9 @@ impl<M: Clone + Send + DeserializeOwned + 'static> ClusterTask<M> {
         let mut reaching: Option<Pin<Box<dyn Future<Output = Reached>>>> = None;
         let link = self.link.clone();
         let bus = self.bus.clone();
+        let mut refresh = tokio::time::interval(SLOT_MAP_REFRESH);
+        refresh.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        refresh.tick().await;
         loop {
             let retry_at = retry;
             tokio::select! {
@@ -161,6 +169,11 @@ impl<M: Clone + Send + DeserializeOwned + 'static> ClusterTask<M> {
                 }
                 Some((addr, end, verifier)) = shards.next() => {
                     self.verifiers.insert(addr.clone(), verifier);
+                    if !running.contains_key(&addr) {
+                        // A session let go because its node is no longer a
+                        // master (below): its topics are another's now.
+                        continue;
+                    }
                     let reason = match end {
                         End::Shutdown => return End::Shutdown,
                         End::Lost(reason) => reason,
@@ -186,6 +199,17 @@ impl<M: Clone + Send + DeserializeOwned + 'static> ClusterTask<M> {
                     }
                     retry = Some(tokio::time::Instant::now() + backoff);
                 }
+                _ = refresh.tick(), if reaching.is_none() => {
+                    // The slot map read again now and then: a failover that
+                    // ended no session is still seen.
+                    reaching = Some(Box::pin(reach(
+                        cmd.clone(),
+                        self.base.clone(),
+                        self.config.clone(),
+                        masters.clone(),
+                        running.keys().cloned().collect(),
+                    )));
+                }
                 _ = async {
                     match retry_at {
                         Some(at) => tokio::time::sleep_until(at).await,
@@ -209,6 +233,22 @@ impl<M: Clone + Send + DeserializeOwned + 'static> ClusterTask<M> {
                 } => {
                     reaching = None;
                     masters = map;
+                    // A node that is no longer a master (demoted by a
+                    // failover, perhaps silently: no channel of its slots
+                    // was subscribed) lets its session go: its slots'
+                    // channels are subscribed on their new master, and a
+                    // replica still subscribed would deliver them twice.
+                    let stale: Vec<String> = running
+                        .keys()
+                        .filter(|addr| !masters.iter().any(|m| m.addr() == **addr))
+                        .cloned()
+                        .collect();
+                    for addr in stale {
+                        running.remove(&addr);
+                        ready.remove(&addr);
+                        tracing::info!(url = %link.url, shard = %addr, "event bus: a Redis Cluster node is no longer a master; its session ends");
+                    }
+                    link.synced_to(synced(&running, &ready));
                     for master in &masters {
                         // A master that took over slots serves them now.
                         if let Some(r) = running.get(&master.addr()) {
