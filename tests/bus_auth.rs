@@ -9,11 +9,11 @@ use std::time::Duration;
 
 use common::redis_server::{RedisServer, block_on, bus_config};
 use common::{listen, wait_until};
-use genmcp_cli::demo::{self, topics};
 use genmcp::http::ServerThread;
 use genmcp::mux::SharedNotification;
 use genmcp::prelude::*;
 use genmcp::pubsub::redis::{DropReason, dropped_messages};
+use genmcp_cli::demo::{self, topics};
 use serde_json::json;
 
 type Events = Bus<SharedNotification>;

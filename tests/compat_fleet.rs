@@ -16,10 +16,10 @@ use std::time::{Duration, Instant};
 use common::legacy::{self, LEGACY};
 use common::redis_server::{RedisCluster, RedisServer, redis_bus};
 use common::{Event, Exchange, Response};
-use genmcp_cli::demo;
 use genmcp::http::{CompatConfig, ServerThread};
 use genmcp::mux::SharedNotification;
 use genmcp::prelude::*;
+use genmcp_cli::demo;
 use serde_json::{Value, json};
 
 type Events = Bus<SharedNotification>;

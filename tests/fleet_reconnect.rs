@@ -16,9 +16,9 @@ use std::time::{Duration, Instant};
 use common::redis_server::{RedisServer, block_on, bus_config, redis_bus};
 use common::tasks::{self, as_principal, call_as, start_task};
 use common::{Event, Exchange, Response, headers, request, wait_until};
-use genmcp_cli::demo;
 use genmcp::mux::SharedNotification;
 use genmcp::prelude::*;
+use genmcp_cli::demo;
 use serde_json::{Value, json};
 
 type Events = Bus<SharedNotification>;

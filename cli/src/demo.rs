@@ -7,7 +7,9 @@ use serde_json::{Value, json};
 pub use super::notes::Notes;
 use genmcp::mux::{Channel, Principal, SharedNotification};
 use genmcp::protocol::McpError;
-use genmcp::protocol::{Implementation, Notification, SubscriptionCapabilities, SubscriptionFilter};
+use genmcp::protocol::{
+    Implementation, Notification, SubscriptionCapabilities, SubscriptionFilter,
+};
 use genmcp::pubsub::{Bus, BusError, BusSubscription, Inbox};
 use genmcp::subscription::{
     Flow, Subscribe, SubscribeCx, SubscriptionHandler, UriChange, UriChanged,

@@ -426,8 +426,8 @@ fn a_failing_named_check_makes_readyz_503_naming_it() {
             .check("bus", move || flag.load(Ordering::SeqCst))
             .check("always", || true),
     );
-    let srv = genmcp::http::ServerThread::spawn(|| genmcp_cli::demo::suite().0, config)
-        .expect("starts");
+    let srv =
+        genmcp::http::ServerThread::spawn(|| genmcp_cli::demo::suite().0, config).expect("starts");
     let admin = srv.admin_addr.expect("admin listener");
     let readyz = || Exchange::open_at(admin, "GET", "/readyz", &[], b"").into_response();
     assert_eq!(readyz().status, 200);

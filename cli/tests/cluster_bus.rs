@@ -16,9 +16,9 @@ use std::time::Duration;
 
 use common::redis_server::{RedisCluster, block_on, bus_config};
 use common::wait_until;
-use genmcp_cli::demo::Notes;
 use genmcp::prelude::*;
 use genmcp::pubsub::{BusError, BusHealth, DeliverFuture, InboxError, InboxSink};
+use genmcp_cli::demo::Notes;
 
 /// A stream's mailbox for the tests: records what it gets, and whether it
 /// was asked to complete.

@@ -12,11 +12,11 @@ use std::time::Duration;
 use common::redis_server::{RedisServer, block_on, bus_config, redis_bus};
 use common::request_state::state_call;
 use common::{call, listen, wait_until};
-use genmcp_cli::demo::{self, topics};
 use genmcp::http::ServerThread;
 use genmcp::mux::SharedNotification;
 use genmcp::prelude::*;
 use genmcp::pubsub::{BusError, BusHealth, StartMode};
+use genmcp_cli::demo::{self, topics};
 use serde_json::{Value, json};
 
 type Events = Bus<SharedNotification>;

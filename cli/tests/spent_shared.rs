@@ -13,11 +13,11 @@ use std::time::Duration;
 use common::redis_server::{RedisServer, block_on, redis_bus};
 use common::request_state::state_call;
 use common::wait_until;
-use genmcp::suite::shared_spent::RedisSpentRecord;
 use genmcp::http::ServerThread;
 use genmcp::mux::SharedNotification;
 use genmcp::prelude::*;
 use genmcp::pubsub::{BusHealth, RedisBusConfig};
+use genmcp::suite::shared_spent::RedisSpentRecord;
 use serde_json::{Value, json};
 
 type Events = Bus<SharedNotification>;

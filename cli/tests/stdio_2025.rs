@@ -5,9 +5,9 @@
 
 #[path = "../../tests/common/mod.rs"]
 mod common;
-#[path = "common/scripted.rs"]
+#[path = "../../tests/common/scripted.rs"]
 mod scripted;
-#[path = "common/stdio_pipe.rs"]
+#[path = "../../tests/common/stdio_pipe.rs"]
 mod stdio_pipe;
 
 use std::time::Duration;

@@ -25,8 +25,10 @@ pub const VERSION: &str = "2026-07-28";
 /// the command's own tests (`cli/tests/`, which share these helpers) have it:
 /// cargo builds it for them.
 pub fn genmcp_bin() -> &'static str {
-    option_env!("CARGO_BIN_EXE_genmcp")
-        .expect("a test that runs the genmcp binary lives in cli/tests/")
+    match option_env!("CARGO_BIN_EXE_genmcp") {
+        Some(bin) => bin,
+        None => panic!("a test that runs the genmcp binary lives in cli/tests/"),
+    }
 }
 
 /// A server config for tests: a free loopback port, one worker.

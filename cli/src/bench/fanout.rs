@@ -82,12 +82,10 @@ impl Fanout {
         let target = Rc::new(Cell::new(streams as u64));
         let reached = Rc::new(Notify::new());
         let bytes = Rc::new(Cell::new(0u64));
-        let limits = Limits {
-            max_streams: streams + 1,
-            max_streams_per_connection: streams + 1,
-            outbox_capacity: 2 * BATCH as usize,
-            ..Limits::default()
-        };
+        let mut limits = Limits::default();
+        limits.max_streams = streams + 1;
+        limits.max_streams_per_connection = streams + 1;
+        limits.outbox_capacity = 2 * BATCH as usize;
         let server = Server::new(limits.clone());
         let suite = Suite::builder(Implementation::new("fanout", env!("CARGO_PKG_VERSION")))
             .subscriptions(Forward { bus: bus.clone() })

@@ -124,8 +124,10 @@ return 1
         self.run("GET", get).await
     }
 
-    /// `<prefix><name>`: the key `name` stands for.
-    pub(crate) fn key(&self, name: &str) -> String {
+    /// `<prefix><name>`: the key `name` stands for (the bus's
+    /// [`RedisBusConfig::prefix`](super::RedisBusConfig::prefix), so
+    /// deployments sharing one Redis stay apart).
+    pub fn key(&self, name: &str) -> String {
         format!("{}{name}", self.link.prefix)
     }
 
@@ -134,7 +136,8 @@ return 1
     /// command goes to the master of its first key's slot: a command or
     /// script naming several keys must give them one hash tag
     /// (`key("{x}")`, `key("{x}:next")`), or Redis refuses it (`CROSSSLOT`).
-    pub(crate) async fn query<T>(&self, cmd: ::redis::Cmd) -> Result<T, BusError>
+    /// The notes demo keeps its notes this way (a hash and a counter).
+    pub async fn query<T>(&self, cmd: ::redis::Cmd) -> Result<T, BusError>
     where
         T: ::redis::FromRedisValue + Send + 'static,
     {

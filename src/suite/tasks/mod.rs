@@ -22,7 +22,7 @@ mod record;
 mod remote;
 mod shared;
 
-pub(crate) use record::iso8601;
+pub use record::iso8601;
 mod status;
 mod store;
 mod supervisor;

@@ -125,8 +125,12 @@ impl TaskRecord {
 }
 
 /// `ms` since the epoch as ISO 8601 UTC with milliseconds
-/// (`2026-12-01T10:30:00.000Z`).
-pub(crate) fn iso8601(ms: u64) -> String {
+/// (`2026-12-01T10:30:00.000Z`), as task timestamps are written.
+///
+/// ```
+/// assert_eq!(genmcp::suite::tasks::iso8601(0), "1970-01-01T00:00:00.000Z");
+/// ```
+pub fn iso8601(ms: u64) -> String {
     let secs = ms / 1000;
     let days = i64::try_from(secs / 86_400).unwrap_or(0);
     let rem = secs % 86_400;

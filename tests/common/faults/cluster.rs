@@ -27,6 +27,15 @@ fn free_port() -> u16 {
         .expect("a free loopback port")
 }
 
+/// The `genmcp` binary: the suite runs in the command's own tests
+/// (`cli/tests/faults.rs`), for which cargo builds it.
+fn genmcp_bin() -> &'static str {
+    match option_env!("CARGO_BIN_EXE_genmcp") {
+        Some(bin) => bin,
+        None => panic!("the fault suite runs from cli/tests/"),
+    }
+}
+
 fn redis_server_bin() -> String {
     std::env::var("GENMCP_REDIS_SERVER").unwrap_or_else(|_| "redis-server".into())
 }
@@ -289,7 +298,7 @@ impl Node {
             .open(&self.log)
             .expect("the node's log file");
         let err = log.try_clone().expect("the log file again");
-        let child = Command::new(env!("CARGO_BIN_EXE_genmcp"))
+        let child = Command::new(genmcp_bin())
             .args(["--log-format", "json", "serve", "--port", &port.to_string()])
             .args(&self.args)
             .env("RUST_LOG", "genmcp=info")

@@ -4,8 +4,8 @@
 
 use std::process::ExitCode;
 
-use genmcp_cli::node::NodeConfig;
 use genmcp::http::{self, HttpConfig};
+use genmcp_cli::node::NodeConfig;
 
 use crate::serve_args::ServeArgs;
 

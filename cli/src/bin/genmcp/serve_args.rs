@@ -7,9 +7,9 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::Args;
-use genmcp_cli::node::NodeConfig;
 use genmcp::http::auth::{AuthConfig, AuthError, JwtAuthenticator, TokenTable};
 use genmcp::http::{HttpConfig, RateLimit};
+use genmcp_cli::node::NodeConfig;
 
 #[derive(Args, Debug)]
 pub(crate) struct ServeArgs {
