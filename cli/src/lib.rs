@@ -4,7 +4,7 @@
 //! [`genmcp`] library: the notes demo (`genmcp serve`), the conformance
 //! fixture server (`genmcp serve --conformance`), the node setup of a fleet
 //! on Redis ([`node`]), log setup ([`logging`]) and the stream benchmark
-//! (`genmcp bench`, [`bench`]).
+//! (`genmcp bench`, [`mod@bench`]).
 //!
 //! A server built on genmcp depends on the `genmcp` crate alone; this crate
 //! is the command and what its tests and benchmarks share.
