@@ -4,9 +4,9 @@
 //! Protected Resource Metadata (RFC 9728) that tells clients where to get one.
 //!
 //! - [`Authenticator`]: token in, [`Principal`] out, or an [`AuthError`].
-//!   Built in: [`JwtAuthenticator`] (JWT access tokens checked against a JWKS
-//!   file, issuer, audience and expiry) and [`TokenTable`] (a static table,
-//!   for development and tests).
+//!   Built in: `JwtAuthenticator` (feature `jwt`: JWT access tokens checked
+//!   against a JWKS file, issuer, audience and expiry) and [`TokenTable`] (a
+//!   static table, for development and tests).
 //! - [`AuthConfig`]: the authenticator plus what the metadata document says
 //!   (resource, authorization servers, scopes) and the scopes every request
 //!   needs. Set it as [`super::HttpConfig::auth`].
@@ -20,6 +20,7 @@
 
 mod client;
 mod gate;
+#[cfg(feature = "jwt")]
 mod jwt;
 mod metadata;
 mod tokens;
@@ -31,6 +32,7 @@ use std::sync::Arc;
 use super::RateLimit;
 
 pub(super) use gate::admit;
+#[cfg(feature = "jwt")]
 pub use jwt::{DEFAULT_JWT_LEEWAY_SECS, JwtAuthenticator};
 pub(super) use metadata::{MountPath, WELL_KNOWN, metadata};
 pub use tokens::TokenTable;
@@ -120,13 +122,11 @@ impl AuthError {
 /// servers, no scopes required; 20 failed authentications per minute per
 /// client address.
 ///
-/// ```no_run
-/// use genmcp::http::auth::{AuthConfig, JwtAuthenticator};
-/// let jwt = JwtAuthenticator::from_jwks_file(
-///     "jwks.json", "https://auth.example.com", "https://mcp.example.com/mcp")?;
+/// ```
+/// use genmcp::http::auth::{AuthConfig, TokenTable};
+/// let table = TokenTable::parse("tok-alice alice\n")?;
 /// let mut config = genmcp::http::HttpConfig::default();
-/// // resource = the audience, authorization_servers = [the issuer]
-/// config.auth = Some(AuthConfig::jwt(jwt).scopes_supported(["mcp:tools"]));
+/// config.auth = Some(AuthConfig::new(table).scopes_supported(["mcp:tools"]));
 /// # Ok::<(), genmcp::http::auth::AuthError>(())
 /// ```
 #[derive(Clone)]
@@ -193,7 +193,18 @@ impl AuthConfig {
     }
 
     /// JWT authentication: the resource is the audience, the authorization
-    /// server the issuer.
+    /// server the issuer (feature `jwt`).
+    ///
+    /// ```no_run
+    /// use genmcp::http::auth::{AuthConfig, JwtAuthenticator};
+    /// let jwt = JwtAuthenticator::from_jwks_file(
+    ///     "jwks.json", "https://auth.example.com", "https://mcp.example.com/mcp")?;
+    /// let mut config = genmcp::http::HttpConfig::default();
+    /// // resource = the audience, authorization_servers = [the issuer]
+    /// config.auth = Some(AuthConfig::jwt(jwt).scopes_supported(["mcp:tools"]));
+    /// # Ok::<(), genmcp::http::auth::AuthError>(())
+    /// ```
+    #[cfg(feature = "jwt")]
     pub fn jwt(jwt: JwtAuthenticator) -> Self {
         let resource = jwt.audience().to_owned();
         let issuer = jwt.issuer().to_owned();
