@@ -9,7 +9,7 @@
 mod common;
 
 use std::net::SocketAddr;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::sync::{Arc, mpsc};
 use std::time::{Duration, Instant};
 
@@ -126,33 +126,10 @@ struct Node {
 
 impl Node {
     fn start(url: &str) -> Node {
-        use std::io::{BufRead, BufReader};
-        let mut child = Command::new(env!("CARGO_BIN_EXE_genmcp"))
-            .args(["--log-format", "json", "serve", "--port", "0", "--bus", url])
-            .args(["--keep-alive", "1"])
-            .env("GENMCP_KEY", KEY_HEX)
-            .env("RUST_LOG", "genmcp=info")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("genmcp starts");
-        let stderr = child.stderr.take().expect("stderr");
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines() {
-                let Ok(line) = line else { break };
-                let v: Value = serde_json::from_str(&line).unwrap_or(Value::Null);
-                if v["fields"]["message"] == "genmcp listening" {
-                    let _ = tx.send(v["fields"]["addr"].as_str().unwrap_or("").to_owned());
-                }
-            }
-        });
-        let addr = rx
-            .recv_timeout(Duration::from_secs(20))
-            .expect("the listening line")
-            .parse()
-            .expect("an address");
+        let (child, addr) = common::serve_child::spawn_serve(
+            &["--port", "0", "--bus", url, "--keep-alive", "1"],
+            &[("GENMCP_KEY", KEY_HEX)],
+        );
         Node { child, addr }
     }
 

@@ -9,7 +9,6 @@
 #[path = "../../tests/common/mod.rs"]
 mod common;
 
-use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
@@ -26,31 +25,9 @@ struct Node {
 
 impl Node {
     fn start(url: &str, extra: &[&str]) -> Node {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_genmcp"))
-            .args(["--log-format", "json", "serve", "--conformance"])
-            .args(["--port", "0", "--bus", url])
-            .args(extra)
-            .env("RUST_LOG", "genmcp=info")
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("genmcp starts");
-        let stderr = child.stderr.take().expect("stderr");
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines() {
-                let Ok(line) = line else { break };
-                let v: Value = serde_json::from_str(&line).unwrap_or(Value::Null);
-                if v["fields"]["message"] == "genmcp listening" {
-                    let _ = tx.send(v["fields"]["addr"].as_str().unwrap_or("").to_owned());
-                }
-            }
-        });
-        let addr = rx
-            .recv_timeout(Duration::from_secs(20))
-            .expect("the listening line")
-            .parse()
-            .expect("an address");
+        let mut args = vec!["--conformance", "--port", "0", "--bus", url];
+        args.extend_from_slice(extra);
+        let (child, addr) = common::serve_child::spawn_serve(&args, &[]);
         Node { child, addr }
     }
 

@@ -174,32 +174,7 @@ fn a_task_is_read_answered_cancelled_and_watched_from_another_node() {
 /// `genmcp serve --bus <url> --task-lease 1` (the notes demo, unauthenticated
 /// bus); its address.
 fn binary_node(url: &str) -> (std::process::Child, std::net::SocketAddr) {
-    use std::io::{BufRead, BufReader};
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_genmcp"))
-        .args(["--log-format", "json", "serve", "--port", "0", "--bus", url])
-        .args(["--task-lease", "1"])
-        .env("RUST_LOG", "genmcp=info")
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("genmcp starts");
-    let stderr = child.stderr.take().expect("stderr");
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines() {
-            let Ok(line) = line else { break };
-            let v: Value = serde_json::from_str(&line).unwrap_or(Value::Null);
-            if v["fields"]["message"] == "genmcp listening" {
-                let _ = tx.send(v["fields"]["addr"].as_str().unwrap_or("").to_owned());
-            }
-        }
-    });
-    let addr = rx
-        .recv_timeout(Duration::from_secs(20))
-        .expect("the listening line")
-        .parse()
-        .expect("an address");
-    (child, addr)
+    common::serve_child::spawn_serve(&["--port", "0", "--bus", url, "--task-lease", "1"], &[])
 }
 
 #[test]

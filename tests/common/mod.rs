@@ -9,6 +9,7 @@ pub mod probe;
 pub mod quiet;
 pub mod redis_server;
 pub mod request_state;
+pub mod serve_child;
 pub mod stdio_child;
 pub mod tasks;
 pub mod user_server;

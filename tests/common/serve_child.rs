@@ -1,0 +1,45 @@
+//! A `genmcp serve` child process for the tests of the command (`cli/tests/`):
+//! JSON logs on stderr, read by a thread until its listening line names the
+//! address.
+
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use serde_json::Value;
+
+/// Starts `genmcp --log-format json serve <args>` (with `envs`, and
+/// `RUST_LOG=genmcp=info` unless given) and waits (20 s at most) for its
+/// `genmcp listening` line: the child and that address. Pass `--port 0`.
+pub fn spawn_serve(args: &[&str], envs: &[(&str, &str)]) -> (Child, SocketAddr) {
+    let mut command = Command::new(super::genmcp_bin());
+    command
+        .args(["--log-format", "json", "serve"])
+        .args(args)
+        .env("RUST_LOG", "genmcp=info")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    for (k, v) in envs {
+        command.env(k, v);
+    }
+    let mut child = command.spawn().expect("genmcp starts");
+    let stderr = child.stderr.take().expect("stderr");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines() {
+            let Ok(line) = line else { break };
+            let v: Value = serde_json::from_str(&line).unwrap_or(Value::Null);
+            if v["fields"]["message"] == "genmcp listening" {
+                let _ = tx.send(v["fields"]["addr"].as_str().unwrap_or("").to_owned());
+            }
+        }
+    });
+    let addr = rx
+        .recv_timeout(Duration::from_secs(20))
+        .expect("the listening line")
+        .parse()
+        .expect("an address");
+    (child, addr)
+}
