@@ -8,7 +8,17 @@
 //! Layers (each only looks down): [`transport`] → `compat` (the 2025-era
 //! layer every transport shares) → [`runtime`] → [`suite`] →
 //! [`mux`] → [`protocol`] and [`pubsub`]. See `docs/architecture.md`.
+//!
+//! ## Features
+//!
+//! | feature | default | what it adds |
+//! |---|---|---|
+//! | `jwt` | off | [`http::auth`]'s `JwtAuthenticator` and `AuthConfig::jwt`: JWT access tokens checked against a JWKS file |
+//! | `loom` | off | the loom models of the queue; tests only |
+//!
+//! `docs/dependencies.md` says what each costs in crates.
 #![forbid(unsafe_code)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 // Protocol errors carry structured JSON data and travel on cold paths (a refused
 // request); boxing every one of them would cost more than it saves.
 #![allow(clippy::result_large_err)]

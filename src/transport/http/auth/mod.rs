@@ -33,6 +33,7 @@ use super::RateLimit;
 
 pub(super) use gate::admit;
 #[cfg(feature = "jwt")]
+#[cfg_attr(docsrs, doc(cfg(feature = "jwt")))]
 pub use jwt::{DEFAULT_JWT_LEEWAY_SECS, JwtAuthenticator};
 pub(super) use metadata::{MountPath, WELL_KNOWN, metadata};
 pub use tokens::TokenTable;
@@ -205,6 +206,7 @@ impl AuthConfig {
     /// # Ok::<(), genmcp::http::auth::AuthError>(())
     /// ```
     #[cfg(feature = "jwt")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "jwt")))]
     pub fn jwt(jwt: JwtAuthenticator) -> Self {
         let resource = jwt.audience().to_owned();
         let issuer = jwt.issuer().to_owned();
