@@ -160,26 +160,7 @@ return 1
     where
         T: ::redis::FromRedisValue + Send + 'static,
     {
-        let link = &self.link;
-        if !link.connected.load(Ordering::Acquire) {
-            return Err(link.unavailable());
-        }
-        let conn = lock(&link.conn).clone();
-        let (Some(mut conn), Some(runtime)) = (conn, link.runtime.get()) else {
-            return Err(link.unavailable());
-        };
-        let timeout = link.command_timeout;
-        let task = runtime.spawn(async move {
-            tokio::time::timeout(timeout, cmd.query_async::<T>(&mut conn)).await
-        });
-        match task.await {
-            Ok(Ok(Ok(answer))) => Ok(answer),
-            Ok(Ok(Err(e))) => Err(link.unavailable_because(format!("command failed: {e}"))),
-            Ok(Err(_)) => {
-                Err(link.unavailable_because(format!("command unanswered in {timeout:?}")))
-            }
-            Err(_) => Err(link.unavailable_because("the bus was dropped".into())),
-        }
+        self.send("command", cmd, None).await
     }
 
     /// Runs `cmd` on the bus's Redis thread within the command timeout,
@@ -192,10 +173,6 @@ return 1
         if !link.connected.load(Ordering::Acquire) {
             return Err(link.unavailable());
         }
-        let conn = lock(&link.conn).clone();
-        let (Some(mut conn), Some(runtime)) = (conn, link.runtime.get()) else {
-            return Err(link.unavailable());
-        };
         let permit = link
             .claims
             .clone()
@@ -203,6 +180,28 @@ return 1
             .map_err(|_| BusError::Busy {
                 capacity: link.max_claims,
             })?;
+        self.send(what, cmd, Some(permit)).await
+    }
+
+    /// Runs `cmd` on the bus's Redis thread within the command timeout,
+    /// holding `permit` (if any) until it is answered.
+    async fn send<T>(
+        &self,
+        what: &str,
+        cmd: ::redis::Cmd,
+        permit: Option<tokio::sync::OwnedSemaphorePermit>,
+    ) -> Result<T, BusError>
+    where
+        T: ::redis::FromRedisValue + Send + 'static,
+    {
+        let link = &self.link;
+        if !link.connected.load(Ordering::Acquire) {
+            return Err(link.unavailable());
+        }
+        let conn = lock(&link.conn).clone();
+        let (Some(mut conn), Some(runtime)) = (conn, link.runtime.get()) else {
+            return Err(link.unavailable());
+        };
         let timeout = link.command_timeout;
         let task = runtime.spawn(async move {
             let _permit = permit;
@@ -216,5 +215,16 @@ return 1
             }
             Err(_) => Err(link.unavailable_because("the bus was dropped".into())),
         }
+    }
+
+    /// Takes every permit, as client traffic waiting on Redis would (tests).
+    #[cfg(test)]
+    pub(crate) fn hold_every_permit(&self) -> tokio::sync::OwnedSemaphorePermit {
+        let n = u32::try_from(self.link.max_claims).unwrap_or(u32::MAX);
+        self.link
+            .claims
+            .clone()
+            .try_acquire_many_owned(n)
+            .expect("every permit free")
     }
 }

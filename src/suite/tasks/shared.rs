@@ -583,4 +583,71 @@ mod tests {
             "{bytes}"
         );
     }
+
+    /// A real `redis-server` on a free loopback port, killed when dropped
+    /// (`$GENMCP_REDIS_SERVER` or `redis-server` on `PATH`: the test fails
+    /// without one).
+    struct RedisChild(std::process::Child, u16);
+
+    impl RedisChild {
+        fn start() -> RedisChild {
+            let port = std::net::TcpListener::bind("127.0.0.1:0")
+                .and_then(|l| l.local_addr())
+                .map(|a| a.port())
+                .expect("a free port");
+            let bin =
+                std::env::var("GENMCP_REDIS_SERVER").unwrap_or_else(|_| "redis-server".into());
+            let child = std::process::Command::new(bin)
+                .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+                .args(["--save", "", "--appendonly", "no"])
+                .stdout(std::process::Stdio::null())
+                .spawn()
+                .expect("redis-server starts");
+            let up = (0..200).any(|_| {
+                std::thread::sleep(Duration::from_millis(20));
+                std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
+            });
+            assert!(up, "redis-server listens");
+            RedisChild(child, port)
+        }
+    }
+
+    impl Drop for RedisChild {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+
+    #[test]
+    fn the_lease_is_renewed_while_client_traffic_holds_every_redis_permit() {
+        let redis = RedisChild::start();
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("a runtime");
+        runtime.block_on(async {
+            let mut config =
+                crate::pubsub::RedisBusConfig::new(format!("redis://127.0.0.1:{}", redis.1));
+            config.max_claims = 4;
+            let bus: Bus<SharedNotification> = Bus::redis(config).await.expect("connected");
+            let keys = bus.once().expect("a Redis bus");
+            let shared = SharedTasks::new(keys.clone(), bus.clone());
+            let until = crate::suite::sealing::seal::expiry(Duration::from_secs(30));
+            assert_eq!(
+                shared.renew(until).await,
+                Ok(false),
+                "taken: not held before"
+            );
+            // Client traffic (spent request states, task records) waits on
+            // Redis with every permit: its own next command is refused...
+            let _held = keys.hold_every_permit();
+            assert!(matches!(
+                keys.claim("some-state", until).await,
+                Err(BusError::Busy { .. })
+            ));
+            // ...and the lease is renewed all the same.
+            assert_eq!(shared.renew(until).await, Ok(true), "renewed, still held");
+        });
+    }
 }
