@@ -339,3 +339,23 @@ fn a_task_that_ends_while_redis_is_down_reads_ended_on_every_node_once_redis_is_
     let agreed = wait_until(Duration::from_secs(20), || b.status(&id) == "completed");
     assert!(agreed, "B reads {} (A: {})", b.status(&id), a.status(&id));
 }
+
+#[test]
+fn a_node_woken_past_its_lease_answers_at_once_what_the_other_node_read() {
+    let redis = RedisServer::start();
+    let lease = ["--task-lease", "1"];
+    let a = Node::start(&redis.url(), &lease);
+    let b = Node::start(&redis.url(), &lease);
+    for round in 0..3 {
+        let id = a.slow(60.0);
+        assert!(wait_until(Duration::from_secs(10), || b.status(&id) == "working"));
+        a.signal("STOP");
+        let lost = wait_until(Duration::from_secs(10), || b.status(&id) == "failed");
+        assert!(lost, "round {round}: B never read A's task failed");
+        a.signal("CONT");
+        // The first answer after waking, before any renewal had a chance to
+        // tell A: the same as B's.
+        let first = a.status(&id);
+        assert_eq!(first, "failed", "round {round}: A answered {first} at once");
+    }
+}

@@ -4,8 +4,8 @@
 //! terminal copy it finds and stops that work, so every node answers the
 //! same terminal status. The renewal runs on a Redis permit of its own.
 
-use std::sync::{Arc, Weak};
-use std::time::Duration;
+use std::sync::{Arc, Mutex, Weak};
+use std::time::{Duration, Instant};
 
 use tokio::sync::Notify;
 
@@ -14,7 +14,69 @@ use super::shared::{Put, SharedTasks};
 use super::supervisor::{Shared, Tasks};
 use crate::suite::sealing::seal;
 
+/// What this node knows of its own lease: until when it surely holds it (the
+/// last renewal's send time plus the lease), and whether a lapse found by a
+/// renewal is still being reconciled. While either is in doubt, an answer
+/// about one of this node's own tasks first reads the shared copy (another
+/// node may have ended the task `failed` meanwhile).
+#[derive(Default)]
+pub(super) struct LeaseClock(Mutex<ClockState>);
+
+#[derive(Default)]
+struct ClockState {
+    until: Option<Instant>,
+    /// Lapses found by renewals, and how many of them were reconciled.
+    lapses: u64,
+    reconciled: u64,
+}
+
+impl LeaseClock {
+    fn state(&self) -> std::sync::MutexGuard<'_, ClockState> {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// A renewal sent at `sent` succeeded (`held`: the lease had not lapsed).
+    pub(super) fn renewed(&self, sent: Instant, lease: Duration, held: bool) {
+        let mut state = self.state();
+        state.until = Some(sent + lease);
+        if !held {
+            state.lapses += 1;
+        }
+    }
+
+    /// The lapses found so far.
+    fn lapses(&self) -> u64 {
+        self.state().lapses
+    }
+
+    /// Every lapse up to `lapses` was reconciled.
+    fn reconciled(&self, lapses: u64) {
+        let mut state = self.state();
+        state.reconciled = state.reconciled.max(lapses);
+    }
+
+    /// Whether the lease may have lapsed unnoticed (this process paused or
+    /// cut off from Redis past it) or a lapse is not yet reconciled.
+    pub(super) fn in_doubt(&self) -> bool {
+        let state = self.state();
+        state.reconciled < state.lapses || state.until.is_none_or(|u| Instant::now() >= u)
+    }
+}
+
 impl Tasks {
+    /// Before answering about task `id` of this node: when the lease is in
+    /// doubt, adopts a terminal shared copy first, so this node never
+    /// answers `working` for a task another node already ended.
+    pub(super) async fn check_own(&self, id: &str) {
+        if let Some(remote) = self.shared.remote.get()
+            && self.shared.lease.in_doubt()
+        {
+            self.adopt_shared(remote, id).await;
+        }
+    }
+
     /// Reads task `id`'s copy and, when it is terminal, adopts it.
     pub(super) async fn adopt_shared(&self, remote: &SharedTasks, id: &str) {
         match remote.get(id).await {
@@ -108,9 +170,13 @@ pub(super) async fn renew_lease(remote: SharedTasks, shared: Weak<Shared>, lease
         if shared.strong_count() == 0 {
             return;
         }
+        let sent = Instant::now();
         match remote.renew(seal::expiry(lease)).await {
             Ok(held) => {
                 wait = lease / 3;
+                if let Some(shared) = shared.upgrade() {
+                    shared.lease.renewed(sent, lease, held);
+                }
                 if !held {
                     tracing::warn!(
                         "task lease had lapsed; adopting how other nodes ended this node's tasks"
@@ -146,7 +212,9 @@ async fn keep_copies(
         };
         let tasks = Tasks { shared: strong };
         if reconcile {
+            let lapses = tasks.shared.lease.lapses();
             tasks.reconcile(&remote).await;
+            tasks.shared.lease.reconciled(lapses);
         }
         tasks.touch_copies(&remote, lease).await;
     }

@@ -90,10 +90,13 @@ impl Tasks {
         shared
             .started
             .get_or_try_init(|| async {
+                let sent = std::time::Instant::now();
                 remote
                     .renew(seal::expiry(lease))
                     .await
                     .map_err(|e| unavailable(&e))?;
+                // The first take is no lapse: nothing of this node ran before.
+                shared.lease.renewed(sent, lease, true);
                 let (tx, rx) = tokio::sync::mpsc::channel(MIRROR_QUEUE);
                 let _ = shared.mirror.set(tx);
                 tokio::spawn(write_copies(remote.clone(), Arc::downgrade(shared), rx));
@@ -228,7 +231,11 @@ impl Tasks {
         id: &str,
         owner: &str,
     ) -> Result<Map<String, Value>, McpError> {
-        if self.remote().is_none() || self.is_local(id) {
+        if self.remote().is_none() {
+            return self.get(id, owner);
+        }
+        if self.is_local(id) {
+            self.check_own(id).await;
             return self.get(id, owner);
         }
         Ok(self.remote_record(id, owner).await?.0.detailed())
@@ -242,7 +249,11 @@ impl Tasks {
         owner: &str,
         responses: &Map<String, Value>,
     ) -> Result<(), McpError> {
-        if self.remote().is_none() || self.is_local(id) {
+        if self.remote().is_none() {
+            return self.update(id, owner, responses);
+        }
+        if self.is_local(id) {
+            self.check_own(id).await;
             return self.update(id, owner, responses);
         }
         let (record, node) = self.remote_record(id, owner).await?;
@@ -264,7 +275,11 @@ impl Tasks {
     /// `tasks/cancel` on any node: another node's task is cancelled over the
     /// bus, confirmed by that node (see [`Tasks::forward`]).
     pub(crate) async fn cancel_any(&self, id: &str, owner: &str) -> Result<(), McpError> {
-        if self.remote().is_none() || self.is_local(id) {
+        if self.remote().is_none() {
+            return self.cancel(id, owner);
+        }
+        if self.is_local(id) {
+            self.check_own(id).await;
             return self.cancel(id, owner);
         }
         let (record, node) = self.remote_record(id, owner).await?;

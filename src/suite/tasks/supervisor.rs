@@ -43,6 +43,8 @@ pub(super) struct Shared {
     /// With `remote`: the ids of this node's tasks whose latest copy could
     /// not be written to Redis; the copy writer writes them again.
     pub(super) unwritten: Mutex<std::collections::HashSet<String>>,
+    /// With `remote`: what this node knows of its lease.
+    pub(super) lease: super::lease::LeaseClock,
     /// With `remote`: this node's lease, copy writer and control topic run.
     pub(super) started: tokio::sync::OnceCell<()>,
     /// With `remote`: the control topic of this node's tasks.
@@ -108,6 +110,7 @@ impl Tasks {
                 remote: std::sync::OnceLock::new(),
                 mirror: std::sync::OnceLock::new(),
                 unwritten: Mutex::new(Default::default()),
+                lease: Default::default(),
                 started: tokio::sync::OnceCell::new(),
                 control: Mutex::new(None),
                 remote_watch: Mutex::new(Default::default()),
