@@ -95,6 +95,20 @@ fn checker_catches_a_cancel_answered_ok_that_never_took_effect() {
         op.value = json!({"result": {"status": "cancelled"}});
     }
     assert_eq!(found(checker::cancel_took_effect, &h.0), 0);
+    // Failed (its node lost) before the cancel was answered, no read saw it:
+    // the cancel of a finished task is answered ok and changes nothing.
+    h.0.start_ms = 1_796_121_000_000;
+    for op in h.0.ops.iter_mut().filter(|o| o.kind == Kind::FinalGet) {
+        op.value =
+            json!({"result": {"status": "failed", "lastUpdatedAt": "2026-12-01T10:30:00.150Z"}});
+    }
+    assert_eq!(found(checker::cancel_took_effect, &h.0), 0);
+    // Failed after the cancel was answered (at 210 ms): the cancel was lost.
+    for op in h.0.ops.iter_mut().filter(|o| o.kind == Kind::FinalGet) {
+        op.value =
+            json!({"result": {"status": "failed", "lastUpdatedAt": "2026-12-01T10:30:00.500Z"}});
+    }
+    assert_eq!(found(checker::cancel_took_effect, &h.0), 1);
 }
 
 #[test]

@@ -114,6 +114,9 @@ pub struct Event {
 /// The whole history of a run.
 #[derive(Serialize, Deserialize, Clone, Debug, Default)]
 pub struct History {
+    /// The wall clock when the run began, in ms since the Unix epoch: an op's
+    /// times plus this compare with the servers' timestamps.
+    pub start_ms: u64,
     /// Operations, in the order they completed.
     pub ops: Vec<Op>,
     /// Stream items, in the order they arrived.
@@ -218,7 +221,12 @@ impl Recorder {
         Recorder {
             start: Instant::now(),
             next: Arc::new(AtomicU64::new(1)),
-            history: Arc::new(Mutex::new(History::default())),
+            history: Arc::new(Mutex::new(History {
+                start_ms: std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |d| d.as_millis() as u64),
+                ..History::default()
+            })),
         }
     }
 

@@ -16,6 +16,10 @@ pub fn cancel_took_effect(h: &History, _p: &Params) -> Vec<Violation> {
             continue;
         };
         let rs = reads(h, task);
+        // A cancel of a task that had already ended is answered ok and
+        // changes nothing (the tasks extension): known from a read, or from
+        // the final status's own time, at or before the cancel's answer.
+        let answered_ms = h.start_ms + c.complete;
         let wrong: Vec<&Op> = finals(h, task)
             .into_iter()
             .filter(|f| {
@@ -23,7 +27,8 @@ pub fn cancel_took_effect(h: &History, _p: &Params) -> Vec<Violation> {
                 let before = rs
                     .iter()
                     .any(|r| r.invoke < c.complete && status(r) == Some(s) && terminal(s));
-                s != "cancelled" && !before
+                let ended_before = terminal(s) && updated_ms(f).is_some_and(|at| at <= answered_ms);
+                s != "cancelled" && !before && !ended_before
             })
             .collect();
         if !wrong.is_empty() {
@@ -42,6 +47,28 @@ pub fn cancel_took_effect(h: &History, _p: &Params) -> Vec<Violation> {
         }
     }
     out
+}
+
+/// When a read's task last changed (`lastUpdatedAt`, ms since the Unix
+/// epoch).
+fn updated_ms(read: &Op) -> Option<u64> {
+    iso_ms(read.value["result"]["lastUpdatedAt"].as_str()?)
+}
+
+/// `2026-12-03T14:01:02.345Z` in ms since the Unix epoch.
+fn iso_ms(s: &str) -> Option<u64> {
+    let n = |r: std::ops::Range<usize>| s.get(r)?.parse::<i64>().ok();
+    let (y, mo, d) = (n(0..4)?, n(5..7)?, n(8..10)?);
+    let (h, mi, sec, ms) = (n(11..13)?, n(14..16)?, n(17..19)?, n(20..23)?);
+    // Days from civil (Howard Hinnant's algorithm).
+    let y = if mo <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (mo + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    u64::try_from(((days * 24 + h) * 60 + mi) * 60_000 + sec * 1_000 + ms).ok()
 }
 
 /// "node 0 reads input_required, node 1 reads ..." for final reads.
@@ -213,4 +240,12 @@ pub fn bounds_hold(h: &History, p: &Params) -> Vec<Violation> {
         }
     }
     out
+}
+
+#[test]
+fn server_timestamps_read_as_epoch_milliseconds() {
+    assert_eq!(iso_ms("1970-01-01T00:00:00.000Z"), Some(0));
+    assert_eq!(iso_ms("2026-12-01T10:30:00.123Z"), Some(1_796_121_000_123));
+    assert_eq!(iso_ms("2024-02-29T00:00:01.000Z"), Some(1_709_164_801_000));
+    assert_eq!(iso_ms("garbage"), None);
 }
