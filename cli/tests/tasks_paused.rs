@@ -328,15 +328,22 @@ fn a_task_that_ends_while_redis_is_down_reads_ended_on_every_node_once_redis_is_
     // Redis goes away; the task completes on A meanwhile, so its copy
     // cannot be written; then Redis comes back (empty: no persistence).
     redis.kill();
+    std::thread::sleep(Duration::from_millis(2_500));
+    // A does not show an end the other nodes cannot read yet: it fails
+    // closed (retry later) until its copy is in Redis.
+    let during = a.get(&id);
     assert!(
-        wait_until(Duration::from_secs(10), || a.status(&id) == "completed"),
-        "A answers from its own store"
+        during["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("unavailable")),
+        "A answered {during} while its copy was not in Redis"
     );
-    std::thread::sleep(Duration::from_millis(500));
     redis.restart();
     // The copy that could not be written is written once Redis answers: B
     // reads the task's end, as A does.
-    let agreed = wait_until(Duration::from_secs(20), || b.status(&id) == "completed");
+    let agreed = wait_until(Duration::from_secs(20), || {
+        b.status(&id) == "completed" && a.status(&id) == "completed"
+    });
     assert!(agreed, "B reads {} (A: {})", b.status(&id), a.status(&id));
 }
 

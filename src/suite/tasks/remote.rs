@@ -143,12 +143,33 @@ impl Tasks {
     /// Writes one copy and acts on the answer: a stored one is announced, a
     /// terminal one found in Redis is adopted.
     async fn write_copy(&self, remote: &SharedTasks, record: &TaskRecord) {
-        match remote.put(record).await {
+        let put = remote.put(record).await;
+        if put.is_ok() {
+            lock(&self.shared.unwritten).remove(&record.id);
+        }
+        match put {
             Ok(Put::Stored) => remote.publish_status(record),
             Ok(Put::Final) => self.adopt_shared(remote, &record.id).await,
             Ok(Put::Older | Put::Touched) => {}
             Err(e) => self.unwritten(record, &e),
         }
+    }
+
+    /// Fails closed while task `id`'s latest copy is not in Redis (written
+    /// again once first): this node does not show a state the other nodes
+    /// cannot read, so no client sees a task end here and then read it
+    /// `working` on another node.
+    async fn shown_to_all(&self, id: &str) -> Result<(), McpError> {
+        if !lock(&self.shared.unwritten).contains(id) {
+            return Ok(());
+        }
+        self.copy_now(id).await;
+        if lock(&self.shared.unwritten).contains(id) {
+            return Err(McpError::internal(
+                "Internal error: the shared task store is unavailable; retry later",
+            ));
+        }
+        Ok(())
     }
 
     /// Remembers that task `record`'s latest copy is not in Redis: the copy
@@ -236,6 +257,7 @@ impl Tasks {
         }
         if self.is_local(id) {
             self.check_own(id).await;
+            self.shown_to_all(id).await?;
             return self.get(id, owner);
         }
         Ok(self.remote_record(id, owner).await?.0.detailed())
