@@ -11,7 +11,7 @@ use serde_json::{Map, Value};
 use super::control::{CONTROL_QUEUE, Control, ControlSink, apply_controls};
 use super::lease::renew_lease;
 use super::record::{Outcome, TaskRecord};
-use super::shared::{Put, SharedTasks, WatchSink, unavailable, watch_then_read};
+use super::shared::{Put, SharedTasks, WatchSink, store_unavailable, unavailable, watch_then_read};
 use super::status::TaskStatus;
 use super::supervisor::{Shared, Tasks, not_found};
 use crate::mux::{Channel, SharedNotification};
@@ -165,9 +165,7 @@ impl Tasks {
         }
         self.copy_now(id).await;
         if lock(&self.shared.unwritten).contains(id) {
-            return Err(McpError::internal(
-                "Internal error: the shared task store is unavailable; retry later",
-            ));
+            return Err(store_unavailable());
         }
         Ok(())
     }
@@ -193,17 +191,11 @@ impl Tasks {
             let Some(record) = self.shared.store.get(&id, seal::now_ms()) else {
                 continue;
             };
-            match remote.put(&record).await {
-                Ok(Put::Stored) => remote.publish_status(&record),
-                Ok(Put::Final) => self.adopt_shared(remote, &record.id).await,
-                Ok(Put::Older | Put::Touched) => {}
-                Err(_) => {
-                    // Redis still refuses: this one and the rest wait.
-                    let mut unwritten = lock(&self.shared.unwritten);
-                    unwritten.insert(id);
-                    unwritten.extend(ids);
-                    return;
-                }
+            self.write_copy(remote, &record).await;
+            if lock(&self.shared.unwritten).contains(&id) {
+                // Redis still refuses: the rest wait for the next turn.
+                lock(&self.shared.unwritten).extend(ids);
+                return;
             }
         }
     }

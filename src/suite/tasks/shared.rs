@@ -158,6 +158,12 @@ impl Stored {
 /// The answer when Redis cannot be asked: reads and writes fail closed.
 pub(crate) fn unavailable(e: &BusError) -> McpError {
     tracing::warn!(error = %e, "task store unavailable");
+    store_unavailable()
+}
+
+/// The answer while the shared task store cannot be reached or has not yet
+/// taken a change: retryable, with no detail of the cause.
+pub(crate) fn store_unavailable() -> McpError {
     McpError::internal("Internal error: the shared task store is unavailable; retry later")
 }
 
