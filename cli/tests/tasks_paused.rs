@@ -366,3 +366,37 @@ fn a_node_woken_past_its_lease_answers_at_once_what_the_other_node_read() {
         assert_eq!(first, "failed", "round {round}: A answered {first} at once");
     }
 }
+
+#[test]
+fn a_node_cut_off_from_redis_past_its_lease_answers_no_status_it_cannot_confirm() {
+    let mut redis = RedisServer::start();
+    let url = redis.url();
+    let a = Node::start(&url, &["--task-lease", "1"]);
+    let b = Node::start(&url, &["--task-lease", "1"]);
+    let id = a.slow(60.0);
+    assert!(wait_until(Duration::from_secs(10), || b.status(&id) == "working"));
+    // Redis goes away past A's lease: once it is back, B may end A's task
+    // `failed` before A can renew, so A cannot know its task is still
+    // `working` and says so (retry later) instead of guessing.
+    redis.kill();
+    std::thread::sleep(Duration::from_millis(2_000));
+    let during = a.get(&id);
+    assert!(
+        during["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("unavailable")),
+        "A answered {during} for its own task while its lease was in doubt"
+    );
+    redis.restart();
+    // Once Redis is back, both nodes agree again.
+    let agreed = wait_until(Duration::from_secs(20), || {
+        let (sa, sb) = (a.status(&id), b.status(&id));
+        sa == sb && sa != "<none>"
+    });
+    assert!(
+        agreed,
+        "A reads {} and B reads {}",
+        a.status(&id),
+        b.status(&id)
+    );
+}

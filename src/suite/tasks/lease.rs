@@ -10,8 +10,10 @@ use std::time::{Duration, Instant};
 use tokio::sync::Notify;
 
 use super::record::TaskRecord;
-use super::shared::{Put, SharedTasks};
+use super::shared::{Put, SharedTasks, unavailable};
 use super::supervisor::{Shared, Tasks};
+use crate::protocol::McpError;
+use crate::pubsub::BusError;
 use crate::suite::sealing::seal;
 
 /// What this node knows of its own lease: until when it surely holds it (the
@@ -51,6 +53,12 @@ impl LeaseClock {
         self.state().lapses
     }
 
+    /// Whether a lapse found by a renewal still waits to be reconciled.
+    fn unreconciled(&self) -> bool {
+        let state = self.state();
+        state.reconciled < state.lapses
+    }
+
     /// Every lapse up to `lapses` was reconciled.
     fn reconciled(&self, lapses: u64) {
         let mut state = self.state();
@@ -68,21 +76,36 @@ impl LeaseClock {
 impl Tasks {
     /// Before answering about task `id` of this node: when the lease is in
     /// doubt, adopts a terminal shared copy first, so this node never
-    /// answers `working` for a task another node already ended.
-    pub(super) async fn check_own(&self, id: &str) {
+    /// answers `working` for a task another node already ended. A copy that
+    /// cannot be read then is an error (retry later), never a guess.
+    pub(super) async fn check_own(&self, id: &str) -> Result<(), McpError> {
         if let Some(remote) = self.shared.remote.get()
             && self.shared.lease.in_doubt()
         {
-            self.adopt_shared(remote, id).await;
+            return self
+                .adopt_shared(remote, id)
+                .await
+                .map_err(|e| unavailable(&e));
         }
+        Ok(())
     }
 
     /// Reads task `id`'s copy and, when it is terminal, adopts it.
-    pub(super) async fn adopt_shared(&self, remote: &SharedTasks, id: &str) {
+    pub(super) async fn adopt_shared(
+        &self,
+        remote: &SharedTasks,
+        id: &str,
+    ) -> Result<(), BusError> {
         match remote.get(id).await {
-            Ok(Some((copy, _))) if copy.status.is_terminal() => self.adopt(&copy),
-            Ok(_) => {}
-            Err(e) => tracing::warn!(task = %id, error = %e, "final task copy not read"),
+            Ok(Some((copy, _))) if copy.status.is_terminal() => {
+                self.adopt(&copy);
+                Ok(())
+            }
+            Ok(_) => Ok(()),
+            Err(e) => {
+                tracing::warn!(task = %id, error = %e, "final task copy not read");
+                Err(e)
+            }
         }
     }
 
@@ -116,13 +139,39 @@ impl Tasks {
         self.stop(&copy.id, Duration::ZERO);
     }
 
-    /// After this node's lease lapsed: adopts every terminal copy of a task
-    /// whose work runs here.
-    async fn reconcile(&self, remote: &SharedTasks) {
+    /// After this node's lease lapsed: settles every task whose work runs
+    /// here with the fleet. Each unfinished one is written again at a new
+    /// revision, which fences off every "lost" copy another node decided on
+    /// while the lease was gone (that write carries an older revision, so
+    /// Redis refuses it); a terminal copy found instead is adopted. `true`
+    /// once every task was settled; otherwise the lapse stays in doubt and
+    /// this runs again.
+    async fn reconcile(&self, remote: &SharedTasks) -> bool {
+        let mut settled = true;
         let ids = self.live().ids();
         for id in ids {
-            self.adopt_shared(remote, &id).await;
+            let now = seal::now_ms();
+            let Some(record) = self
+                .shared
+                .store
+                .modify(&id, now, &mut |r| !r.status.is_terminal())
+            else {
+                // Ended here: its copy is written (or retried) as every end's.
+                continue;
+            };
+            match remote.put(&record).await {
+                Ok(Put::Stored) => remote.publish_status(&record),
+                Ok(Put::Final | Put::Older | Put::Touched) => {
+                    settled &= self.adopt_shared(remote, &id).await.is_ok();
+                }
+                Err(e) => {
+                    tracing::warn!(task = %id, error = %e, "task not settled after the lease lapsed");
+                    self.unwritten(&record, &e);
+                    settled = false;
+                }
+            }
         }
+        settled
     }
 
     /// Extends the copies of this node's unfinished tasks that would expire
@@ -142,7 +191,9 @@ impl Tasks {
                 continue;
             }
             match remote.touch(&record).await {
-                Ok(Put::Final) => self.adopt_shared(remote, &id).await,
+                Ok(Put::Final) => {
+                    let _ = self.adopt_shared(remote, &id).await;
+                }
                 Ok(_) => {}
                 Err(e) => tracing::warn!(task = %id, error = %e, "task copy not extended"),
             }
@@ -171,7 +222,7 @@ pub(super) async fn renew_lease(remote: SharedTasks, shared: Weak<Shared>, lease
             return;
         }
         let sent = Instant::now();
-        match remote.renew(seal::expiry(lease)).await {
+        match remote.renew(lease).await {
             Ok(held) => {
                 wait = lease / 3;
                 if let Some(shared) = shared.upgrade() {
@@ -211,10 +262,11 @@ async fn keep_copies(
             return;
         };
         let tasks = Tasks { shared: strong };
-        if reconcile {
+        if reconcile || tasks.shared.lease.unreconciled() {
             let lapses = tasks.shared.lease.lapses();
-            tasks.reconcile(&remote).await;
-            tasks.shared.lease.reconciled(lapses);
+            if tasks.reconcile(&remote).await {
+                tasks.shared.lease.reconciled(lapses);
+            }
         }
         tasks.touch_copies(&remote, lease).await;
     }

@@ -91,10 +91,7 @@ impl Tasks {
             .started
             .get_or_try_init(|| async {
                 let sent = std::time::Instant::now();
-                remote
-                    .renew(seal::expiry(lease))
-                    .await
-                    .map_err(|e| unavailable(&e))?;
+                remote.renew(lease).await.map_err(|e| unavailable(&e))?;
                 // The first take is no lapse: nothing of this node ran before.
                 shared.lease.renewed(sent, lease, true);
                 let (tx, rx) = tokio::sync::mpsc::channel(MIRROR_QUEUE);
@@ -149,7 +146,13 @@ impl Tasks {
         }
         match put {
             Ok(Put::Stored) => remote.publish_status(record),
-            Ok(Put::Final) => self.adopt_shared(remote, &record.id).await,
+            Ok(Put::Final) => {
+                // Until the terminal copy is adopted, this node's answer is
+                // not the fleet's: written (and read) again until it is.
+                if let Err(e) = self.adopt_shared(remote, &record.id).await {
+                    self.unwritten(record, &e);
+                }
+            }
             Ok(Put::Older | Put::Touched) => {}
             Err(e) => self.unwritten(record, &e),
         }
@@ -172,7 +175,7 @@ impl Tasks {
 
     /// Remembers that task `record`'s latest copy is not in Redis: the copy
     /// writer writes the task's record again until Redis takes it.
-    fn unwritten(&self, record: &TaskRecord, error: &crate::pubsub::BusError) {
+    pub(super) fn unwritten(&self, record: &TaskRecord, error: &crate::pubsub::BusError) {
         tracing::warn!(task = %record.id, error = %error, "task copy not stored; written again once Redis answers");
         let mut unwritten = lock(&self.shared.unwritten);
         // This node's own tasks only, so at most its store's bound.
@@ -233,7 +236,7 @@ impl Tasks {
             && node != remote.node()
             && !remote.alive(&node).await.map_err(|e| unavailable(&e))?
         {
-            return Ok((lost(remote, record, &node).await, node));
+            return Ok((lost(remote, record, &node).await?, node));
         }
         Ok((record, node))
     }
@@ -248,7 +251,7 @@ impl Tasks {
             return self.get(id, owner);
         }
         if self.is_local(id) {
-            self.check_own(id).await;
+            self.check_own(id).await?;
             self.shown_to_all(id).await?;
             return self.get(id, owner);
         }
@@ -267,7 +270,7 @@ impl Tasks {
             return self.update(id, owner, responses);
         }
         if self.is_local(id) {
-            self.check_own(id).await;
+            self.check_own(id).await?;
             return self.update(id, owner, responses);
         }
         let (record, node) = self.remote_record(id, owner).await?;
@@ -293,7 +296,7 @@ impl Tasks {
             return self.cancel(id, owner);
         }
         if self.is_local(id) {
-            self.check_own(id).await;
+            self.check_own(id).await?;
             return self.cancel(id, owner);
         }
         let (record, node) = self.remote_record(id, owner).await?;
@@ -431,8 +434,16 @@ async fn refresh_on_epochs(shared: Weak<Shared>, mut epochs: BusEpochs) {
 }
 
 /// Ends another node's (`node`) unfinished task `failed`: its node lost its
-/// lease. When the copy is already terminal, that is the answer.
-async fn lost(remote: &SharedTasks, mut record: TaskRecord, node: &str) -> TaskRecord {
+/// lease. When another copy is there already (a terminal one, or the node's
+/// own, written at a newer revision once it was back: it fences this one
+/// off), that is the answer. A "lost" copy Redis did not take is an error
+/// (retry later), never an answer: no client reads `failed` that the fleet
+/// does not hold.
+async fn lost(
+    remote: &SharedTasks,
+    mut record: TaskRecord,
+    node: &str,
+) -> Result<TaskRecord, McpError> {
     let error = McpError::internal("Internal error: the node running this task was lost");
     record.status = TaskStatus::Failed;
     record.outcome = Some(Outcome::Error(error.to_error_object()));
@@ -440,18 +451,25 @@ async fn lost(remote: &SharedTasks, mut record: TaskRecord, node: &str) -> TaskR
     record.updated_ms = seal::now_ms();
     record.rev += 1;
     match remote.put_as(&record, node).await {
-        Ok(Put::Stored) => remote.publish_status(&record),
+        Ok(Put::Stored) => {
+            remote.publish_status(&record);
+            tracing::warn!(task = %record.id, "task ended failed: its node was lost");
+            Ok(record)
+        }
         Ok(_) => {
-            // Another answer is there already (a terminal one is final): that
-            // is the task's status, on every node.
-            if let Ok(Some((copy, _))) = remote.get(&record.id).await {
-                return copy;
+            // Another answer is there already: that is the task's status,
+            // on every node.
+            match remote.get(&record.id).await {
+                Ok(Some((copy, _))) => Ok(copy),
+                Ok(None) => Err(not_found()),
+                Err(e) => Err(unavailable(&e)),
             }
         }
-        Err(e) => tracing::warn!(task = %record.id, error = %e, "lost task not recorded"),
+        Err(e) => {
+            tracing::warn!(task = %record.id, error = %e, "lost task not recorded");
+            Err(unavailable(&e))
+        }
     }
-    tracing::warn!(task = %record.id, "task ended failed: its node was lost");
-    record
 }
 
 /// Writes the copies in order, publishes each stored one's status, and

@@ -18,6 +18,7 @@
 //! and the task's node adopts it.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -269,15 +270,19 @@ impl SharedTasks {
             .map(Stored::into_record))
     }
 
-    /// Renews this node's lease until `until_ms`, on its own permit (client
-    /// traffic cannot crowd it out); `Ok(false)` when the lease had lapsed
-    /// (other nodes may have ended this node's tasks `failed` meanwhile).
-    pub(crate) async fn renew(&self, until_ms: u64) -> Result<bool, BusError> {
+    /// Renews this node's lease for `lease` from when Redis runs the command
+    /// (relative, so no clock of this node's sets its end: the lease never
+    /// ends in Redis before `lease` after the renewal was sent), on its own
+    /// permit (client traffic cannot crowd it out); `Ok(false)` when the
+    /// lease had lapsed (other nodes may have ended this node's tasks
+    /// `failed` meanwhile).
+    pub(crate) async fn renew(&self, lease: Duration) -> Result<bool, BusError> {
+        let ms = u64::try_from(lease.as_millis()).unwrap_or(u64::MAX).max(1);
         let mut set = ::redis::cmd("SET");
         set.arg(self.keys.key(&format!("task-node:{}", self.node)))
             .arg(1)
-            .arg("PXAT")
-            .arg(until_ms)
+            .arg("PX")
+            .arg(ms)
             .arg("GET");
         let held: Option<Vec<u8>> = self.keys.query_reserved(set).await?;
         Ok(held.is_some())
@@ -452,7 +457,6 @@ mod tests {
     use super::*;
     use crate::mux::{Assigns, OutboxReceiver, outbox};
     use crate::protocol::{RequestId, RequestMeta, SubscriptionFilter};
-    use std::time::Duration;
 
     /// An acknowledged listen stream honouring task `id`.
     fn watching(id: &str) -> (Channel, OutboxReceiver) {
@@ -639,9 +643,10 @@ mod tests {
             let bus: Bus<SharedNotification> = Bus::redis(config).await.expect("connected");
             let keys = bus.once().expect("a Redis bus");
             let shared = SharedTasks::new(keys.clone(), bus.clone());
-            let until = crate::suite::sealing::seal::expiry(Duration::from_secs(30));
+            let lease = Duration::from_secs(30);
+            let until = crate::suite::sealing::seal::expiry(lease);
             assert_eq!(
-                shared.renew(until).await,
+                shared.renew(lease).await,
                 Ok(false),
                 "taken: not held before"
             );
@@ -653,7 +658,44 @@ mod tests {
                 Err(BusError::Busy { .. })
             ));
             // ...and the lease is renewed all the same.
-            assert_eq!(shared.renew(until).await, Ok(true), "renewed, still held");
+            assert_eq!(shared.renew(lease).await, Ok(true), "renewed, still held");
+        });
+    }
+
+    #[test]
+    fn a_lost_copy_decided_before_the_node_wrote_again_is_fenced_off() {
+        let redis = RedisChild::start();
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("a runtime");
+        runtime.block_on(async {
+            let config =
+                crate::pubsub::RedisBusConfig::new(format!("redis://127.0.0.1:{}", redis.1));
+            let bus: Bus<SharedNotification> = Bus::redis(config).await.expect("connected");
+            let shared = SharedTasks::new(bus.once().expect("a Redis bus"), bus.clone());
+            let now = crate::suite::sealing::seal::now_ms();
+            let mut working = record(TaskStatus::Working, now);
+            working.rev = 5;
+            assert_eq!(shared.put(&working).await, Ok(Put::Stored));
+            // Another node read revision 5 while the lease was gone and
+            // decided the task lost (revision 6)...
+            let mut lost = working.clone();
+            lost.status = TaskStatus::Failed;
+            lost.rev = 6;
+            // ...but the node, back, settled first: its copy at a new revision.
+            let mut again = working.clone();
+            again.rev = 6;
+            assert_eq!(shared.put(&again).await, Ok(Put::Stored));
+            let late = shared.put_as(&lost, "elsewhere").await;
+            assert_ne!(late, Ok(Put::Stored), "the late lost copy was taken");
+            let copy = shared.get("t1").await.expect("read").expect("a copy");
+            assert_eq!(copy.0.status, TaskStatus::Working);
+            // The other order: the lost copy first, and the node adopts it.
+            lost.rev = 7;
+            assert_eq!(shared.put_as(&lost, "elsewhere").await, Ok(Put::Stored));
+            again.rev = 7;
+            assert_eq!(shared.put(&again).await, Ok(Put::Final));
         });
     }
 }
