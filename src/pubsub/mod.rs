@@ -36,6 +36,8 @@
 mod inbox;
 mod local;
 pub mod redis;
+#[cfg(test)]
+pub(crate) mod redis_child;
 
 use std::future::Future;
 use std::pin::Pin;

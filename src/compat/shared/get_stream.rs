@@ -225,3 +225,48 @@ impl SharedSessions {
         self.lock().remove(sid).and_then(|s| s.live)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::compat::StoreBounds;
+    use crate::mux::SharedNotification;
+    use crate::pubsub::redis_child::RedisChild;
+    use crate::pubsub::{Bus, RedisBusConfig};
+    use crate::suite::tasks::SharedTasks;
+
+    #[test]
+    fn a_released_holder_is_let_go_once_not_retried_until_the_session_expires() {
+        let redis = RedisChild::start();
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("a runtime");
+        runtime.block_on(async {
+            let bus: Bus<SharedNotification> = Bus::redis(RedisBusConfig::new(redis.url()))
+                .await
+                .expect("connected");
+            let node = SharedTasks::new(bus.once().expect("a Redis bus"), bus.clone());
+            let sessions = SharedSessions::new(
+                node,
+                StoreBounds {
+                    max_sessions: 10,
+                    max_uris: 10,
+                    per_owner_sessions: 10,
+                    per_owner_uris: 10,
+                },
+            );
+            // Redis answers at once: the release is done, not retried for the
+            // session's whole life (a minute here, a day by default).
+            let expires = seal::now_ms() + 60_000;
+            let released = tokio::time::timeout(
+                Duration::from_secs(10),
+                sessions.release_get("s1", 1, expires),
+            )
+            .await;
+            assert!(released.is_ok(), "release_get still retrying");
+        });
+    }
+}

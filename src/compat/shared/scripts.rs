@@ -171,13 +171,14 @@ return 0
 "#;
 
 /// Lets go of the GET stream if ARGV[8] holds it, and uncounts the session
-/// once it holds nothing (under its owner too when ARGV[9] is `1`).
+/// once it holds nothing (under its owner too when ARGV[9] is `1`): `{'1'}`
+/// (a list, as every script run through `run_counted` answers).
 pub(super) const RELEASE_GET: &str = concat!(
     prelude!(),
     r#"
 if redis.call('HGET', KEYS[1], 'h') == ARGV[8] then redis.call('HDEL', KEYS[1], 'h') end
 forget_if_empty(ARGV[9] == '1')
-return 1
+return {'1'}
 "#
 );
 

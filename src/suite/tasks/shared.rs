@@ -457,6 +457,7 @@ mod tests {
     use super::*;
     use crate::mux::{Assigns, OutboxReceiver, outbox};
     use crate::protocol::{RequestId, RequestMeta, SubscriptionFilter};
+    use crate::pubsub::redis_child::RedisChild;
 
     /// An acknowledged listen stream honouring task `id`.
     fn watching(id: &str) -> (Channel, OutboxReceiver) {
@@ -592,41 +593,6 @@ mod tests {
             bytes.starts_with(r#"{"rev":12,"status":"failed","#),
             "{bytes}"
         );
-    }
-
-    /// A real `redis-server` on a free loopback port, killed when dropped
-    /// (`$GENMCP_REDIS_SERVER` or `redis-server` on `PATH`: the test fails
-    /// without one).
-    struct RedisChild(std::process::Child, u16);
-
-    impl RedisChild {
-        fn start() -> RedisChild {
-            let port = std::net::TcpListener::bind("127.0.0.1:0")
-                .and_then(|l| l.local_addr())
-                .map(|a| a.port())
-                .expect("a free port");
-            let bin =
-                std::env::var("GENMCP_REDIS_SERVER").unwrap_or_else(|_| "redis-server".into());
-            let child = std::process::Command::new(bin)
-                .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
-                .args(["--save", "", "--appendonly", "no"])
-                .stdout(std::process::Stdio::null())
-                .spawn()
-                .expect("redis-server starts");
-            let up = (0..200).any(|_| {
-                std::thread::sleep(Duration::from_millis(20));
-                std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
-            });
-            assert!(up, "redis-server listens");
-            RedisChild(child, port)
-        }
-    }
-
-    impl Drop for RedisChild {
-        fn drop(&mut self) {
-            let _ = self.0.kill();
-            let _ = self.0.wait();
-        }
     }
 
     #[test]
