@@ -341,3 +341,46 @@ fn checker_catches_a_holder_mark_kept_after_its_stream_ended() {
     late.session = Some("s1".into());
     assert_eq!(found(checker::get_released, &h.0), 1);
 }
+
+#[test]
+fn checker_gives_the_holder_its_reconnect_after_each_fault_that_follows() {
+    let mut h = H::default();
+    let get = h.session(Kind::OpenGet, (0, 10), "s1", None);
+    h.op(
+        Kind::Nemesis,
+        0,
+        (1000, 18_000),
+        Outcome::Ok,
+        json!({"nemesis": "outage-redis"}),
+    )
+    .node = None;
+    h.event(get, 1000, What::End { by_harness: false });
+    // Redis restarted again while the nodes were reconnecting.
+    h.op(
+        Kind::Nemesis,
+        1,
+        (22_000, 23_000),
+        Outcome::Ok,
+        json!({"nemesis": "restart-redis"}),
+    )
+    .node = None;
+    let refused = h.op(
+        Kind::OpenGet,
+        2,
+        (27_500, 27_510),
+        Outcome::Failed,
+        json!({"status": 409}),
+    );
+    refused.session = Some("s1".into());
+    assert_eq!(found(checker::get_released, &h.0), 0);
+    // Long after the second fault too: a stale mark.
+    let late = h.op(
+        Kind::OpenGet,
+        3,
+        (40_000, 40_010),
+        Outcome::Failed,
+        json!({"status": 409}),
+    );
+    late.session = Some("s1".into());
+    assert_eq!(found(checker::get_released, &h.0), 1);
+}

@@ -280,8 +280,8 @@ pub fn one_get_stream(h: &History, p: &Params) -> Vec<Violation> {
 
 /// A GET stream that ended lets go of the session: a GET refused with 409
 /// while every earlier stream of the session had ended, later than the lease
-/// and the reconnect after that end (and after any fault around it), kept a
-/// stale holder mark.
+/// and the reconnect after that end (and after any fault around it, or
+/// striking before the holder could let go), kept a stale holder mark.
 pub fn get_released(h: &History, p: &Params) -> Vec<Violation> {
     let mut out = Vec::new();
     let grace = p.lease_ms + p.recovery_ms + 2000;
@@ -315,18 +315,27 @@ pub fn get_released(h: &History, p: &Params) -> Vec<Violation> {
         involved.push(g.node);
         // After a fault around the end, the nodes reconnect first: the lease
         // and 2 s more from the end of its window.
-        let calm = calm_after(
-            h,
-            p,
-            last_end.saturating_sub(1000),
-            last_end + grace,
-            &involved,
-        );
-        let deadline = if calm > last_end + grace {
-            calm + p.lease_ms + 2000
-        } else {
-            calm
-        };
+        // A fault that strikes before that deadline (a Redis restart right
+        // after an outage) starts the reconnect again: the deadline moves to
+        // after it, until no fault falls before it.
+        let faults = faults_on(h, p, &involved);
+        let from = last_end.saturating_sub(1000);
+        let mut deadline = last_end + grace;
+        loop {
+            let calm = faults
+                .iter()
+                .filter(|(a, b)| *a <= deadline && from <= *b)
+                .map(|(_, b)| *b)
+                .max();
+            let next = match calm {
+                Some(calm) if calm > last_end + grace => calm + p.lease_ms + 2000,
+                _ => last_end + grace,
+            };
+            if next <= deadline {
+                break;
+            }
+            deadline = next;
+        }
         if g.invoke > deadline {
             out.push(v(
                 "get-released",
