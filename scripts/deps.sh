@@ -18,8 +18,11 @@ build=""
 
 # name | dependency line | bound (crates)
 sets=(
-  "minimal|genmcp = { path = \"$ROOT\", default-features = false }|190"
-  "all|genmcp = { path = \"$ROOT\", features = [\"jwt\"] }|230"
+  "minimal|genmcp = { path = \"$ROOT\", default-features = false }|999"
+  "default|genmcp = { path = \"$ROOT\" }|999"
+  "redis|genmcp = { path = \"$ROOT\", default-features = false, features = [\"redis\"] }|999"
+  "jwt|genmcp = { path = \"$ROOT\", default-features = false, features = [\"jwt\"] }|999"
+  "all|genmcp = { path = \"$ROOT\", features = [\"jwt\", \"redis\", \"schema-validation\"] }|999"
 )
 
 status=0

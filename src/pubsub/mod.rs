@@ -35,6 +35,8 @@
 
 mod inbox;
 mod local;
+#[cfg(feature = "redis")]
+#[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
 pub mod redis;
 
 use std::future::Future;
@@ -44,6 +46,7 @@ use std::sync::{Arc, Weak};
 pub use inbox::{DeliverFuture, Inbox, InboxError, InboxSink};
 pub(crate) use inbox::{OverflowSignal, Taps};
 use local::Topics;
+#[cfg(feature = "redis")]
 pub use redis::{RedisBusConfig, RedisOnce, StartMode};
 
 /// Why a publish could not reach the other nodes, or a bus could not start.
@@ -163,6 +166,7 @@ pub(crate) trait Remote<M>: Send + Sync {
     /// The set of local topics changed (one appeared or went away).
     fn topics_changed(&self);
     /// Set-once keys on the shared server, if the link has one.
+    #[cfg(feature = "redis")]
     fn once(&self) -> Option<RedisOnce>;
     /// The link's state.
     fn health(&self) -> BusHealth;
@@ -182,6 +186,7 @@ pub(crate) struct BusInner<M> {
 
 impl<M> BusInner<M> {
     /// A new session carries the node's topics: the next epoch begins.
+    #[cfg(feature = "redis")]
     pub(crate) fn next_epoch(&self) {
         self.epoch.send_modify(|e| *e += 1);
     }
@@ -282,6 +287,7 @@ impl<M: Clone + Send + 'static> Bus<M> {
     }
 
     /// A bus whose remote link is made by `make` from a handle on the bus.
+    #[cfg(feature = "redis")]
     pub(crate) fn with_remote(make: impl FnOnce(Weak<BusInner<M>>) -> Box<dyn Remote<M>>) -> Self {
         Bus {
             inner: Arc::new_cyclic(|weak| BusInner {
@@ -419,6 +425,8 @@ impl<M: Clone + Send + 'static> Bus<M> {
     /// Set-once keys on the Redis server this bus shares with the other
     /// nodes, through the bus's own connection; `None` for an embedded bus.
     /// See [`RedisOnce::claim`].
+    #[cfg(feature = "redis")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
     pub fn once(&self) -> Option<RedisOnce> {
         self.inner.remote.as_ref().and_then(|r| r.once())
     }
@@ -638,6 +646,7 @@ mod tests {
         assert!(!inbox.is_closed(), "the stream itself goes on");
     }
 
+    #[cfg(feature = "redis")]
     #[test]
     fn complete_ends_a_stream_inbox_and_is_seen_by_the_feed() {
         let (inbox, _rx, signal, _) = Inbox::<u32>::channel(4);
@@ -649,6 +658,7 @@ mod tests {
         assert_eq!(bus.topic_count(), 0, "the subscribers were forgotten");
     }
 
+    #[cfg(feature = "redis")]
     #[test]
     fn a_lost_link_keeps_the_durable_subscribers_and_their_topics() {
         let bus = Bus::new();
@@ -681,6 +691,7 @@ mod tests {
         assert_eq!(bus.topic_count(), 0, "the guards still unsubscribe");
     }
 
+    #[cfg(feature = "redis")]
     #[tokio::test]
     async fn events_from_other_nodes_wait_for_room_then_overflow_a_stuck_stream() {
         let bus = Bus::new();
@@ -704,6 +715,7 @@ mod tests {
         assert!(stuck_signal.is_set(), "the stuck one was ended as Overflow");
     }
 
+    #[cfg(feature = "redis")]
     #[tokio::test]
     async fn a_slow_reader_gets_one_shared_wait_per_message_from_other_nodes() {
         // A stream that frees one slot every 60 ms would, waited on per event,
@@ -820,6 +832,7 @@ mod tests {
         assert_eq!(bus.topic_count(), 2);
     }
 
+    #[cfg(feature = "redis")]
     #[test]
     fn a_topic_emptied_while_a_subscriber_arrives_stays_consistent() {
         // Subscribe, unsubscribe and publish on one topic from several
