@@ -10,11 +10,11 @@
 //! A [`Bus`] has one API and two engines, chosen when it is made:
 //!
 //! - **embedded** ([`Bus::new`]): topics live in this process, nothing leaves it;
-//! - **Redis** ([`Bus::redis`], module [`redis`]): the same local delivery, and
-//!   every publish also goes, serialized once, to the other nodes sharing a
-//!   Redis server, which hand it to their own subscribers. See
-//!   `docs/bus.md` for the guarantee (at most once, in order per topic per
-//!   publishing node) and the failure behaviour.
+//! - **Redis** (`Bus::redis`, module `redis`, with the `redis` feature): the
+//!   same local delivery, and every publish also goes, serialized once, to
+//!   the other nodes sharing a Redis server, which hand it to their own
+//!   subscribers. See `docs/bus.md` for the guarantee (at most once, in order
+//!   per topic per publishing node) and the failure behaviour.
 //!
 //! When a Redis session is lost, ordinary subscriptions are completed (their
 //! streams end, clients listen again). What a node depends on is subscribed
@@ -67,17 +67,17 @@ pub enum BusError {
     /// slower than the publishers): this publish was dropped.
     #[error("event bus backlog full: {capacity} publishes already wait for Redis")]
     Backlog {
-        /// The queue's bound ([`RedisBusConfig::publish_queue`]).
+        /// The queue's bound (`RedisBusConfig::publish_queue`).
         capacity: usize,
     },
     /// The encoded publish (one message, or one burst) is larger than
-    /// [`RedisBusConfig::max_payload`]: local subscribers have it, the other
+    /// `RedisBusConfig::max_payload`: local subscribers have it, the other
     /// nodes do not.
     #[error("event bus: the encoded publish is {size} bytes, more than the {max} allowed")]
     TooLarge {
         /// The encoded size in bytes.
         size: usize,
-        /// The bound ([`RedisBusConfig::max_payload`]).
+        /// The bound (`RedisBusConfig::max_payload`).
         max: usize,
     },
     /// The configuration cannot work (a bad URL, for example).
@@ -86,11 +86,11 @@ pub enum BusError {
     /// A message could not be serialized.
     #[error("event bus: cannot serialize the message: {0}")]
     Encode(String),
-    /// Too many [`RedisOnce::claim`]s already wait for Redis: this one was
+    /// Too many `RedisOnce::claim`s already wait for Redis: this one was
     /// not sent.
     #[error("event bus busy: {capacity} claims already wait for Redis")]
     Busy {
-        /// The bound ([`RedisBusConfig::max_claims`]).
+        /// The bound (`RedisBusConfig::max_claims`).
         capacity: usize,
     },
 }
@@ -217,7 +217,7 @@ impl BusEpochs {
 
 /// A publish/subscribe bus of typed messages, cheap to clone and `Send`:
 /// embedded ([`Bus::new`]) or shared by several nodes through Redis
-/// ([`Bus::redis`]), with the same API either way.
+/// (`Bus::redis`, with the `redis` feature), with the same API either way.
 pub struct Bus<M> {
     inner: Arc<BusInner<M>>,
 }
