@@ -5,7 +5,10 @@
 # (docs/dependencies.md).
 #
 #   scripts/deps.sh            # count and check every set
-#   scripts/deps.sh --build    # also time a clean build of each (slow)
+#   scripts/deps.sh --build    # also time a clean release build of each (slow)
+#   scripts/deps.sh --compare  # also count the comparison servers (rmcp with
+#                              # axum; actix-web alone), which need the
+#                              # crates.io index; never checked against a bound
 #
 # Each set is a throwaway server crate under ${CARGO_TARGET_DIR:-target}/deps/
 # depending on this checkout by path, pinned by a copy of Cargo.lock.
@@ -14,17 +17,37 @@ cd "$(dirname "$0")/.."
 ROOT="$PWD"
 TARGET="${CARGO_TARGET_DIR:-$ROOT/target}"
 build=""
-[ "${1:-}" = "--build" ] && build=1
+compare=""
+for arg in "$@"; do
+  case "$arg" in
+    --build) build=1 ;;
+    --compare) compare=1 ;;
+    *) echo "usage: $0 [--build] [--compare]" >&2; exit 2 ;;
+  esac
+done
 
-# name | dependency line | bound (crates)
+# The tokio features genmcp itself uses, for the actix-web comparison.
+TOKIO='tokio = { version = "1", features = ["sync", "time", "macros", "rt", "io-util", "io-std", "signal", "rt-multi-thread", "net"] }'
+
+# name | dependency lines (\n between) | bound (crates; "-" for none) | lock
+# ("repo": a copy of this checkout's Cargo.lock; "fresh": resolved anew)
 sets=(
-  "minimal|genmcp = { path = \"$ROOT\", default-features = false }|190"
-  "all|genmcp = { path = \"$ROOT\", features = [\"jwt\"] }|230"
+  "minimal|genmcp = { path = \"$ROOT\", default-features = false }|138|repo"
+  "default|genmcp = { path = \"$ROOT\" }|173|repo"
+  "redis|genmcp = { path = \"$ROOT\", default-features = false, features = [\"redis\"] }|153|repo"
+  "jwt|genmcp = { path = \"$ROOT\", default-features = false, features = [\"jwt\"] }|182|repo"
+  "all|genmcp = { path = \"$ROOT\", features = [\"jwt\", \"redis\", \"schema-validation\"] }|228|repo"
 )
+if [ -n "$compare" ]; then
+  sets+=(
+    "rmcp|rmcp = { version = \"=3.11.0\", features = [\"server\", \"transport-streamable-http-server\", \"macros\"] }\naxum = \"0.8\"\ntokio = { version = \"1\", features = [\"full\"] }|-|fresh"
+    "actix-web|actix = \"0.13\"\nactix-rt = \"2\"\nactix-web = { version = \"4\", default-features = false }\n$TOKIO\nserde_json = \"1\"|-|repo"
+  )
+fi
 
 status=0
 for set in "${sets[@]}"; do
-  IFS='|' read -r name dep bound <<<"$set"
+  IFS='|' read -r name dep bound lock <<<"$set"
   dir="$TARGET/deps/$name"
   mkdir -p "$dir/src"
   cat >"$dir/Cargo.toml" <<TOML
@@ -35,12 +58,16 @@ edition = "2024"
 publish = false
 
 [dependencies]
-$dep
+$(printf '%b' "$dep")
 
 [workspace]
 TOML
   echo 'fn main() {}' >"$dir/src/main.rs"
-  cp "$ROOT/Cargo.lock" "$dir/Cargo.lock"
+  if [ "$lock" = repo ]; then
+    cp "$ROOT/Cargo.lock" "$dir/Cargo.lock"
+  elif [ ! -f "$dir/Cargo.lock" ]; then
+    (cd "$dir" && cargo generate-lockfile --quiet)
+  fi
   crates=$(cd "$dir" && cargo tree -e normal --prefix none 2>/dev/null \
     | sed 's/ (\*)//' | sort -u | wc -l)
   if [ "$crates" -le 1 ]; then
@@ -49,15 +76,17 @@ TOML
     status=1
     continue
   fi
-  line="deps: $name: $crates crates (bound $bound)"
+  line="deps: $name: $crates crates"
+  [ "$bound" != - ] && line="$line (bound $bound)"
   if [ -n "$build" ]; then
+    rm -rf "$dir/target"
     start=$(date +%s)
     (cd "$dir" && CARGO_TARGET_DIR="$dir/target" cargo build --release --quiet)
-    line="$line, clean release build $(( $(date +%s) - start )) s"
+    line="$line, clean release build $(( $(date +%s) - start )) s (load $(cut -d' ' -f1-3 /proc/loadavg), $(nproc) CPUs)"
     rm -rf "$dir/target"
   fi
   echo "$line"
-  if [ "$crates" -gt "$bound" ]; then
+  if [ "$bound" != - ] && [ "$crates" -gt "$bound" ]; then
     echo "deps: $name grew past its bound: $crates > $bound" >&2
     status=1
   fi

@@ -13,10 +13,14 @@
 //!
 //! | feature | default | what it adds |
 //! |---|---|---|
+//! | `schema-validation` | on | tool arguments and `structuredContent` checked against the tools' JSON Schemas (crate `jsonschema`); without it schemas are generated and served but nothing is checked against them |
+//! | `redis` | off | the Redis bus (`pubsub::redis`, `Bus::redis`) and what the nodes of one bus share: tasks (`SuiteBuilder::shared_tasks`), 2025 sessions, spent request states (`suite::shared_spent`); without it the bus is embedded and all state lives in one process |
 //! | `jwt` | off | [`http::auth`]'s `JwtAuthenticator` and `AuthConfig::jwt`: JWT access tokens checked against a JWKS file |
 //! | `loom` | off | the loom models of the queue; tests only |
 //!
-//! `docs/dependencies.md` says what each costs in crates.
+//! `default-features = false` gives the fewest crates (the 2026 HTTP path
+//! and stdio need none of these); `docs/dependencies.md` says what each
+//! costs in crates.
 #![forbid(unsafe_code)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 // Protocol errors carry structured JSON data and travel on cold paths (a refused

@@ -4,7 +4,7 @@
 //! `initialize`, the routing of 2025 requests onto the suite, a session's
 //! run-time state (log level, subscribed URIs) and the bounded store of many
 //! sessions' states (in this process, or in Redis for the nodes of one bus:
-//! `shared`), server-to-client requests as MRTR rounds, and the legacy
+//! `shared`, with the `redis` feature; `single` without it), server-to-client requests as MRTR rounds, and the legacy
 //! channel (a session's notifications served by a [`Stream`] actor).
 //!
 //! It sits between the transports and the runtime: it may use `runtime`,
@@ -21,7 +21,10 @@ mod meta;
 mod rounds;
 mod route;
 mod shape;
+#[cfg(feature = "redis")]
 mod shared;
+#[cfg(not(feature = "redis"))]
+mod single;
 mod state;
 mod store;
 
@@ -31,7 +34,10 @@ pub(crate) use meta::ClientInit;
 pub(crate) use rounds::{Asker, Pending, rounds};
 pub(crate) use route::{LegacyRoute, legacy_route, set_level, subscription_uri};
 pub(crate) use shape::{encode_legacy_error, legacy_error, legacy_result};
+#[cfg(feature = "redis")]
 pub(crate) use shared::{Control, SharedSessions, Unconfirmed};
+#[cfg(not(feature = "redis"))]
+pub(crate) use single::SharedSessions;
 pub(crate) use state::SessionState;
 pub(crate) use store::{Reservation, Reserve, SessionStore, StateKey, StoreBounds};
 

@@ -232,7 +232,9 @@ impl<M: Send + 'static> Inbox<M> {
 
     /// Delivers if there is room at once, without ending the stream when there
     /// is none: `Err(Some(msg))` gives the message back (full, or a custom
-    /// sink), `Err(None)` means the stream has ended.
+    /// sink), `Err(None)` means the stream has ended. For what arrives from
+    /// other nodes (the `redis` feature).
+    #[cfg(feature = "redis")]
     pub(crate) fn try_offer(&self, msg: M) -> Result<(), Option<M>> {
         match &self.target {
             Target::Channel { tx, signal, .. } => {

@@ -10,11 +10,11 @@
 //! A [`Bus`] has one API and two engines, chosen when it is made:
 //!
 //! - **embedded** ([`Bus::new`]): topics live in this process, nothing leaves it;
-//! - **Redis** ([`Bus::redis`], module [`redis`]): the same local delivery, and
-//!   every publish also goes, serialized once, to the other nodes sharing a
-//!   Redis server, which hand it to their own subscribers. See
-//!   `docs/bus.md` for the guarantee (at most once, in order per topic per
-//!   publishing node) and the failure behaviour.
+//! - **Redis** (`Bus::redis`, module `redis`, with the `redis` feature): the
+//!   same local delivery, and every publish also goes, serialized once, to
+//!   the other nodes sharing a Redis server, which hand it to their own
+//!   subscribers. See `docs/bus.md` for the guarantee (at most once, in order
+//!   per topic per publishing node) and the failure behaviour.
 //!
 //! When a Redis session is lost, ordinary subscriptions are completed (their
 //! streams end, clients listen again). What a node depends on is subscribed
@@ -35,6 +35,8 @@
 
 mod inbox;
 mod local;
+#[cfg(feature = "redis")]
+#[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
 pub mod redis;
 #[cfg(test)]
 pub(crate) mod redis_child;
@@ -46,6 +48,7 @@ use std::sync::{Arc, Weak};
 pub use inbox::{DeliverFuture, Inbox, InboxError, InboxSink};
 pub(crate) use inbox::{OverflowSignal, Taps};
 use local::Topics;
+#[cfg(feature = "redis")]
 pub use redis::{RedisBusConfig, RedisOnce, StartMode};
 
 /// Why a publish could not reach the other nodes, or a bus could not start.
@@ -66,17 +69,17 @@ pub enum BusError {
     /// slower than the publishers): this publish was dropped.
     #[error("event bus backlog full: {capacity} publishes already wait for Redis")]
     Backlog {
-        /// The queue's bound ([`RedisBusConfig::publish_queue`]).
+        /// The queue's bound (`RedisBusConfig::publish_queue`).
         capacity: usize,
     },
     /// The encoded publish (one message, or one burst) is larger than
-    /// [`RedisBusConfig::max_payload`]: local subscribers have it, the other
+    /// `RedisBusConfig::max_payload`: local subscribers have it, the other
     /// nodes do not.
     #[error("event bus: the encoded publish is {size} bytes, more than the {max} allowed")]
     TooLarge {
         /// The encoded size in bytes.
         size: usize,
-        /// The bound ([`RedisBusConfig::max_payload`]).
+        /// The bound (`RedisBusConfig::max_payload`).
         max: usize,
     },
     /// The configuration cannot work (a bad URL, for example).
@@ -85,11 +88,11 @@ pub enum BusError {
     /// A message could not be serialized.
     #[error("event bus: cannot serialize the message: {0}")]
     Encode(String),
-    /// Too many [`RedisOnce::claim`]s already wait for Redis: this one was
+    /// Too many `RedisOnce::claim`s already wait for Redis: this one was
     /// not sent.
     #[error("event bus busy: {capacity} claims already wait for Redis")]
     Busy {
-        /// The bound ([`RedisBusConfig::max_claims`]).
+        /// The bound (`RedisBusConfig::max_claims`).
         capacity: usize,
     },
 }
@@ -165,6 +168,7 @@ pub(crate) trait Remote<M>: Send + Sync {
     /// The set of local topics changed (one appeared or went away).
     fn topics_changed(&self);
     /// Set-once keys on the shared server, if the link has one.
+    #[cfg(feature = "redis")]
     fn once(&self) -> Option<RedisOnce>;
     /// The link's state.
     fn health(&self) -> BusHealth;
@@ -184,6 +188,7 @@ pub(crate) struct BusInner<M> {
 
 impl<M> BusInner<M> {
     /// A new session carries the node's topics: the next epoch begins.
+    #[cfg(feature = "redis")]
     pub(crate) fn next_epoch(&self) {
         self.epoch.send_modify(|e| *e += 1);
     }
@@ -214,7 +219,7 @@ impl BusEpochs {
 
 /// A publish/subscribe bus of typed messages, cheap to clone and `Send`:
 /// embedded ([`Bus::new`]) or shared by several nodes through Redis
-/// ([`Bus::redis`]), with the same API either way.
+/// (`Bus::redis`, with the `redis` feature), with the same API either way.
 pub struct Bus<M> {
     inner: Arc<BusInner<M>>,
 }
@@ -284,6 +289,7 @@ impl<M: Clone + Send + 'static> Bus<M> {
     }
 
     /// A bus whose remote link is made by `make` from a handle on the bus.
+    #[cfg(feature = "redis")]
     pub(crate) fn with_remote(make: impl FnOnce(Weak<BusInner<M>>) -> Box<dyn Remote<M>>) -> Self {
         Bus {
             inner: Arc::new_cyclic(|weak| BusInner {
@@ -421,6 +427,8 @@ impl<M: Clone + Send + 'static> Bus<M> {
     /// Set-once keys on the Redis server this bus shares with the other
     /// nodes, through the bus's own connection; `None` for an embedded bus.
     /// See [`RedisOnce::claim`].
+    #[cfg(feature = "redis")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
     pub fn once(&self) -> Option<RedisOnce> {
         self.inner.remote.as_ref().and_then(|r| r.once())
     }
@@ -640,6 +648,7 @@ mod tests {
         assert!(!inbox.is_closed(), "the stream itself goes on");
     }
 
+    #[cfg(feature = "redis")]
     #[test]
     fn complete_ends_a_stream_inbox_and_is_seen_by_the_feed() {
         let (inbox, _rx, signal, _) = Inbox::<u32>::channel(4);
@@ -651,6 +660,7 @@ mod tests {
         assert_eq!(bus.topic_count(), 0, "the subscribers were forgotten");
     }
 
+    #[cfg(feature = "redis")]
     #[test]
     fn a_lost_link_keeps_the_durable_subscribers_and_their_topics() {
         let bus = Bus::new();
@@ -683,6 +693,7 @@ mod tests {
         assert_eq!(bus.topic_count(), 0, "the guards still unsubscribe");
     }
 
+    #[cfg(feature = "redis")]
     #[tokio::test]
     async fn events_from_other_nodes_wait_for_room_then_overflow_a_stuck_stream() {
         let bus = Bus::new();
@@ -706,6 +717,7 @@ mod tests {
         assert!(stuck_signal.is_set(), "the stuck one was ended as Overflow");
     }
 
+    #[cfg(feature = "redis")]
     #[tokio::test]
     async fn a_slow_reader_gets_one_shared_wait_per_message_from_other_nodes() {
         // A stream that frees one slot every 60 ms would, waited on per event,
@@ -822,6 +834,7 @@ mod tests {
         assert_eq!(bus.topic_count(), 2);
     }
 
+    #[cfg(feature = "redis")]
     #[test]
     fn a_topic_emptied_while_a_subscriber_arrives_stays_consistent() {
         // Subscribe, unsubscribe and publish on one topic from several

@@ -238,6 +238,8 @@ impl<H: SubscriptionHandler> SuiteBuilder<H> {
     /// ([`TaskConfig::lease`]) so a lost node's tasks end `failed` (see
     /// `docs/tasks.md`). Nothing changes for an embedded bus (one node).
     /// `genmcp serve --bus redis://…` does this.
+    #[cfg(feature = "redis")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
     pub fn shared_tasks(
         mut self,
         bus: &crate::pubsub::Bus<crate::mux::SharedNotification>,

@@ -72,6 +72,8 @@ pub use resources::{
 };
 pub use schemas::{CallError, MAX_REPORTED_ERRORS, NoArgs, ToolError, input_schema, output_schema};
 pub use sealing::secret;
+#[cfg(feature = "redis")]
+#[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
 pub use sealing::shared_spent;
 pub use sealing::spent::{
     DEFAULT_MAX_SPENT_REQUEST_STATES, Spend, SpentError, SpentRecord, SpentRefusals,
@@ -210,6 +212,7 @@ impl<H> Suite<H> {
     /// (`<prefix>task-node:<node>`), as the first shared task does: what
     /// other nodes check before trusting something this node holds. A
     /// no-op on one node; fails (closed) when Redis cannot be asked.
+    #[cfg(feature = "redis")]
     pub(crate) async fn hold_node_lease(&self) -> Result<(), crate::protocol::McpError> {
         self.inner.tasks.hold_lease().await
     }

@@ -7,6 +7,8 @@ pub mod legacy;
 pub mod log_capture;
 pub mod probe;
 pub mod quiet;
+// Uses genmcp's `redis` feature: every test build has it (the library's
+// dev-dependency genmcp-cli enables it; the CLI's tests depend on it).
 pub mod redis_server;
 pub mod request_state;
 pub mod serve_child;

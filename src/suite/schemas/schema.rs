@@ -1,13 +1,13 @@
 //! Tool schemas: one compiled JSON Schema validator per tool for its input
 //! (arguments) and, when it declares one, its output (`structuredContent`).
 //! The `x-mcp-header` annotations of the input schema are checked at the same
-//! time (see `headers.rs`).
-
-use std::panic::{AssertUnwindSafe, catch_unwind};
+//! time (see `headers.rs`). The validator is `validator.rs` with the
+//! `schema-validation` feature, else `unvalidated.rs` (every instance valid).
 
 use serde_json::{Value, json};
 
 use super::headers::{HeaderParam, header_params};
+use super::validator::{Validator, build, errors};
 use crate::protocol::McpError;
 use crate::suite::common::CallToolResult;
 
@@ -47,8 +47,8 @@ pub enum ToolError {
 
 /// A tool's compiled schemas.
 pub(crate) struct CompiledSchema {
-    input: jsonschema::Validator,
-    output: Option<jsonschema::Validator>,
+    input: Validator,
+    output: Option<Validator>,
     pub headers: Vec<HeaderParam>,
 }
 
@@ -59,35 +59,6 @@ impl std::fmt::Debug for CompiledSchema {
             .field("output", &self.output.is_some())
             .finish()
     }
-}
-
-/// Compiles `schema` without ever letting a panic of the compiler out.
-fn build(schema: &Value) -> Result<jsonschema::Validator, String> {
-    catch_unwind(AssertUnwindSafe(|| jsonschema::validator_for(schema)))
-        .map_err(|_| "the schema compiler panicked".to_owned())?
-        .map_err(|e| e.to_string())
-}
-
-/// The first messages of `instance`'s errors against `validator`, as
-/// `{instancePath, schemaPath, message}` objects (at most
-/// [`MAX_REPORTED_ERRORS`], messages truncated), and the first message.
-fn errors(validator: &jsonschema::Validator, instance: &Value) -> (Vec<Value>, String) {
-    let mut out = Vec::new();
-    let mut first = None;
-    for error in validator.iter_errors(instance).take(MAX_REPORTED_ERRORS) {
-        // Messages may quote the offending value: keep them short, so a huge
-        // or secret value is not echoed back whole.
-        let message = truncate(error.to_string(), MAX_MESSAGE_LEN);
-        if first.is_none() {
-            first = Some(message.clone());
-        }
-        out.push(json!({
-            "instancePath": error.instance_path().as_str(),
-            "schemaPath": error.schema_path().as_str(),
-            "message": message,
-        }));
-    }
-    (out, first.unwrap_or_else(|| "invalid".into()))
 }
 
 impl CompiledSchema {
@@ -210,10 +181,22 @@ mod tests {
     use super::*;
 
     #[test]
+    fn schemas_that_are_not_object_schemas_are_refused() {
+        for schema in [json!("string"), json!({"type": "string"})] {
+            assert!(
+                matches!(
+                    CompiledSchema::compile("t", &schema, None),
+                    Err(ToolError::InvalidSchema { .. })
+                ),
+                "{schema}"
+            );
+        }
+    }
+
+    #[cfg(feature = "schema-validation")]
+    #[test]
     fn bad_schemas_are_reported_not_panicked() {
         for schema in [
-            json!("string"),
-            json!({"type": "string"}),
             json!({"type": "object", "properties": {"a": {"type": 12}}}),
             json!({"type": "object", "properties": {"a": {"$ref": "https://example.com/s.json"}}}),
             json!({"type": "object", "properties": {"a": {"pattern": "(("}}}),
@@ -228,6 +211,7 @@ mod tests {
         }
     }
 
+    #[cfg(feature = "schema-validation")]
     #[test]
     fn arguments_are_validated_with_paths() {
         let s = CompiledSchema::compile(
@@ -255,6 +239,7 @@ mod tests {
         );
     }
 
+    #[cfg(feature = "schema-validation")]
     #[test]
     fn output_is_checked_only_when_an_output_schema_is_declared() {
         let out =

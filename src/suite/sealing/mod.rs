@@ -1,10 +1,12 @@
 //! Sealed tokens and what keeps them single-use: the HMAC sealing of cursors
 //! and MRTR `requestState`s (`seal`), the key (`secret`, public as
 //! `genmcp::suite::secret`), the record of spent request states (`spent`), and the one the nodes of a
-//! Redis bus share (`shared_spent`, public as `genmcp::suite::shared_spent`).
+//! Redis bus share (`shared_spent`, public as `genmcp::suite::shared_spent`, with
+//! the `redis` feature).
 //! Imports only `common`.
 
 pub(crate) mod seal;
 pub mod secret;
+#[cfg(feature = "redis")]
 pub mod shared_spent;
 pub(crate) mod spent;

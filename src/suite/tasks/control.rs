@@ -302,7 +302,7 @@ impl InboxSink<SharedNotification> for ControlSink {
         let Some(shared) = self.0.upgrade() else {
             return Err(InboxError::Closed);
         };
-        if let Some(tx) = shared.controls.get()
+        if let Some(tx) = shared.fleet.controls.get()
             && tx.try_send(msg).is_err()
         {
             tracing::warn!("task control queue full; a forwarded change was dropped");

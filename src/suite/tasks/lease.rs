@@ -79,8 +79,8 @@ impl Tasks {
     /// answers `working` for a task another node already ended. A copy that
     /// cannot be read then is an error (retry later), never a guess.
     pub(super) async fn check_own(&self, id: &str) -> Result<(), McpError> {
-        if let Some(remote) = self.shared.remote.get()
-            && self.shared.lease.in_doubt()
+        if let Some(remote) = self.shared.fleet.remote.get()
+            && self.shared.fleet.lease.in_doubt()
         {
             return self
                 .adopt_shared(remote, id)
@@ -226,7 +226,7 @@ pub(super) async fn renew_lease(remote: SharedTasks, shared: Weak<Shared>, lease
             Ok(held) => {
                 wait = lease / 3;
                 if let Some(shared) = shared.upgrade() {
-                    shared.lease.renewed(sent, lease, held);
+                    shared.fleet.lease.renewed(sent, lease, held);
                 }
                 if !held {
                     tracing::warn!(
@@ -262,10 +262,10 @@ async fn keep_copies(
             return;
         };
         let tasks = Tasks { shared: strong };
-        if reconcile || tasks.shared.lease.unreconciled() {
-            let lapses = tasks.shared.lease.lapses();
+        if reconcile || tasks.shared.fleet.lease.unreconciled() {
+            let lapses = tasks.shared.fleet.lease.lapses();
             if tasks.reconcile(&remote).await {
-                tasks.shared.lease.reconciled(lapses);
+                tasks.shared.fleet.lease.reconciled(lapses);
             }
         }
         tasks.touch_copies(&remote, lease).await;

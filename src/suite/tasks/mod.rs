@@ -8,19 +8,27 @@
 //! bounds), `cx` ([`TaskCx`], the handler's side), `supervisor` (one
 //! supervised future per running task), `live` (the running work, counted
 //! for the bounds), `watch` (listen streams hearing `notifications/tasks`),
-//! `wire` (the three methods). With tasks shared through Redis: `shared`
-//! (the copies in Redis), `remote` (the supervisor's side of them),
-//! `control` (forwarded changes, confirmed), `lease` (the node's lease, and
-//! adopting what other nodes decided while it lapsed). See `docs/tasks.md`.
+//! `wire` (the three methods). With tasks shared through Redis (the `redis`
+//! feature): `shared` (the copies in Redis), `remote` (the supervisor's side
+//! of them), `control` (forwarded changes, confirmed), `lease` (the node's
+//! lease, and adopting what other nodes decided while it lapsed); without
+//! it, `single` (the same entry points, answered from this process). See
+//! `docs/tasks.md`.
 
 mod config;
+#[cfg(feature = "redis")]
 mod control;
 mod cx;
+#[cfg(feature = "redis")]
 mod lease;
 mod live;
 mod record;
+#[cfg(feature = "redis")]
 mod remote;
+#[cfg(feature = "redis")]
 mod shared;
+#[cfg(not(feature = "redis"))]
+mod single;
 
 pub use record::iso8601;
 mod status;
@@ -36,8 +44,12 @@ pub use config::{
     TaskConfig,
 };
 pub use cx::{InputAnswer, InputGone, TaskCx};
+#[cfg(feature = "redis")]
 pub(crate) use remote::Watchable;
+#[cfg(feature = "redis")]
 pub(crate) use shared::SharedTasks;
+#[cfg(not(feature = "redis"))]
+pub(crate) use single::{SharedTasks, Watchable};
 pub use status::TaskStatus;
 pub use store::TaskStats;
 pub(crate) use supervisor::{Started, Tasks};

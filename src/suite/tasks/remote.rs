@@ -14,6 +14,7 @@ use super::record::{Outcome, TaskRecord};
 use super::shared::{Put, SharedTasks, WatchSink, store_unavailable, unavailable, watch_then_read};
 use super::status::TaskStatus;
 use super::supervisor::{Shared, Tasks, not_found};
+use super::watch::status_notification;
 use crate::mux::{Channel, SharedNotification};
 use crate::protocol::McpError;
 use crate::pubsub::{BusEpochs, BusSubscription, Inbox};
@@ -32,6 +33,30 @@ const SUBSCRIBE_WAIT: Duration = Duration::from_secs(10);
 
 fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// What a supervisor keeps to share its tasks through Redis (its field
+/// `fleet`); empty until [`Tasks::share`].
+#[derive(Default)]
+pub(crate) struct Fleet {
+    /// Tasks shared through Redis, when set.
+    pub(super) remote: std::sync::OnceLock<SharedTasks>,
+    /// With `remote`: the copies of stored changes on their way to Redis.
+    pub(super) mirror: std::sync::OnceLock<tokio::sync::mpsc::Sender<TaskRecord>>,
+    /// With `remote`: the ids of this node's tasks whose latest copy could
+    /// not be written to Redis; the copy writer writes them again.
+    pub(super) unwritten: std::sync::Mutex<std::collections::HashSet<String>>,
+    /// With `remote`: what this node knows of its lease.
+    pub(super) lease: super::lease::LeaseClock,
+    /// With `remote`: this node's lease, copy writer and control topic run.
+    pub(super) started: tokio::sync::OnceCell<()>,
+    /// With `remote`: the control topic of this node's tasks.
+    pub(super) control: std::sync::Mutex<Option<BusSubscription<SharedNotification>>>,
+    /// With `remote`: local streams watching other nodes' tasks.
+    pub(super) remote_watch: std::sync::Mutex<RemoteWatches>,
+    /// With `remote`: control messages from other nodes, on their way to
+    /// the one worker that decides and applies them (bounded: see `remote`).
+    pub(super) controls: std::sync::OnceLock<tokio::sync::mpsc::Sender<SharedNotification>>,
 }
 
 /// The tasks a listen may watch: its own known tasks, here and elsewhere.
@@ -61,11 +86,11 @@ impl Tasks {
         if let Err(e) = self.shared.config.fits_bus(max_payload) {
             tracing::error!("{e}");
         }
-        let _ = self.shared.remote.set(remote);
+        let _ = self.shared.fleet.remote.set(remote);
     }
 
     pub(super) fn remote(&self) -> Option<&SharedTasks> {
-        self.shared.remote.get()
+        self.shared.fleet.remote.get()
     }
 
     /// The shared side, for the other things a node shares (2025 sessions).
@@ -88,21 +113,22 @@ impl Tasks {
         let shared = &self.shared;
         let lease = shared.config.lease;
         shared
+            .fleet
             .started
             .get_or_try_init(|| async {
                 let sent = std::time::Instant::now();
                 remote.renew(lease).await.map_err(|e| unavailable(&e))?;
                 // The first take is no lapse: nothing of this node ran before.
-                shared.lease.renewed(sent, lease, true);
+                shared.fleet.lease.renewed(sent, lease, true);
                 let (tx, rx) = tokio::sync::mpsc::channel(MIRROR_QUEUE);
-                let _ = shared.mirror.set(tx);
+                let _ = shared.fleet.mirror.set(tx);
                 tokio::spawn(write_copies(remote.clone(), Arc::downgrade(shared), rx));
                 let (tx, rx) = tokio::sync::mpsc::channel(CONTROL_QUEUE);
-                let _ = shared.controls.set(tx);
+                let _ = shared.fleet.controls.set(tx);
                 tokio::spawn(apply_controls(remote.clone(), Arc::downgrade(shared), rx));
                 tokio::spawn(renew_lease(remote.clone(), Arc::downgrade(shared), lease));
                 let sink = ControlSink(Arc::downgrade(shared));
-                *lock(&shared.control) =
+                *lock(&shared.fleet.control) =
                     Some(remote.control_topic(Inbox::from_sink(Arc::new(sink))));
                 Ok(())
             })
@@ -120,10 +146,44 @@ impl Tasks {
         Ok(())
     }
 
+    /// With tasks shared: queues a copy of task `id`'s change just sent to
+    /// this node's watchers (`watched`: the record they were sent, if any).
+    pub(super) fn mirror_announced(&self, id: &str, watched: Option<TaskRecord>) {
+        if self.shared.fleet.mirror.get().is_none() {
+            return;
+        }
+        if let Some(record) = watched.or_else(|| self.shared.store.get(id, seal::now_ms())) {
+            self.mirror(record);
+        }
+    }
+
+    /// `json` as task `id`'s result, unless (tasks shared through Redis) its
+    /// status notification would not fit in one bus message: then the task
+    /// fails with a clear error rather than be stored and never announced.
+    pub(super) fn announceable(&self, id: &str, json: Arc<str>) -> Result<Arc<str>, McpError> {
+        let Some(remote) = self.shared.fleet.remote.get() else {
+            return Ok(json);
+        };
+        let Some(mut record) = self.shared.store.get(id, seal::now_ms()) else {
+            return Ok(json);
+        };
+        record.status = TaskStatus::Completed;
+        record.input_requests.clear();
+        record.outcome = Some(Outcome::Result(json.clone()));
+        let size = status_notification(&record).legacy().len();
+        if size > remote.max_announce() {
+            tracing::warn!(task = %id, bytes = size, max = remote.max_announce(), "task result too large for the bus");
+            return Err(McpError::internal(
+                "Internal error: the task's result is larger than the bus carries to the other nodes",
+            ));
+        }
+        Ok(json)
+    }
+
     /// Queues a copy of a stored change for Redis (and the other nodes'
     /// watchers).
-    pub(super) fn mirror(&self, record: TaskRecord) {
-        let Some(tx) = self.shared.mirror.get() else {
+    fn mirror(&self, record: TaskRecord) {
+        let Some(tx) = self.shared.fleet.mirror.get() else {
             return;
         };
         if let Err(tokio::sync::mpsc::error::TrySendError::Full(record)) = tx.try_send(record)
@@ -142,7 +202,7 @@ impl Tasks {
     async fn write_copy(&self, remote: &SharedTasks, record: &TaskRecord) {
         let put = remote.put(record).await;
         if put.is_ok() {
-            lock(&self.shared.unwritten).remove(&record.id);
+            lock(&self.shared.fleet.unwritten).remove(&record.id);
         }
         match put {
             Ok(Put::Stored) => remote.publish_status(record),
@@ -163,11 +223,11 @@ impl Tasks {
     /// cannot read, so no client sees a task end here and then read it
     /// `working` on another node.
     async fn shown_to_all(&self, id: &str) -> Result<(), McpError> {
-        if !lock(&self.shared.unwritten).contains(id) {
+        if !lock(&self.shared.fleet.unwritten).contains(id) {
             return Ok(());
         }
         self.copy_now(id).await;
-        if lock(&self.shared.unwritten).contains(id) {
+        if lock(&self.shared.fleet.unwritten).contains(id) {
             return Err(store_unavailable());
         }
         Ok(())
@@ -177,7 +237,7 @@ impl Tasks {
     /// writer writes the task's record again until Redis takes it.
     pub(super) fn unwritten(&self, record: &TaskRecord, error: &crate::pubsub::BusError) {
         tracing::warn!(task = %record.id, error = %error, "task copy not stored; written again once Redis answers");
-        let mut unwritten = lock(&self.shared.unwritten);
+        let mut unwritten = lock(&self.shared.fleet.unwritten);
         // This node's own tasks only, so at most its store's bound.
         if unwritten.len() < self.shared.config.max_retained_tasks {
             unwritten.insert(record.id.clone());
@@ -188,16 +248,16 @@ impl Tasks {
     /// as it is now (a newer copy replaces the one that failed); those that
     /// fail again wait for the next turn.
     async fn write_unwritten(&self, remote: &SharedTasks) {
-        let ids: Vec<String> = lock(&self.shared.unwritten).drain().collect();
+        let ids: Vec<String> = lock(&self.shared.fleet.unwritten).drain().collect();
         let mut ids = ids.into_iter();
         while let Some(id) = ids.next() {
             let Some(record) = self.shared.store.get(&id, seal::now_ms()) else {
                 continue;
             };
             self.write_copy(remote, &record).await;
-            if lock(&self.shared.unwritten).contains(&id) {
+            if lock(&self.shared.fleet.unwritten).contains(&id) {
                 // Redis still refuses: the rest wait for the next turn.
-                lock(&self.shared.unwritten).extend(ids);
+                lock(&self.shared.fleet.unwritten).extend(ids);
                 return;
             }
         }
@@ -364,7 +424,7 @@ impl Tasks {
             return;
         }
         let start_refreshing = {
-            let mut watches = lock(&self.shared.remote_watch);
+            let mut watches = lock(&self.shared.fleet.remote_watch);
             watches.list.retain(|w| !w.sink.is_done());
             watches.list.extend(added);
             !std::mem::replace(&mut watches.refreshing, true)
@@ -417,7 +477,7 @@ async fn refresh_on_epochs(shared: Weak<Shared>, mut epochs: BusEpochs) {
         };
         let tasks = Tasks { shared };
         let due: Vec<(String, String, Arc<WatchSink>)> = {
-            let mut watches = lock(&tasks.shared.remote_watch);
+            let mut watches = lock(&tasks.shared.fleet.remote_watch);
             watches.list.retain(|w| !w.sink.is_done());
             watches
                 .list
@@ -496,7 +556,7 @@ async fn write_copies(
                 let Some(shared) = shared.upgrade() else {
                     return;
                 };
-                if !lock(&shared.unwritten).is_empty() {
+                if !lock(&shared.fleet.unwritten).is_empty() {
                     Tasks { shared }.write_unwritten(&remote).await;
                 }
             }

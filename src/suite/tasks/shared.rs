@@ -25,9 +25,10 @@ use serde_json::{Map, Value};
 
 use super::record::{Outcome, TaskRecord};
 use super::status::TaskStatus;
+pub(crate) use super::watch::status_notification;
 use crate::mux::{Channel, ChannelError, SharedNotification};
+use crate::protocol::McpError;
 use crate::protocol::error::ErrorObject;
-use crate::protocol::{McpError, Notification};
 use crate::pubsub::{
     Bus, BusError, BusSubscription, DeliverFuture, Inbox, InboxError, InboxSink, RedisOnce,
 };
@@ -166,14 +167,6 @@ pub(crate) fn unavailable(e: &BusError) -> McpError {
 /// taken a change: retryable, with no detail of the cause.
 pub(crate) fn store_unavailable() -> McpError {
     McpError::internal("Internal error: the shared task store is unavailable; retry later")
-}
-
-/// `notifications/tasks` with the full `DetailedTask` of `record`.
-pub(crate) fn status_notification(record: &TaskRecord) -> SharedNotification {
-    SharedNotification::new(Notification::new(
-        crate::protocol::methods::TASK_STATUS,
-        record.detailed(),
-    ))
 }
 
 /// The Redis side of a suite's tasks: record copies, leases, and the bus.

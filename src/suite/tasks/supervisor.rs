@@ -14,14 +14,12 @@ use super::config::TaskConfig;
 use super::cx::{CancelSignal, TaskCx};
 use super::live::{Live, LiveTable};
 use super::record::{Outcome, TaskRecord};
-use super::shared::SharedTasks;
 use super::status::{TaskStatus, allows};
 use super::store::{MemoryStore, TaskStats, TaskStore};
 use super::watch::Watchers;
-use crate::mux::{Channel, SharedNotification};
+use crate::mux::Channel;
 use crate::protocol::McpError;
 use crate::protocol::error::ErrorObject;
-use crate::pubsub::BusSubscription;
 use crate::suite::common::{BoxFuture, CallToolResult, InputRequired, ToolOutcome};
 use crate::suite::sealing::seal;
 
@@ -36,24 +34,9 @@ pub(super) struct Shared {
     draining: AtomicBool,
     /// Listen streams hearing `notifications/tasks`.
     pub(super) watchers: Watchers,
-    /// Tasks shared through Redis, when set.
-    pub(super) remote: std::sync::OnceLock<SharedTasks>,
-    /// With `remote`: the copies of stored changes on their way to Redis.
-    pub(super) mirror: std::sync::OnceLock<tokio::sync::mpsc::Sender<TaskRecord>>,
-    /// With `remote`: the ids of this node's tasks whose latest copy could
-    /// not be written to Redis; the copy writer writes them again.
-    pub(super) unwritten: Mutex<std::collections::HashSet<String>>,
-    /// With `remote`: what this node knows of its lease.
-    pub(super) lease: super::lease::LeaseClock,
-    /// With `remote`: this node's lease, copy writer and control topic run.
-    pub(super) started: tokio::sync::OnceCell<()>,
-    /// With `remote`: the control topic of this node's tasks.
-    pub(super) control: Mutex<Option<BusSubscription<SharedNotification>>>,
-    /// With `remote`: local streams watching other nodes' tasks.
-    pub(super) remote_watch: Mutex<super::remote::RemoteWatches>,
-    /// With `remote`: control messages from other nodes, on their way to
-    /// the one worker that decides and applies them (bounded: see `remote`).
-    pub(super) controls: std::sync::OnceLock<tokio::sync::mpsc::Sender<SharedNotification>>,
+    /// What sharing tasks through Redis keeps (see `remote`).
+    #[cfg(feature = "redis")]
+    pub(super) fleet: super::remote::Fleet,
 }
 
 /// How a `tools/call` that may become a task was answered.
@@ -107,14 +90,8 @@ impl Tasks {
                 live: Mutex::new(LiveTable::default()),
                 draining: AtomicBool::new(false),
                 watchers: Watchers::default(),
-                remote: std::sync::OnceLock::new(),
-                mirror: std::sync::OnceLock::new(),
-                unwritten: Mutex::new(Default::default()),
-                lease: Default::default(),
-                started: tokio::sync::OnceCell::new(),
-                control: Mutex::new(None),
-                remote_watch: Mutex::new(Default::default()),
-                controls: std::sync::OnceLock::new(),
+                #[cfg(feature = "redis")]
+                fleet: Default::default(),
             }),
         }
     }
@@ -185,12 +162,7 @@ impl Tasks {
             .shared
             .watchers
             .announce(id, || store.get(id, seal::now_ms()));
-        if self.shared.mirror.get().is_none() {
-            return;
-        }
-        if let Some(record) = watched.or_else(|| store.get(id, seal::now_ms())) {
-            self.mirror(record);
-        }
+        self.mirror_announced(id, watched);
     }
 
     /// The ids of `ids` a listen by `owner` may watch: known, unexpired and
@@ -382,29 +354,6 @@ impl Tasks {
             }
         }
         self.live().remove(id);
-    }
-
-    /// `json` as task `id`'s result, unless (tasks shared through Redis) its
-    /// status notification would not fit in one bus message: then the task
-    /// fails with a clear error rather than be stored and never announced.
-    fn announceable(&self, id: &str, json: Arc<str>) -> Result<Arc<str>, McpError> {
-        let Some(remote) = self.shared.remote.get() else {
-            return Ok(json);
-        };
-        let Some(mut record) = self.shared.store.get(id, seal::now_ms()) else {
-            return Ok(json);
-        };
-        record.status = TaskStatus::Completed;
-        record.input_requests.clear();
-        record.outcome = Some(Outcome::Result(json.clone()));
-        let size = super::shared::status_notification(&record).legacy().len();
-        if size > remote.max_announce() {
-            tracing::warn!(task = %id, bytes = size, max = remote.max_announce(), "task result too large for the bus");
-            return Err(McpError::internal(
-                "Internal error: the task's result is larger than the bus carries to the other nodes",
-            ));
-        }
-        Ok(json)
     }
 
     /// Ends `id` `failed` with `error`; the new record, or `None` when it had

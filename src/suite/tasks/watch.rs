@@ -12,8 +12,16 @@ use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use super::record::TaskRecord;
-use super::shared::status_notification;
-use crate::mux::Channel;
+use crate::mux::{Channel, SharedNotification};
+use crate::protocol::Notification;
+
+/// `notifications/tasks` with the full `DetailedTask` of `record`.
+pub(crate) fn status_notification(record: &TaskRecord) -> SharedNotification {
+    SharedNotification::new(Notification::new(
+        crate::protocol::methods::TASK_STATUS,
+        record.detailed(),
+    ))
+}
 
 /// Who watches which task.
 #[derive(Default)]

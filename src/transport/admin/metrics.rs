@@ -84,19 +84,27 @@ impl Collector for RuntimeCollector {
             let labels = [("method", method)];
             histogram.encode(durations.encode_family(&labels)?)?;
         }
-        let mut dropped = encoder.encode_descriptor(
-            "genmcp_bus_messages_dropped",
-            "Messages from Redis that the event bus refused since start, by reason \
-             (forged, replayed, oversized, malformed, backlog)",
-            None,
-            MetricType::Counter,
-        )?;
-        for (reason, n) in crate::pubsub::redis::dropped_messages() {
-            let labels = [("reason", reason.as_str())];
-            ConstCounter::new(n).encode(dropped.encode_family(&labels)?)?;
-        }
+        #[cfg(feature = "redis")]
+        encode_bus_drops(&mut encoder)?;
         Ok(())
     }
+}
+
+/// `genmcp_bus_messages_dropped_total`: only with the Redis bus.
+#[cfg(feature = "redis")]
+fn encode_bus_drops(encoder: &mut DescriptorEncoder) -> Result<(), std::fmt::Error> {
+    let mut dropped = encoder.encode_descriptor(
+        "genmcp_bus_messages_dropped",
+        "Messages from Redis that the event bus refused since start, by reason \
+         (forged, replayed, oversized, malformed, backlog)",
+        None,
+        MetricType::Counter,
+    )?;
+    for (reason, n) in crate::pubsub::redis::dropped_messages() {
+        let labels = [("reason", reason.as_str())];
+        ConstCounter::new(n).encode(dropped.encode_family(&labels)?)?;
+    }
+    Ok(())
 }
 
 /// Readiness as metrics, so alerts need not probe `/readyz`: asked at

@@ -147,7 +147,7 @@ pub struct AuthConfig {
     pub resource: Option<String>,
     /// `authorization_servers` of the metadata document (issuer URLs; MCP
     /// wants at least one). Default: none (the JWT issuer with
-    /// [`AuthConfig::jwt`]).
+    /// `AuthConfig::jwt`, feature `jwt`).
     pub authorization_servers: Vec<String>,
     /// `scopes_supported` of the metadata document (default: none, omitted).
     pub scopes_supported: Vec<String>,

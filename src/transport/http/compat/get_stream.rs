@@ -177,6 +177,7 @@ pub(in crate::transport::http) async fn get<H: SubscriptionHandler>(
         // Nothing to stream: 2025-11-25 allows 405 for GET.
         return not_allowed();
     }
+    #[cfg(feature = "redis")]
     if compat.shared.is_some() {
         return super::fleet::get(&state, compat, &session, assigns, meta, (tx, rx), permit).await;
     }

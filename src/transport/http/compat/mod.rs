@@ -16,6 +16,7 @@
 //! request). Modern requests always carry `Mcp-Method`, so they are decided
 //! from the headers alone: the body is parsed here only for legacy candidates.
 
+#[cfg(feature = "redis")]
 mod fleet;
 mod get_stream;
 mod requests;
@@ -375,6 +376,7 @@ async fn subscription<H: SubscriptionHandler>(
     let uri = crate::compat::subscription_uri(&state.suite, params, channel, subscribe)?;
     let max_uris = state.server.limits().max_resource_uris;
     let key = session.key();
+    #[cfg(feature = "redis")]
     if compat.shared.is_some() {
         return fleet::change_uri(state, compat, &key, uri, subscribe, max_uris).await;
     }
