@@ -38,7 +38,7 @@ mod local;
 #[cfg(feature = "redis")]
 #[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
 pub mod redis;
-#[cfg(test)]
+#[cfg(all(test, feature = "redis"))]
 pub(crate) mod redis_child;
 
 use std::future::Future;
