@@ -14,16 +14,17 @@
 //! Bounds ([`EventBounds`]): events and bytes per session, bytes in all. The
 //! oldest events of a session go first; past the server-wide budget a
 //! session's new events push out its own oldest ones (one session never
-//! evicts another's). A cursor older than what is kept is a [`Gap`], never
-//! a silent skip. A session's log goes with the session (DELETE, expiry);
-//! an ended POST stream goes once its reader has written its response, or
-//! after [`EventBounds::resume_window`] without a reader.
+//! A cursor older than what is kept is a [`Gap`], never a silent skip. A
+//! session's log goes with the session (DELETE, expiry); a stream goes after
+//! [`EventBounds::resume_window`] without a reader (a POST stream's once its
+//! request ended, as a client may not have read a response written to a
+//! connection that was already gone).
 //!
 //! Nothing here talks to Redis: the shared (Redis Streams) store plugs in
 //! beside this one behind the same operations.
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -138,42 +139,76 @@ struct SessionLog {
     next_stream: u64,
     next_reader: u64,
     streams: HashMap<u64, Stream>,
-    /// Every kept event's stream and size, oldest first.
-    order: VecDeque<(u64, u64, usize)>,
+    /// Kept events' stream and position, oldest first (entries of events
+    /// dropped otherwise are skipped, and compacted away).
+    order: VecDeque<(u64, u64)>,
+    events: usize,
     bytes: usize,
 }
 
 impl SessionLog {
+    /// Drops event `seq` of `stream` if it is that stream's oldest; its
+    /// size.
+    fn drop_front(&mut self, stream: u64, seq: u64) -> Option<usize> {
+        let s = self.streams.get_mut(&stream)?;
+        if s.events.front().is_none_or(|e| e.seq != seq) {
+            return None;
+        }
+        let e = s.events.pop_front()?;
+        s.floor = seq;
+        self.bytes -= e.data.len();
+        self.events -= 1;
+        Some(e.data.len())
+    }
+
     /// Drops the session's oldest kept event; its size, or `None` when the
     /// session keeps nothing.
     fn drop_oldest(&mut self) -> Option<usize> {
-        while let Some((stream, seq, len)) = self.order.pop_front() {
-            let Some(s) = self.streams.get_mut(&stream) else {
-                continue;
-            };
-            if s.events.front().is_some_and(|e| e.seq == seq) {
-                s.events.pop_front();
-                s.floor = seq;
-                self.bytes -= len;
+        while let Some((stream, seq)) = self.order.pop_front() {
+            if let Some(len) = self.drop_front(stream, seq) {
                 return Some(len);
             }
         }
         None
     }
 
-    fn remove_stream(&mut self, stream: u64) -> usize {
+    /// Whether event `seq` of `stream` is kept.
+    fn keeps(&self, stream: u64, seq: u64) -> bool {
+        self.streams
+            .get(&stream)
+            .is_some_and(|s| s.events.binary_search_by_key(&seq, |e| e.seq).is_ok())
+    }
+
+    /// Drops `stream`; the events and bytes it kept.
+    fn remove_stream(&mut self, stream: u64) -> (usize, usize) {
         let Some(s) = self.streams.remove(&stream) else {
-            return 0;
+            return (0, 0);
         };
         let freed: usize = s.events.iter().map(|e| e.data.len()).sum();
         self.bytes -= freed;
-        freed
+        self.events -= s.events.len();
+        (s.events.len(), freed)
+    }
+
+    /// Forgets the order entries of events no longer kept, once they
+    /// outnumber the kept ones.
+    fn compact(&mut self) {
+        if self.order.len() > 2 * self.events + 64 {
+            let order = std::mem::take(&mut self.order);
+            self.order = order
+                .into_iter()
+                .filter(|(stream, seq)| self.keeps(*stream, *seq))
+                .collect();
+        }
     }
 }
 
 #[derive(Default)]
 struct Inner {
-    sessions: HashMap<String, SessionLog>,
+    sessions: HashMap<Arc<str>, SessionLog>,
+    /// Every kept event's session, stream and position, oldest first (as
+    /// each session's `order`).
+    order: VecDeque<(Arc<str>, u64, u64)>,
     bytes: usize,
     events: usize,
     swept: Option<Instant>,
@@ -189,7 +224,7 @@ impl Inner {
             return;
         }
         self.swept = Some(now);
-        let expired: Vec<String> = self
+        let expired: Vec<Arc<str>> = self
             .sessions
             .iter()
             .filter(|(_, l)| seal::expired(l.expires))
@@ -203,7 +238,37 @@ impl Inner {
     fn remove_session(&mut self, sid: &str) {
         if let Some(log) = self.sessions.remove(sid) {
             self.bytes -= log.bytes;
-            self.events -= log.order.len().min(self.events);
+            self.events -= log.events;
+        }
+        self.compact();
+    }
+
+    /// Drops the oldest event kept in the whole store; whether one was.
+    fn drop_oldest(&mut self) -> bool {
+        while let Some((sid, stream, seq)) = self.order.pop_front() {
+            if let Some(len) = self
+                .sessions
+                .get_mut(&sid)
+                .and_then(|l| l.drop_front(stream, seq))
+            {
+                self.bytes -= len;
+                self.events -= 1;
+                return true;
+            }
+        }
+        false
+    }
+
+    fn compact(&mut self) {
+        if self.order.len() > 2 * self.events + 1024 {
+            let order = std::mem::take(&mut self.order);
+            let sessions = &self.sessions;
+            self.order = order
+                .into_iter()
+                .filter(|(sid, stream, seq)| {
+                    sessions.get(sid).is_some_and(|l| l.keeps(*stream, *seq))
+                })
+                .collect();
         }
     }
 }
@@ -277,7 +342,7 @@ impl EventStore {
                 return None;
             }
             inner.sessions.insert(
-                key.sid.to_owned(),
+                Arc::from(key.sid),
                 SessionLog {
                     tag,
                     principal: key.principal.map(str::to_owned),
@@ -287,6 +352,7 @@ impl EventStore {
                     next_reader: 0,
                     streams: HashMap::new(),
                     order: VecDeque::new(),
+                    events: 0,
                     bytes: 0,
                 },
             );
@@ -352,24 +418,28 @@ impl EventStore {
         let mut guard = self.lock();
         let inner = &mut *guard;
         let bounds = self.bounds;
-        let Some(log) = inner
+        let len = data.len();
+        let fits = len <= bounds.per_session_bytes && len <= bounds.total_bytes;
+        let Some(sid) = inner
             .sessions
-            .get_mut(key.sid)
-            .filter(|l| l.principal.as_deref() == key.principal)
+            .get_key_value(key.sid)
+            .filter(|(_, l)| l.principal.as_deref() == key.principal)
+            .map(|(sid, _)| sid.clone())
         else {
             return false;
         };
-        if !log.streams.contains_key(&stream) {
-            return false;
-        }
-        log.seq += 1;
-        let seq = log.seq;
-        let len = data.len();
-        let fits = len <= bounds.per_session_bytes && len <= bounds.total_bytes;
-        if fits {
-            while log.order.len() >= bounds.per_session_events
-                || log.bytes + len > bounds.per_session_bytes
-                || inner.bytes + len > bounds.total_bytes
+        let seq = {
+            let Some(log) = inner.sessions.get_mut(&sid) else {
+                return false;
+            };
+            if !log.streams.contains_key(&stream) {
+                return false;
+            }
+            log.seq += 1;
+            // The session's bounds: its own oldest events go first.
+            while fits
+                && (log.events >= bounds.per_session_events
+                    || log.bytes + len > bounds.per_session_bytes)
             {
                 let Some(freed) = log.drop_oldest() else {
                     break;
@@ -377,9 +447,19 @@ impl EventStore {
                 inner.bytes -= freed;
                 inner.events -= 1;
             }
+            log.seq
+        };
+        // The server's budget: the oldest events of any session go first.
+        while fits && inner.bytes + len > bounds.total_bytes {
+            if !inner.drop_oldest() {
+                break;
+            }
         }
+        let Some(log) = inner.sessions.get_mut(&sid) else {
+            return false;
+        };
         let kept = fits
-            && log.order.len() < bounds.per_session_events
+            && log.events < bounds.per_session_events
             && log.bytes + len <= bounds.per_session_bytes
             && inner.bytes + len <= bounds.total_bytes;
         let Some(s) = log.streams.get_mut(&stream) else {
@@ -389,14 +469,18 @@ impl EventStore {
         s.ended |= last;
         if kept {
             s.events.push_back(Event { seq, data, last });
-            log.order.push_back((stream, seq, len));
+            log.order.push_back((stream, seq));
+            log.events += 1;
             log.bytes += len;
+            inner.order.push_back((sid, stream, seq));
             inner.bytes += len;
             inner.events += 1;
         } else {
             s.floor = seq;
         }
         s.wake.send_replace(seq);
+        log.compact();
+        inner.compact();
         kept
     }
 
@@ -502,11 +586,11 @@ impl EventStore {
         else {
             return;
         };
-        let before = log.order.len();
-        let freed = log.remove_stream(stream);
-        log.order.retain(|(s, _, _)| *s != stream);
-        inner.events -= (before - log.order.len()).min(inner.events);
-        inner.bytes -= freed.min(inner.bytes);
+        let (events, bytes) = log.remove_stream(stream);
+        log.compact();
+        inner.events -= events;
+        inner.bytes -= bytes;
+        inner.compact();
     }
 
     /// Drops the session's log (DELETE).
@@ -521,7 +605,7 @@ impl EventStore {
         let (events, bytes) = inner
             .sessions
             .get(sid)
-            .map_or((0, 0), |l| (l.order.len(), l.bytes));
+            .map_or((0, 0), |l| (l.events, l.bytes));
         (events, bytes, inner.events, inner.bytes)
     }
 }
@@ -618,31 +702,59 @@ mod tests {
     }
 
     #[test]
-    fn bytes_are_bounded_per_session_and_in_all() {
+    fn bytes_are_bounded_per_session_and_in_all_oldest_first() {
         let s = store(1000, 100, 150);
         let (a, b) = (key("a"), key("b"));
         s.open(&a, Some(GET_STREAM), "ta".into());
         s.open(&b, Some(GET_STREAM), "tb".into());
+        let (ra, _rx) = s.attach(&a, GET_STREAM).expect("attached");
         for _ in 0..50 {
             s.append(&a, GET_STREAM, Bytes::from(vec![b'x'; 30]), false);
         }
-        let (events, bytes, _, total) = s.held("a");
+        let (events, bytes, _, _) = s.held("a");
         assert!(
             bytes <= 100 && events == 3,
             "{events} events, {bytes} bytes"
         );
+        let a_cursor = s.position(&a) - 3;
+        assert!(matches!(
+            s.read(&a, GET_STREAM, ra, a_cursor, 10),
+            Ok(Read::Events(_))
+        ));
         for _ in 0..50 {
             s.append(&b, GET_STREAM, Bytes::from(vec![b'y'; 30]), false);
         }
-        let (_, b_bytes, _, total_after) = s.held("b");
-        assert!(total_after <= 150, "{total_after} bytes in all");
-        assert_eq!(s.held("a").1, bytes, "b's flood evicted none of a's events");
-        assert!(b_bytes <= 150 - bytes && total <= 150);
+        let (_, a_bytes, all_events, all_bytes) = s.held("a");
+        assert!(all_bytes <= 150, "{all_bytes} bytes in all");
+        assert_eq!(all_events, all_bytes / 30);
+        assert!(
+            a_bytes < bytes,
+            "a's events were the oldest: they went first"
+        );
+        assert_eq!(s.read(&a, GET_STREAM, ra, a_cursor, 10).unwrap_err(), Gap);
         // Too large to keep at all: the stream moves on and leaves a gap.
-        let (reader, _rx) = s.attach(&a, GET_STREAM).expect("attached");
         let head = s.position(&a);
         assert!(!s.append(&a, GET_STREAM, Bytes::from(vec![b'z'; 101]), false));
-        assert_eq!(s.read(&a, GET_STREAM, reader, head, 10).unwrap_err(), Gap);
+        assert_eq!(s.read(&a, GET_STREAM, ra, head, 10).unwrap_err(), Gap);
+    }
+
+    #[test]
+    fn what_the_store_keeps_track_of_stays_bounded_under_a_flood() {
+        let s = store(10, 1 << 20, 4000);
+        let keys: Vec<String> = (0..20).map(|i| format!("s{i}")).collect();
+        for k in &keys {
+            s.open(&key(k), Some(GET_STREAM), k.clone());
+        }
+        for round in 0..2000 {
+            let k = key(&keys[round % keys.len()]);
+            s.append(&k, GET_STREAM, Bytes::from(vec![b'x'; 40]), false);
+        }
+        let inner = s.lock();
+        assert!(inner.bytes <= 4000);
+        assert!(inner.order.len() <= 2 * inner.events + 1024);
+        for log in inner.sessions.values() {
+            assert!(log.events <= 10 && log.order.len() <= 2 * log.events + 64);
+        }
     }
 
     #[test]

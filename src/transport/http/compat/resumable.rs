@@ -254,11 +254,10 @@ async fn next(mut st: State) -> Option<(Result<Bytes, Infallible>, State)> {
                     }
                 }
                 st.server.count_frames(list.len() as u64);
-                if finished {
-                    // The response is written: the POST stream is done.
-                    st.r.events.remove(&st.r.key.key(), st.r.stream);
-                    st.done = true;
-                }
+                // The response ends the POST stream's body. It stays kept for
+                // the resume window: this client may not have read it (a
+                // write to a connection that is already gone succeeds).
+                st.done |= finished;
                 st.keepalive_at = Instant::now() + st.keep_alive;
                 return Some((Ok(buf.freeze()), st));
             }
