@@ -122,6 +122,9 @@ fn compat_shutdown_ends_get_streams_cleanly() {
     let metrics = server.server.clone();
     let stopper = std::thread::spawn(move || server.stop());
     assert!(next(&mut stream).is_none(), "the body ends without a frame");
+    // ... and with a retry hint (SSE polling): the client reconnects, to
+    // another node of a fleet or to this one once it is back.
+    assert_eq!(stream.retry, Some(1000));
     stopper.join().unwrap();
     assert_eq!(record.closed.lock().unwrap().clone(), vec![id(1)]);
     assert_eq!(metrics.metrics().closed(CloseReason::Shutdown), 1);

@@ -79,7 +79,7 @@ impl Lines {
         while let Some(frame) = next.take() {
             taken += 1;
             // An empty frame (`Channel::close_sse_stream`) has no line.
-            if !frame.is_revoked() && !(frame.is_empty() && !frame.last) {
+            if !frame.is_revoked() && (!frame.is_empty() || frame.last) {
                 frame.write_to(&mut self.buf);
                 self.buf.push(b'\n');
                 lines += 1;
