@@ -327,8 +327,9 @@ impl EventStore {
     /// Opens stream `stream` of the session ([`GET_STREAM`]) or, with
     /// `None`, a new POST stream; makes the session's log with `tag` if it
     /// has none. Returns the stream's number and the log's tag, or `None`
-    /// when the store holds [`EventBounds::max_sessions`] logs (the stream is
-    /// then served without ids).
+    /// when the store holds [`EventBounds::max_sessions`] logs, or the
+    /// session holds [`EventBounds::per_session_events`] streams none of
+    /// which has ended unread (the stream is then served without ids).
     pub(crate) fn open(
         &self,
         key: &LogKey,
@@ -357,15 +358,33 @@ impl EventStore {
                 },
             );
         }
+        let max_streams = self.bounds.per_session_events;
         let log = Self::log(&mut inner, key)?;
         let number = match stream {
             Some(n) => n,
             None => {
+                // At most as many streams as events per session: the oldest
+                // ended stream nobody reads goes first, else no ids.
+                if log.streams.len() >= max_streams {
+                    let oldest = log
+                        .streams
+                        .iter()
+                        .filter(|(n, s)| **n != GET_STREAM && s.ended && s.reader == 0)
+                        .map(|(n, _)| *n)
+                        .min()?;
+                    let (events, bytes) = log.remove_stream(oldest);
+                    log.compact();
+                    inner.events -= events;
+                    inner.bytes -= bytes;
+                    inner.compact();
+                }
+                let log = Self::log(&mut inner, key)?;
                 let n = log.next_stream;
                 log.next_stream += 1;
                 n
             }
         };
+        let log = Self::log(&mut inner, key)?;
         log.streams.entry(number).or_insert_with(Stream::new);
         Some((number, log.tag.clone()))
     }
@@ -755,6 +774,23 @@ mod tests {
         for log in inner.sessions.values() {
             assert!(log.events <= 10 && log.order.len() <= 2 * log.events + 64);
         }
+    }
+
+    #[test]
+    fn a_session_holds_a_bounded_number_of_streams() {
+        let s = store(3, 1 << 20, 1 << 20);
+        let k = key("s");
+        let mut opened = Vec::new();
+        for _ in 0..3 {
+            opened.push(s.open(&k, None, "t".into()).expect("room").0);
+        }
+        // Three running POST streams: no room for a fourth.
+        assert!(s.open(&k, None, "t".into()).is_none());
+        // One ended, unread: it makes room.
+        s.append(&k, opened[1], Bytes::from_static(b"r"), true);
+        let (n, _) = s.open(&k, None, "t".into()).expect("room");
+        assert!(!s.holds(&k, opened[1]) && s.holds(&k, n));
+        assert_eq!(s.held("s").0, 0);
     }
 
     #[test]

@@ -307,6 +307,19 @@ mod tests {
         assert_eq!(config.limits.max_streams_per_principal, None);
         assert_eq!(config.limits.max_streams, 10_000);
         assert!(config.rate_limit.is_none());
+        let compat = config.compat.as_ref().expect("2025 clients served");
+        assert_eq!(compat.max_stream_duration, None, "streams stay open");
+        let cli = Cli::try_parse_from(["genmcp", "serve", "--max-stream-duration", "2.5"])
+            .expect("valid flags");
+        let Command::Serve(serve) = cli.command else {
+            panic!("serve expected")
+        };
+        let config = serve.http_config();
+        assert_eq!(
+            config.compat.and_then(|c| c.max_stream_duration),
+            Some(std::time::Duration::from_millis(2500))
+        );
+        assert!(Cli::try_parse_from(["genmcp", "serve", "--max-stream-duration", "0"]).is_err());
         let cli = Cli::try_parse_from([
             "genmcp",
             "serve",
