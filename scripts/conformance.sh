@@ -28,8 +28,10 @@
 # failed), if any scenario in either leg has a FAILURE check (this includes the
 # unscored pending scenarios json-schema-2020-12, http-header-validation and
 # http-custom-header-server-validation, and the tasks extension's scenarios),
-# if any of the nine scorable tasks-* scenarios is missing from the req leg, or
-# if a leg produced no results.
+# if any of the nine scorable tasks-* scenarios is missing from the req leg, if
+# a check of server-sse-polling (priming event, retry field, resumption with
+# Last-Event-ID) does not succeed in the 2025 leg, or if a leg produced no
+# results.
 set -euo pipefail
 
 CONFORMANCE_PKG="@modelcontextprotocol/conformance"
@@ -266,13 +268,26 @@ if leg == "req":
             print(f"  FAIL {name}: not run in the req leg")
         else:
             print(f"  tasks {name}: {'FAILED' if name in failed else 'passed'}")
+# SSE polling (SEP-1699): the suite only warns when a check is missing;
+# genmcp requires each of them to succeed in the 2025 leg.
+REQUIRED = {"2025": {"server-sse-polling": ["server-sse-priming-event",
+            "server-sse-retry-field", "server-sse-disconnect-resume"]}}
+missing_checks = []
+for name, ids in REQUIRED.get(leg, {}).items():
+    checks = results.get(name) or []
+    for cid in ids:
+        ok = any(c.get("id") == cid and c.get("status") == "SUCCESS" for c in checks)
+        print(f"  required {name} {cid}: {'passed' if ok else 'NOT SUCCESS'}")
+        if not ok:
+            missing_checks.append(cid)
 for name in UNSCORED:
     if name not in results:
         state = "not run"
     else:
         state = "FAILED" if name in failed else "passed"
     print(f"  unscored {name}: {state}")
-sys.exit(0 if results and not blocking_failed and not missing_tasks else 1)
+sys.exit(0 if results and not blocking_failed and not missing_tasks
+         and not missing_checks else 1)
 PY
 }
 

@@ -16,6 +16,7 @@
 //! [`Stream`]: crate::runtime::Stream
 
 mod channel;
+mod events;
 mod initialize;
 mod meta;
 mod rounds;
@@ -29,6 +30,7 @@ mod state;
 mod store;
 
 pub(crate) use channel::LegacyStream;
+pub(crate) use events::{EventBounds, EventId, EventStore, GET_STREAM, LogKey, Read, Resume};
 pub(crate) use initialize::{initialize_result, negotiate};
 pub(crate) use meta::ClientInit;
 pub(crate) use rounds::{Asker, Pending, rounds};

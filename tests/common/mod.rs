@@ -102,7 +102,10 @@ impl Response {
     pub fn sse_messages(&self) -> Vec<Value> {
         String::from_utf8_lossy(&self.body)
             .lines()
-            .filter_map(|l| l.strip_prefix("data: "))
+            .filter_map(|l| l.strip_prefix("data:"))
+            .map(str::trim)
+            // A 2025 stream's priming event has empty data.
+            .filter(|d| !d.is_empty())
             .map(|d| serde_json::from_str(d).expect("SSE data is JSON"))
             .collect()
     }
@@ -125,6 +128,10 @@ pub struct Exchange {
     pub headers: Vec<(String, String)>,
     body: Body,
     line: String,
+    /// The last SSE `id:` seen (a 2025 stream's resumption point).
+    pub last_id: Option<String>,
+    /// The last SSE `retry:` seen, in ms.
+    pub retry: Option<u64>,
 }
 
 /// One SSE item.
@@ -211,6 +218,8 @@ impl Exchange {
             headers,
             body,
             line: String::new(),
+            last_id: None,
+            retry: None,
         }
     }
 
@@ -276,6 +285,11 @@ impl Exchange {
         }
     }
 
+    /// Some raw body bytes (chunk framing removed); `0` at the end.
+    pub fn read_raw(&mut self, buf: &mut [u8]) -> usize {
+        self.read_body(buf).expect("reading body")
+    }
+
     /// The rest of the body.
     pub fn read_to_end(&mut self) -> Vec<u8> {
         let mut out = Vec::new();
@@ -326,7 +340,9 @@ impl Exchange {
                 return Ok(None);
             };
             if line.is_empty() {
-                if let Some(d) = data.take() {
+                // An event with empty data (a 2025 stream's priming event)
+                // only moves the resumption point.
+                if let Some(d) = data.take().filter(|d| !d.is_empty()) {
                     return Ok(Some(Event::Message(
                         serde_json::from_str(&d).expect("SSE data is JSON"),
                     )));
@@ -341,8 +357,12 @@ impl Exchange {
                 }
                 continue;
             }
-            if let Some(d) = line.strip_prefix("data: ") {
-                data = Some(d.to_owned());
+            if let Some(d) = line.strip_prefix("data:") {
+                data = Some(d.strip_prefix(' ').unwrap_or(d).to_owned());
+            } else if let Some(id) = line.strip_prefix("id:") {
+                self.last_id = Some(id.trim().to_owned());
+            } else if let Some(ms) = line.strip_prefix("retry:") {
+                self.retry = ms.trim().parse().ok();
             }
         }
     }

@@ -72,12 +72,12 @@ class GenmcpServer:
             return ""
 
 
-def _start(binary: Path, log_path: Path) -> GenmcpServer:
+def _start(binary: Path, log_path: Path, extra_args: tuple[str, ...] = ()) -> GenmcpServer:
     for _attempt in range(3):
         port = _free_port()
         log = log_path.open("wb")
         proc = subprocess.Popen(
-            [str(binary), "serve", "--host", "127.0.0.1", "--port", str(port), "--keep-alive", "1"],
+            [str(binary), "serve", "--host", "127.0.0.1", "--port", str(port), "--keep-alive", "1", *extra_args],
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=subprocess.STDOUT,

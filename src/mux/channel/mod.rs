@@ -452,6 +452,19 @@ impl Channel {
             false,
         )
     }
+
+    /// SSE polling (2025-11-25, SEP-1699): asks the transport to close this
+    /// request's SSE response now, with a `retry` hint. The request keeps
+    /// running; what it sends afterwards, its response included, goes to the
+    /// client when it reconnects with `Last-Event-ID`. Ignored on a listen
+    /// stream and wherever the response is not a resumable 2025 SSE stream
+    /// (2026-07-28 requests, stdio).
+    pub fn close_sse_stream(&self) -> Result<(), ChannelError> {
+        if self.inner.listen.is_some() {
+            return Ok(());
+        }
+        self.push(self.frame(Vec::new(), false), false)
+    }
 }
 
 impl Listen {

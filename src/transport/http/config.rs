@@ -213,6 +213,29 @@ pub struct CompatConfig {
     /// `-32603` "Server busy: at most N requests per principal may wait for
     /// client input at once"; other principals are not affected.
     pub max_pending_requests_per_principal: usize,
+    /// Events kept per session for replay to a client that reconnects with
+    /// `Last-Event-ID`, across its GET stream and POST SSE responses
+    /// (default 1,000); the oldest go first. See `docs/compat-2025.md`.
+    pub max_events_per_session: usize,
+    /// Bytes of events (their JSON text) kept per session (default 1 MiB);
+    /// the oldest go first.
+    pub max_event_bytes_per_session: usize,
+    /// Bytes of events kept in the whole server (default 64 MiB): past it a
+    /// session's new events push out its own oldest ones (never another
+    /// session's).
+    pub max_event_bytes: usize,
+    /// How long a session's GET stream keeps running (and its events kept)
+    /// after its client went away, and an ended POST stream's response is
+    /// kept for its client to resume it (default 120 s).
+    pub resume_window: Duration,
+    /// SSE polling (SEP-1699): the server closes each 2025 stream after this
+    /// long, with a `retry` hint; the client reconnects with `Last-Event-ID`
+    /// and resumes (default `None`: streams stay open).
+    pub max_stream_duration: Option<Duration>,
+    /// The `retry` hint (how long a client waits before it reconnects) sent
+    /// in a stream's priming event and when the server closes a stream
+    /// (default 1 s).
+    pub retry: Duration,
 }
 
 impl Default for CompatConfig {
@@ -225,6 +248,12 @@ impl Default for CompatConfig {
             max_subscribed_uris: 131_072,
             max_pending_requests: 1_024,
             max_pending_requests_per_principal: 64,
+            max_events_per_session: 1_000,
+            max_event_bytes_per_session: 1024 * 1024,
+            max_event_bytes: 64 * 1024 * 1024,
+            resume_window: Duration::from_secs(120),
+            max_stream_duration: None,
+            retry: Duration::from_secs(1),
         }
     }
 }

@@ -143,7 +143,9 @@ impl SseBody {
 
     /// Appends a frame unless its stream was cancelled; returns whether it did.
     fn push(&mut self, frame: Frame) -> bool {
-        if frame.is_revoked() {
+        // An empty frame asks a resumable 2025 stream to close for SSE
+        // polling (`Channel::close_sse_stream`): nothing to write here.
+        if frame.is_revoked() || (frame.is_empty() && !frame.last) {
             return false;
         }
         encode_event(&mut self.buf, &frame);
@@ -278,6 +280,14 @@ impl Stream for SseBody {
 
 /// The HTTP response streaming `body` as Server-Sent Events.
 pub(crate) fn sse_response(body: SseBody) -> HttpResponse {
+    sse_response_of(body)
+}
+
+/// The HTTP response streaming any SSE byte stream.
+pub(crate) fn sse_response_of<S>(body: S) -> HttpResponse
+where
+    S: Stream<Item = Result<Bytes, Infallible>> + 'static,
+{
     HttpResponse::Ok()
         .content_type("text/event-stream")
         .insert_header((header::CACHE_CONTROL, "no-cache, no-transform"))

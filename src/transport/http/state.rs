@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use tokio::sync::Semaphore;
 
 use super::config::{CompatConfig, HttpConfig};
-use crate::compat::{Pending, SessionStore, SharedSessions, StoreBounds};
+use crate::compat::{EventBounds, EventStore, Pending, SessionStore, SharedSessions, StoreBounds};
 use crate::runtime::Server;
 use crate::subscription::SubscriptionHandler;
 use crate::suite::Suite;
@@ -64,6 +64,8 @@ pub(crate) struct Compat {
     /// Server-to-client requests waiting for an answer (owner: the session
     /// id; each counted against its principal).
     pub(crate) pending: Arc<Pending>,
+    /// The events of the sessions' SSE streams, for `Last-Event-ID` replay.
+    pub(crate) events: Arc<EventStore>,
     generation: AtomicU64,
 }
 
@@ -85,6 +87,13 @@ impl Compat {
                 config.max_pending_requests,
                 config.max_pending_requests_per_principal,
             )),
+            events: Arc::new(EventStore::new(EventBounds {
+                per_session_events: config.max_events_per_session,
+                per_session_bytes: config.max_event_bytes_per_session,
+                total_bytes: config.max_event_bytes,
+                max_sessions: config.max_session_states,
+                resume_window: config.resume_window,
+            })),
             generation: AtomicU64::new(0),
             config,
         }

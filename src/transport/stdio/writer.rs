@@ -78,7 +78,8 @@ impl Lines {
         let mut next = Some(first);
         while let Some(frame) = next.take() {
             taken += 1;
-            if !frame.is_revoked() {
+            // An empty frame (`Channel::close_sse_stream`) has no line.
+            if !frame.is_revoked() && (!frame.is_empty() || frame.last) {
                 frame.write_to(&mut self.buf);
                 self.buf.push(b'\n');
                 lines += 1;

@@ -99,6 +99,12 @@ pub(crate) struct ServeArgs {
     /// with a burst of as many (default: no limit); past it 429.
     #[arg(long, value_name = "N", conflicts_with = "stdio")]
     max_requests_per_second: Option<NonZeroU32>,
+    /// SSE polling for 2025-era clients (SEP-1699): close each 2025 SSE
+    /// stream after this many seconds with a `retry` hint; the client
+    /// reconnects with Last-Event-ID and resumes without losing an event
+    /// (default: streams stay open).
+    #[arg(long, value_name = "SECS", value_parser = positive_seconds, conflicts_with = "stdio")]
+    max_stream_duration: Option<Duration>,
     /// Run the admin listener (GET /metrics, /healthz, /readyz) on this
     /// address, e.g. 127.0.0.1:9090; never the MCP port (default: off).
     #[arg(long, value_name = "ADDR", conflicts_with = "stdio")]
@@ -177,6 +183,9 @@ impl ServeArgs {
         }
         if let Some(n) = self.max_requests_per_second {
             config.rate_limit = Some(RateLimit::per_second(n.get()));
+        }
+        if let (Some(d), Some(compat)) = (self.max_stream_duration, config.compat.as_mut()) {
+            compat.max_stream_duration = Some(d);
         }
         config.admin = self.admin.map(genmcp::admin::AdminConfig::new);
         config
@@ -298,6 +307,19 @@ mod tests {
         assert_eq!(config.limits.max_streams_per_principal, None);
         assert_eq!(config.limits.max_streams, 10_000);
         assert!(config.rate_limit.is_none());
+        let compat = config.compat.as_ref().expect("2025 clients served");
+        assert_eq!(compat.max_stream_duration, None, "streams stay open");
+        let cli = Cli::try_parse_from(["genmcp", "serve", "--max-stream-duration", "2.5"])
+            .expect("valid flags");
+        let Command::Serve(serve) = cli.command else {
+            panic!("serve expected")
+        };
+        let config = serve.http_config();
+        assert_eq!(
+            config.compat.and_then(|c| c.max_stream_duration),
+            Some(std::time::Duration::from_millis(2500))
+        );
+        assert!(Cli::try_parse_from(["genmcp", "serve", "--max-stream-duration", "0"]).is_err());
         let cli = Cli::try_parse_from([
             "genmcp",
             "serve",

@@ -22,9 +22,13 @@ use actix_web::http::{StatusCode, header};
 use actix_web::{HttpRequest, HttpResponse, web};
 use tokio::sync::{OwnedSemaphorePermit, oneshot};
 
+use super::resumable::{self, OwnedKey};
 use super::session::{SESSION_HEADER_NAME, Session};
 use super::{AppState, Compat, LEGACY_VERSIONS, SessionRefused, refusal, session_of};
-use crate::compat::{LegacyStream, Reservation, Reserve, encode_legacy_error};
+use crate::compat::{
+    EventId, EventStore, GET_STREAM, LegacyStream, Reservation, Reserve, Resume,
+    encode_legacy_error,
+};
 use crate::mux::{Assigns, Channel, outbox};
 use crate::protocol::{McpError, RequestId};
 use crate::runtime::{CloseReason, Connection, StopStream};
@@ -177,14 +181,73 @@ pub(in crate::transport::http) async fn get<H: SubscriptionHandler>(
         // Nothing to stream: 2025-11-25 allows 405 for GET.
         return not_allowed();
     }
+    let last_event_id = match req.headers().get(LAST_EVENT_ID) {
+        None => None,
+        Some(v) => match v.to_str() {
+            Ok(v) => Some(v.trim().to_owned()),
+            Err(_) => return not_ours(),
+        },
+    };
+    let log = OwnedKey {
+        sid: session.sid.clone(),
+        principal: session.principal.clone(),
+        expires: session.expires,
+    };
+    let events = compat.events.clone();
+    let resume_from = match last_event_id.as_deref() {
+        None => None,
+        Some(raw) => match events.resolve(&log.key(), raw) {
+            Resume::NotOurs => return not_ours(),
+            Resume::Gone => return gone(&events),
+            Resume::At(at) if at.stream != GET_STREAM => {
+                // A POST stream's resumption: its remaining events, its
+                // response last.
+                return resume(&state, &compat, &session, log, at, permit);
+            }
+            Resume::At(at) => Some(at.seq),
+        },
+    };
     #[cfg(feature = "redis")]
     if compat.shared.is_some() {
         return super::fleet::get(&state, compat, &session, assigns, meta, (tx, rx), permit).await;
     }
     let key = session.key();
     let generation = compat.next_generation();
-    if let Some(refused) = not_reserved(compat.sessions.reserve_get(&key, generation)) {
-        return refused;
+    match compat.sessions.reserve_get(&key, generation) {
+        Ok(Reserve::Busy) => {
+            // The session's stream runs on: a reader takes it over when the
+            // client resumes it, or when it has none (its client went away).
+            if resume_from.is_none() && events.has_reader(&log.key(), GET_STREAM) {
+                return not_reserved(Ok(Reserve::Busy)).unwrap_or_else(session_gone);
+            }
+            let Some(tag) = events.tag(&log.key()) else {
+                return not_reserved(Ok(Reserve::Busy)).unwrap_or_else(session_gone);
+            };
+            let cursor = resume_from.unwrap_or_else(|| events.position(&log.key()));
+            let Some(reader) = events.attach(&log.key(), GET_STREAM) else {
+                return not_reserved(Ok(Reserve::Busy)).unwrap_or_else(session_gone);
+            };
+            drop(permit);
+            return resumable::response(
+                events,
+                log,
+                (GET_STREAM, tag),
+                reader,
+                cursor,
+                reader_config(&state, &compat, &session),
+                server.clone(),
+            );
+        }
+        Ok(Reserve::Reserved) if resume_from.is_some() => {
+            // The stream that id was of has ended: what followed it is gone.
+            compat.sessions.release_get(&key, generation);
+            return gone(&events);
+        }
+        reserved => {
+            if let Some(refused) = not_reserved(reserved) {
+                return refused;
+            }
+        }
     }
     let reservation = Reservation {
         store: &compat.sessions,
@@ -213,12 +276,118 @@ pub(in crate::transport::http) async fn get<H: SubscriptionHandler>(
         return session_gone();
     }
     drop(permit);
-    sse_response(SseBody::opened(
+    let tag = format!("{:016x}", state.suite.sealer().nonce());
+    let opened = events
+        .open(&log.key(), Some(GET_STREAM), tag)
+        .and_then(|opened| {
+            let cursor = events.position(&log.key());
+            events
+                .attach(&log.key(), GET_STREAM)
+                .map(|r| (opened, r, cursor))
+        });
+    let Some((opened, reader, cursor)) = opened else {
+        // No room for another session's events: served without ids (a
+        // reconnection opens the stream again).
+        return sse_response(SseBody::opened(
+            rx,
+            Some(done_rx),
+            state.config.keep_alive,
+            server.clone(),
+        ));
+    };
+    resumable::spawn_pump(
+        events.clone(),
+        log.clone(),
+        GET_STREAM,
         rx,
         Some(done_rx),
-        state.config.keep_alive,
+        Some(events.bounds().resume_window),
+    );
+    resumable::response(
+        events,
+        log,
+        opened,
+        reader,
+        cursor,
+        reader_config(&state, &compat, &session),
         server.clone(),
-    ))
+    )
+}
+
+/// The `Last-Event-ID` header.
+const LAST_EVENT_ID: &str = "last-event-id";
+
+/// How the responses of `session` are written.
+pub(super) fn reader_config<H: SubscriptionHandler>(
+    state: &AppState<H>,
+    compat: &Compat,
+    session: &Session,
+) -> resumable::ReaderConfig {
+    resumable::ReaderConfig {
+        keep_alive: state.config.keep_alive,
+        retry: compat.config.retry,
+        max_duration: compat.config.max_stream_duration,
+        prime: session.init.version.as_str() >= "2025-11-25",
+    }
+}
+
+/// A `Last-Event-ID` that names no event of this session's streams.
+fn not_ours() -> HttpResponse {
+    refusal(
+        StatusCode::BAD_REQUEST,
+        -32600,
+        "Bad Request: Last-Event-ID does not name an event of this session's streams; \
+         nothing is replayed (open the GET stream without it)",
+    )
+}
+
+/// A `Last-Event-ID` of this session whose events are no longer all kept.
+fn gone(events: &EventStore) -> HttpResponse {
+    let b = events.bounds();
+    refusal(
+        StatusCode::GONE,
+        -32600,
+        &format!(
+            "Gone: the events after this Last-Event-ID are no longer kept (at most {} events \
+             and {} bytes per session, for {} s after a stream's client left); open the GET \
+             stream without Last-Event-ID and read the state again",
+            b.per_session_events,
+            b.per_session_bytes,
+            b.resume_window.as_secs()
+        ),
+    )
+}
+
+/// GET with the `Last-Event-ID` of a POST stream: its remaining events,
+/// ending with its response.
+fn resume<H: SubscriptionHandler>(
+    state: &AppState<H>,
+    compat: &Compat,
+    session: &Session,
+    log: OwnedKey,
+    at: EventId,
+    permit: OwnedSemaphorePermit,
+) -> HttpResponse {
+    let events = compat.events.clone();
+    let stream = at.stream;
+    let Some(tag) = events.tag(&log.key()) else {
+        return gone(&events);
+    };
+    let Some(reader) = events.attach(&log.key(), stream) else {
+        return gone(&events);
+    };
+    drop(permit);
+    let mut config = reader_config(state, compat, session);
+    config.prime = false;
+    resumable::response(
+        events,
+        log,
+        (stream, tag),
+        reader,
+        at.seq,
+        config,
+        state.server.clone(),
+    )
 }
 
 /// `DELETE /mcp` with a session: ends its GET stream (`handle_close` runs) and
@@ -244,6 +413,7 @@ pub(in crate::transport::http) async fn delete<H: SubscriptionHandler>(
         Ok(live) => live,
         Err(e) => return state_refusal(&e),
     };
+    compat.events.remove_session(&session.sid);
     if let Some(running) = live.as_ref().and_then(LegacyStream::running) {
         let _ = running
             .stop

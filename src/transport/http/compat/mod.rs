@@ -20,6 +20,7 @@
 mod fleet;
 mod get_stream;
 mod requests;
+mod resumable;
 mod session;
 
 use std::sync::Arc;

@@ -14,6 +14,7 @@ use actix_web::HttpResponse;
 use serde_json::{Map, Value};
 use tokio::sync::OwnedSemaphorePermit;
 
+use super::resumable::{self, OwnedKey};
 use super::session::Session;
 use super::{AppState, Compat, json_ok};
 use crate::compat::{Asker, encode_legacy_error, legacy_error, legacy_result, rounds};
@@ -42,6 +43,11 @@ pub(super) async fn unary<H: SubscriptionHandler>(
     permit: OwnedSemaphorePermit,
 ) -> HttpResponse {
     let suite = state.suite.clone();
+    let session_sid = session.sid.clone();
+    let session_principal = session.principal.clone();
+    let session_expires = session.expires;
+    let reader_config = super::get_stream::reader_config(state, &compat, &session);
+    let events_compat = compat.clone();
     let timeout = state.config.request_timeout;
     let stall = state.server.limits().stall_timeout;
     let task = actix_rt::spawn(async move {
@@ -84,12 +90,51 @@ pub(super) async fn unary<H: SubscriptionHandler>(
         state.server.count_frames(1);
         return json_ok(first.to_bytes());
     }
-    sse_response(SseBody::new(
-        first,
-        rx,
-        None,
-        state.config.keep_alive,
+    // A resumable stream: its frames go into the session's event log and
+    // the response reads them from there; a client that loses it (or that
+    // the server closes it on, for SSE polling) resumes it with GET and
+    // `Last-Event-ID`. The request runs to its end meanwhile (a disconnect
+    // is not a cancel in 2025).
+    let events = events_compat.events.clone();
+    let log = OwnedKey {
+        sid: session_sid,
+        principal: session_principal,
+        expires: session_expires,
+    };
+    let tag = format!("{:016x}", state.suite.sealer().nonce());
+    let opened = events
+        .open(&log.key(), None, tag)
+        .and_then(|(stream, tag)| {
+            let cursor = events.position(&log.key());
+            let reader = events.attach(&log.key(), stream)?;
+            Some(((stream, tag), reader, cursor))
+        });
+    let Some(((stream, tag), reader, cursor)) = opened else {
+        // No room for another session's events: served without ids.
+        return sse_response(SseBody::new(
+            first,
+            rx,
+            None,
+            state.config.keep_alive,
+            state.server.clone(),
+            task,
+        ));
+    };
+    // The request is no longer stopped by its client's leaving.
+    task.0.take();
+    if first.is_empty() {
+        events.close_reader(&log.key(), stream);
+    } else if !first.is_revoked() {
+        events.append(&log.key(), stream, first.to_bytes(), false);
+    }
+    resumable::spawn_pump(events.clone(), log.clone(), stream, rx, None, None);
+    resumable::response(
+        events,
+        log,
+        (stream, tag),
+        reader,
+        cursor,
+        reader_config,
         state.server.clone(),
-        task,
-    ))
+    )
 }

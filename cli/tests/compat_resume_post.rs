@@ -1,0 +1,125 @@
+//! A 2025 tool call whose POST SSE response is cut (by the client, or by the
+//! server for SSE polling) loses nothing: the real `genmcp serve
+//! --conformance` keeps running the request, and the client that reconnects
+//! with GET and `Last-Event-ID` gets the rest of that stream, its response
+//! last, once and in order; another session cannot read it.
+
+#[path = "../../tests/common/mod.rs"]
+mod common;
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use common::legacy;
+use common::serve_child::spawn_serve;
+use common::{Event, Exchange};
+use serde_json::{Value, json};
+
+fn call(addr: SocketAddr, session: &str, id: i64, name: &str, meta: Value) -> Exchange {
+    let body = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+        "params": {"name": name, "arguments": {}, "_meta": meta}});
+    Exchange::open(
+        addr,
+        &legacy::headers(Some(session)),
+        body.to_string().as_bytes(),
+    )
+}
+
+fn resume(addr: SocketAddr, session: &str, last_event_id: &str) -> Exchange {
+    let h = vec![
+        ("Accept".to_owned(), "text/event-stream".to_owned()),
+        ("MCP-Protocol-Version".to_owned(), legacy::LEGACY.to_owned()),
+        ("Mcp-Session-Id".to_owned(), session.to_owned()),
+        ("Last-Event-ID".to_owned(), last_event_id.to_owned()),
+    ];
+    Exchange::open_with(addr, "GET", &h, b"")
+}
+
+/// Every message until the body ends.
+fn drain(stream: &mut Exchange) -> Vec<Value> {
+    stream.set_timeout(Duration::from_secs(10));
+    let mut out = Vec::new();
+    while let Some(event) = stream.next_event() {
+        if let Event::Message(v) = event {
+            out.push(v);
+        }
+    }
+    out
+}
+
+struct Child(std::process::Child);
+
+impl Drop for Child {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn compat_a_post_stream_closed_for_polling_is_resumed_with_its_response() {
+    let (child, addr) = spawn_serve(&["--conformance", "--port", "0"], &[]);
+    let _child = Child(child);
+    let session = legacy::initialize(addr);
+    let mut post = call(addr, &session, 1, "test_reconnection", json!({}));
+    assert_eq!(post.status, 200);
+    assert_eq!(post.header("content-type"), Some("text/event-stream"));
+    // The priming event (an id, a retry hint), then the server closes.
+    assert!(drain(&mut post).is_empty(), "no message before the close");
+    assert_eq!(post.retry, Some(1000));
+    let primed = post.last_id.clone().expect("a priming id");
+    // Another session cannot read it.
+    let other = legacy::initialize(addr);
+    assert_eq!(
+        resume(addr, &other, &primed).status,
+        400,
+        "another session's Last-Event-ID replays nothing"
+    );
+    let mut resumed = resume(addr, &session, &primed);
+    assert_eq!(resumed.status, 200);
+    let got = drain(&mut resumed);
+    assert_eq!(got.len(), 1, "{got:?}");
+    assert_eq!(got[0]["id"], 1);
+    assert_eq!(
+        got[0]["result"]["content"][0]["text"],
+        "Reconnection test completed"
+    );
+    // Kept for the resume window (a response written to a connection that
+    // was already gone is not read): the same id replays the same response.
+    let again = drain(&mut resume(addr, &session, &primed));
+    assert_eq!(again, got);
+}
+
+#[test]
+fn compat_a_post_stream_cut_by_the_client_keeps_running_and_replays_the_rest_in_order() {
+    let (child, addr) = spawn_serve(&["--conformance", "--port", "0"], &[]);
+    let _child = Child(child);
+    let session = legacy::initialize(addr);
+    let mut post = call(
+        addr,
+        &session,
+        7,
+        "test_tool_with_progress",
+        json!({"progressToken": "p"}),
+    );
+    assert_eq!(post.status, 200);
+    post.set_timeout(Duration::from_secs(10));
+    let first = post.next_message().expect("the first progress");
+    assert_eq!(first["params"]["progress"], 0.0);
+    let seen = post.last_id.clone().expect("an id");
+    post.disconnect();
+    // The request runs to its end meanwhile (a disconnect is not a cancel).
+    std::thread::sleep(Duration::from_millis(300));
+    let mut resumed = resume(addr, &session, &seen);
+    assert_eq!(resumed.status, 200);
+    let rest = drain(&mut resumed);
+    let progress: Vec<f64> = rest
+        .iter()
+        .filter(|m| m["method"] == "notifications/progress")
+        .map(|m| m["params"]["progress"].as_f64().expect("a number"))
+        .collect();
+    assert_eq!(progress, vec![50.0, 100.0], "{rest:?}");
+    let last = rest.last().expect("the response");
+    assert_eq!(last["id"], 7, "the response comes last: {rest:?}");
+    assert!(last["result"].is_object());
+}

@@ -1,0 +1,298 @@
+//! Resumable SSE responses of 2025 sessions: a pump moves a stream's frames
+//! from its outbox into the session's event log ([`EventStore`]), and each
+//! HTTP response is a reader of that log from a cursor on: a priming event
+//! first (its id, a `retry` hint, empty data: 2025-11-25), then every event
+//! with its `id:`. A reader ends with a `retry` hint when the server closes
+//! the stream (`CompatConfig::max_stream_duration`, a drain, a tool asking
+//! for SSE polling, a newer reader taking the stream over); the client
+//! reconnects with `Last-Event-ID` and a new reader resumes after it.
+//!
+//! The stream outlives its responses: a GET stream's actor keeps running
+//! without a reader for `CompatConfig::resume_window`, and a POST's request
+//! runs to its end, its response kept for the same window.
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use actix_web::HttpResponse;
+use bytes::{Bytes, BytesMut};
+use futures_util::stream::unfold;
+use tokio::sync::{oneshot, watch};
+use tokio::time::Instant;
+
+use crate::compat::{EventStore, LogKey, Read};
+use crate::mux::OutboxReceiver;
+use crate::runtime::Server;
+use crate::transport::http::sse::sse_response_of;
+
+/// Events written in one chunk at most.
+const MAX_EVENTS_PER_CHUNK: usize = 256;
+/// How often a stream without a reader is checked against the resume window.
+const IDLE_CHECK: Duration = Duration::from_millis(500);
+const KEEPALIVE: &[u8] = b": keepalive\n\n";
+
+/// A session's log key, owned (for tasks and bodies).
+#[derive(Clone, Debug)]
+pub(super) struct OwnedKey {
+    pub(super) sid: String,
+    pub(super) principal: Option<String>,
+    pub(super) expires: u64,
+}
+
+impl OwnedKey {
+    pub(super) fn key(&self) -> LogKey<'_> {
+        LogKey {
+            sid: &self.sid,
+            principal: self.principal.as_deref(),
+            expires: self.expires,
+        }
+    }
+}
+
+/// How a reader writes: the keep-alive interval, the `retry` hint, the
+/// longest a response stays open, whether it opens with a priming event.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct ReaderConfig {
+    pub(super) keep_alive: Duration,
+    pub(super) retry: Duration,
+    pub(super) max_duration: Option<Duration>,
+    /// 2025-11-25: a priming event (id, empty data); 2025-06-18 clients get
+    /// an SSE comment instead.
+    pub(super) prime: bool,
+}
+
+/// Moves a stream's frames into the log until its outbox ends (a POST's
+/// response, or `done` for a GET stream's connection), or, with `idle_limit`
+/// (a GET stream), until it has had no reader that long: then the stream is
+/// dropped from the log and the outbox receiver with it (the stream's actor
+/// stops, its `handle_close` runs). A POST stream's response is kept for the
+/// resume window once its request ended.
+pub(super) fn spawn_pump(
+    events: Arc<EventStore>,
+    key: OwnedKey,
+    stream: u64,
+    mut rx: OutboxReceiver,
+    mut done: Option<oneshot::Receiver<()>>,
+    idle_limit: Option<Duration>,
+) {
+    let window = events.bounds().resume_window;
+    actix_rt::spawn(async move {
+        let mut tick = tokio::time::interval(IDLE_CHECK);
+        let mut ended = false;
+        loop {
+            tokio::select! {
+                frame = rx.recv() => match frame {
+                    Some(frame) if frame.is_revoked() => {}
+                    // SSE polling asked for by the request's handler.
+                    Some(frame) if frame.is_empty() && !frame.last => {
+                        events.close_reader(&key.key(), stream);
+                    }
+                    Some(frame) => {
+                        let last = frame.last;
+                        events.append(&key.key(), stream, frame.to_bytes(), last);
+                        if last {
+                            ended = true;
+                            break;
+                        }
+                    }
+                    None => break,
+                },
+                _ = async { if let Some(d) = done.as_mut() { let _ = d.await; } }, if done.is_some() => {
+                    break;
+                }
+                _ = tick.tick() => {
+                    if !events.holds(&key.key(), stream) {
+                        break;
+                    }
+                    if let Some(limit) = idle_limit
+                        && events.idle_for(&key.key(), stream).is_some_and(|d| d >= limit)
+                    {
+                        break;
+                    }
+                }
+            }
+        }
+        if idle_limit.is_some() || !ended {
+            // A GET stream (or a POST whose request gave no response): its
+            // events go with it; its reader, if any, ends with a retry hint.
+            events.remove(&key.key(), stream);
+            drop(rx);
+            return;
+        }
+        drop(rx);
+        // The response stays for a reader until one wrote it (it then drops
+        // the stream) or nobody came within the window.
+        loop {
+            tokio::time::sleep(IDLE_CHECK).await;
+            let k = key.key();
+            if !events.holds(&k, stream) {
+                return;
+            }
+            if events.idle_for(&k, stream).is_some_and(|d| d >= window) {
+                events.remove(&k, stream);
+                return;
+            }
+        }
+    });
+}
+
+/// One response reading a stream of the log; lets go of the stream when
+/// dropped (the client left, or the body ended).
+struct Reader {
+    events: Arc<EventStore>,
+    key: OwnedKey,
+    stream: u64,
+    reader: u64,
+}
+
+impl Drop for Reader {
+    fn drop(&mut self) {
+        self.events
+            .detach(&self.key.key(), self.stream, self.reader);
+    }
+}
+
+struct State {
+    r: Reader,
+    tag: String,
+    cursor: u64,
+    wake: watch::Receiver<u64>,
+    opening: Option<Bytes>,
+    retry: Bytes,
+    keepalive_at: Instant,
+    keep_alive: Duration,
+    deadline: Option<Instant>,
+    shutdown: Pin<Box<dyn Future<Output = ()> + Send>>,
+    server: Server,
+    done: bool,
+}
+
+fn write_event(buf: &mut BytesMut, tag: &str, stream: u64, seq: u64, data: &[u8]) {
+    buf.extend_from_slice(b"id: ");
+    buf.extend_from_slice(EventStore::id(tag, stream, seq).as_bytes());
+    buf.extend_from_slice(b"\nevent: message\ndata: ");
+    buf.extend_from_slice(data);
+    buf.extend_from_slice(b"\n\n");
+}
+
+/// The SSE response reading `stream` after `cursor` (the caller attached the
+/// reader `reader` and holds its wake receiver `wake`).
+#[allow(clippy::too_many_arguments)]
+pub(super) fn response(
+    events: Arc<EventStore>,
+    key: OwnedKey,
+    (stream, tag): (u64, String),
+    (reader, wake): (u64, watch::Receiver<u64>),
+    cursor: u64,
+    config: ReaderConfig,
+    server: Server,
+) -> HttpResponse {
+    let retry_ms = config.retry.as_millis();
+    let opening = if config.prime {
+        Bytes::from(format!(
+            "id: {}\nretry: {retry_ms}\ndata: \n\n",
+            EventStore::id(&tag, stream, cursor)
+        ))
+    } else {
+        Bytes::from_static(b": stream open\n\n")
+    };
+    let now = Instant::now();
+    let state = State {
+        r: Reader {
+            events,
+            key,
+            stream,
+            reader,
+        },
+        tag,
+        cursor,
+        wake,
+        opening: Some(opening),
+        retry: Bytes::from(format!("retry: {retry_ms}\n\n")),
+        keepalive_at: now + config.keep_alive,
+        keep_alive: config.keep_alive,
+        deadline: config.max_duration.map(|d| now + d),
+        shutdown: Box::pin(server.shutdown_signal()),
+        server,
+        done: false,
+    };
+    sse_response_of(unfold(state, next))
+}
+
+/// The next chunk of a reader's response, or its end.
+async fn next(mut st: State) -> Option<(Result<Bytes, Infallible>, State)> {
+    if st.done {
+        return None;
+    }
+    if let Some(opening) = st.opening.take() {
+        return Some((Ok(opening), st));
+    }
+    loop {
+        let read = st.r.events.read(
+            &st.r.key.key(),
+            st.r.stream,
+            st.r.reader,
+            st.cursor,
+            MAX_EVENTS_PER_CHUNK,
+        );
+        match read {
+            // Events this client has not seen were dropped (it could not
+            // keep up): end; its reconnection gets the documented answer.
+            Err(_) => return None,
+            Ok(Read::Events(list)) => {
+                let mut buf = BytesMut::new();
+                let mut finished = false;
+                for e in &list {
+                    write_event(&mut buf, &st.tag, st.r.stream, e.seq, &e.data);
+                    st.cursor = e.seq;
+                    if e.last {
+                        finished = true;
+                        break;
+                    }
+                }
+                st.server.count_frames(list.len() as u64);
+                // The response ends the POST stream's body. It stays kept for
+                // the resume window: this client may not have read it (a
+                // write to a connection that is already gone succeeds).
+                st.done |= finished;
+                st.keepalive_at = Instant::now() + st.keep_alive;
+                return Some((Ok(buf.freeze()), st));
+            }
+            Ok(Read::Superseded | Read::Ended) => {
+                st.done = true;
+                let retry = st.retry.clone();
+                return Some((Ok(retry), st));
+            }
+            Ok(Read::Wait) => {}
+        }
+        let deadline = st.deadline;
+        tokio::select! {
+            changed = st.wake.changed() => {
+                if changed.is_err() {
+                    // The stream was dropped (its session ended, or its GET
+                    // stream stopped).
+                    st.done = true;
+                    let retry = st.retry.clone();
+                    return Some((Ok(retry), st));
+                }
+            }
+            () = tokio::time::sleep_until(st.keepalive_at) => {
+                st.keepalive_at = Instant::now() + st.keep_alive;
+                return Some((Ok(Bytes::from_static(KEEPALIVE)), st));
+            }
+            () = async { if let Some(at) = deadline { tokio::time::sleep_until(at).await } }, if deadline.is_some() => {
+                st.done = true;
+                let retry = st.retry.clone();
+                return Some((Ok(retry), st));
+            }
+            () = &mut st.shutdown => {
+                st.done = true;
+                let retry = st.retry.clone();
+                return Some((Ok(retry), st));
+            }
+        }
+    }
+}
