@@ -26,6 +26,8 @@ pub struct SuiteBuilder<H> {
     catalog: Catalog,
     task_config: TaskConfig,
     shared_tasks: Option<tasks::SharedTasks>,
+    #[cfg(feature = "skills")]
+    skills: Option<skills::Skills>,
     handler: H,
 }
 
@@ -51,6 +53,8 @@ impl Suite<NoSubscriptions> {
             catalog: Catalog::new(),
             task_config: TaskConfig::default(),
             shared_tasks: None,
+            #[cfg(feature = "skills")]
+            skills: None,
             handler: NoSubscriptions,
         }
     }
@@ -199,6 +203,19 @@ impl<H: SubscriptionHandler> SuiteBuilder<H> {
         self
     }
 
+    /// Serves `skills` (the skills extension, SEP-2640): `skills/list`,
+    /// `skills/get`, `resources/directory/read` when they declare
+    /// `directoryRead`, their files as `skill://` resources of the catalog
+    /// (so `resources` is advertised too), and the capability
+    /// `extensions["io.modelcontextprotocol/skills"]`. Later changes to
+    /// `skills` are served at once and told to listen streams as resource list
+    /// changes. See `docs/skills.md`.
+    #[cfg(feature = "skills")]
+    pub fn skills(mut self, skills: skills::Skills) -> Self {
+        self.skills = Some(skills);
+        self
+    }
+
     /// Sets the subscription handler.
     pub fn subscriptions<H2: SubscriptionHandler>(self, handler: H2) -> SuiteBuilder<H2> {
         SuiteBuilder {
@@ -220,6 +237,8 @@ impl<H: SubscriptionHandler> SuiteBuilder<H> {
             catalog: self.catalog,
             task_config: self.task_config,
             shared_tasks: self.shared_tasks,
+            #[cfg(feature = "skills")]
+            skills: self.skills,
             handler,
         }
     }
@@ -254,6 +273,12 @@ impl<H: SubscriptionHandler> SuiteBuilder<H> {
             Some(key) => Sealer::new(key),
             None => Sealer::random(),
         };
+        #[cfg(feature = "skills")]
+        if let Some(skills) = &self.skills {
+            skills.attach(self.catalog.downgrade());
+            self.catalog
+                .add_resources(skills::SkillsProvider(skills.clone()));
+        }
         let mut stamp = Map::new();
         stamp.insert(
             keys::SERVER_INFO.into(),
@@ -287,6 +312,8 @@ impl<H: SubscriptionHandler> SuiteBuilder<H> {
                     }
                     tasks
                 },
+                #[cfg(feature = "skills")]
+                skills: self.skills,
             }),
             handler: Arc::new(self.handler),
         }

@@ -27,7 +27,8 @@
 //! | `resources/` | [`ResourceProvider`], [`ResourceSet`], [`ReadOutcome`], URI templates ([`ResourceTemplate`]) | `common`, `mrtr` |
 //! | `completions/` | [`Completer`] and `completion/complete` parsing | `common` |
 //! | `catalog/` | [`Catalog`] (insertion-ordered), its events and [`CatalogSubscriptions`] | `tools`, `prompts`, `resources`, `completions`, `schemas` |
-//! | root | [`Suite`]: `builder` (settings), `dispatch` (capabilities, routing, discover), `paging`, `tools_call`, `requests` (prompts, resources, completion), unit `tests` | everything above |
+//! | `skills/` | the skills extension (feature `skills`): `Skills`, `Skill`, the `skill://` provider | `common`, `resources`, `catalog` |
+//! | root | [`Suite`]: `builder` (settings), `dispatch` (capabilities, routing, discover), `paging`, `tools_call`, `skills_call`, `requests` (prompts, resources, completion), unit `tests` | everything above |
 
 mod builder;
 mod catalog;
@@ -41,6 +42,9 @@ mod requests;
 mod resources;
 mod schemas;
 pub(crate) mod sealing;
+#[cfg(feature = "skills")]
+pub mod skills;
+mod skills_call;
 pub mod tasks;
 mod tools;
 mod tools_call;
@@ -76,6 +80,8 @@ pub use sealing::shared_spent;
 pub use sealing::spent::{
     DEFAULT_MAX_SPENT_REQUEST_STATES, Spend, SpentError, SpentRecord, SpentRefusals,
 };
+#[cfg(feature = "skills")]
+pub use skills::{Skill, SkillError, Skills};
 pub use tasks::{TaskConfig, TaskCx, TaskStatus, TaskSupport};
 pub use tools::{FnTool, Tool, ToolBuilder, ToolCall, ToolDescriptor, ToolParts};
 
@@ -115,6 +121,8 @@ struct Inner {
     logging: bool,
     catalog: Catalog,
     tasks: tasks::Tasks,
+    #[cfg(feature = "skills")]
+    skills: Option<skills::Skills>,
 }
 
 /// A catalog plus one subscription handler `H`. Cheap to clone.
