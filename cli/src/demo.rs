@@ -236,6 +236,16 @@ pub fn suite_with_tasks(
     secret: Option<[u8; 32]>,
     tasks: TaskConfig,
 ) -> (Suite<NotesSubscriptions>, Bus<SharedNotification>) {
+    suite_with_skills(bus, secret, tasks, None)
+}
+
+/// [`suite_with_tasks`] serving `skills` too (`genmcp serve --skills DIR`).
+pub fn suite_with_skills(
+    bus: Bus<SharedNotification>,
+    secret: Option<[u8; 32]>,
+    tasks: TaskConfig,
+    skills: Option<genmcp::suite::Skills>,
+) -> (Suite<NotesSubscriptions>, Bus<SharedNotification>) {
     // On a Redis bus every node shares the notes.
     let notes = bus.once().map(Notes::shared).unwrap_or_default();
     let catalog = Catalog::new();
@@ -456,6 +466,9 @@ pub fn suite_with_tasks(
     .subscriptions(NotesSubscriptions::new(bus.clone()));
     if let Some(secret) = secret {
         builder = builder.secret(secret);
+    }
+    if let Some(skills) = skills {
+        builder = builder.skills(skills);
     }
     if let Some(record) = genmcp::suite::shared_spent::RedisSpentRecord::for_bus(&bus) {
         builder = builder.spent_record(record);

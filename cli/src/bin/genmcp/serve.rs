@@ -109,6 +109,25 @@ pub(crate) fn run(args: ServeArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     }
+    let skills = match &args.skills {
+        None if args.conformance => Some(genmcp_cli::fixtures::skills::skills()),
+        None => None,
+        Some(dir) => match genmcp::suite::Skills::from_dir(dir) {
+            Ok(skills) => {
+                tracing::info!(dir = %dir.display(), skills = skills.len(), "serving skills");
+                Some(skills.directory_read(true))
+            }
+            Err(e) => {
+                eprintln!("error: --skills: {e}");
+                return ExitCode::from(2);
+            }
+        },
+    };
+    let skills_poll = match (&args.skills, args.skills_poll) {
+        (Some(_), Some(every)) => Some(every),
+        (Some(_), None) => Some(std::time::Duration::from_secs(2)),
+        (None, _) => None,
+    };
     let serve = Serve {
         config,
         node: args.node_config(),
@@ -144,6 +163,10 @@ pub(crate) fn run(args: ServeArgs) -> ExitCode {
     let stdio = serve.stdio;
     let result = system.block_on(async move {
         let mut serve = serve;
+        // The watcher ends with the last clone of the skills (the suite's).
+        if let (Some(skills), Some(every)) = (&skills, skills_poll) {
+            drop(skills.watch(every));
+        }
         let bus = serve
             .node
             .bus(secret.as_ref())
@@ -173,29 +196,31 @@ pub(crate) fn run(args: ServeArgs) -> ExitCode {
         let spent = genmcp::suite::shared_spent::RedisSpentRecord::for_bus(&bus);
         match (serve.conformance, serve.stdio) {
             (true, false) => {
-                let suite = genmcp_cli::fixtures::suite_for_node_with_tasks(
+                let suite = genmcp_cli::fixtures::suite_for_node_with_skills(
                     secret,
                     spent,
                     serve.tasks,
                     Some(&bus),
+                    skills,
                 );
                 http::serve(suite, serve.config).await
             }
             (true, true) => {
-                let suite = genmcp_cli::fixtures::suite_for_node_with_tasks(
+                let suite = genmcp_cli::fixtures::suite_for_node_with_skills(
                     secret,
                     spent,
                     serve.tasks,
                     Some(&bus),
+                    skills,
                 );
                 genmcp::transport::stdio::serve(suite, stdio_config).await
             }
             (false, false) => {
-                let suite = genmcp_cli::demo::suite_with_tasks(bus, secret, serve.tasks).0;
+                let suite = genmcp_cli::demo::suite_with_skills(bus, secret, serve.tasks, skills).0;
                 http::serve(suite, serve.config).await
             }
             (false, true) => {
-                let suite = genmcp_cli::demo::suite_with_tasks(bus, secret, serve.tasks).0;
+                let suite = genmcp_cli::demo::suite_with_skills(bus, secret, serve.tasks, skills).0;
                 genmcp::transport::stdio::serve(suite, stdio_config).await
             }
         }

@@ -31,6 +31,16 @@ pub(crate) struct ServeArgs {
     /// Serve the conformance fixture catalog instead of the demo.
     #[arg(long)]
     pub(crate) conformance: bool,
+    /// Serve the skills in this directory (the skills extension: each
+    /// directory holding a SKILL.md is a skill; see docs/skills.md), with
+    /// resources/directory/read; re-read when it changes (checked every
+    /// --skills-poll seconds). With --conformance the default is the
+    /// fixture skills.
+    #[arg(long, value_name = "DIR")]
+    pub(crate) skills: Option<PathBuf>,
+    /// How often --skills DIR is checked for changes, in seconds (default 2).
+    #[arg(long, value_name = "SECS", value_parser = positive_seconds, requires = "skills")]
+    pub(crate) skills_poll: Option<Duration>,
     /// Share the demo's events with the other nodes on this Redis server
     /// (redis://[user:password@]HOST:PORT), or on a Redis Cluster with sharded
     /// pub/sub (redis+cluster://[user:password@]HOST:PORT,HOST:PORT,... seed
