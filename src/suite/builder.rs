@@ -20,6 +20,7 @@ pub struct SuiteBuilder<H> {
     cursor_ttl: Duration,
     request_state_ttl: Duration,
     secret: Option<[u8; 32]>,
+    keys: Option<SealingKeys>,
     max_spent: usize,
     spent_record: Option<Arc<dyn SpentRecord>>,
     logging: bool,
@@ -47,6 +48,7 @@ impl Suite<NoSubscriptions> {
             cursor_ttl: DEFAULT_CURSOR_TTL,
             request_state_ttl: DEFAULT_REQUEST_STATE_TTL,
             secret: None,
+            keys: None,
             max_spent: DEFAULT_MAX_SPENT_REQUEST_STATES,
             spent_record: None,
             logging: false,
@@ -166,6 +168,15 @@ impl<H: SubscriptionHandler> SuiteBuilder<H> {
         self
     }
 
+    /// Seals with this live key set (several keys, one current: see
+    /// [`KeySet`]), overriding [`SuiteBuilder::secret`]. Keep a clone to
+    /// replace the set while the suite serves ([`SealingKeys::replace`], what
+    /// `genmcp serve` does on `SIGHUP`); see `docs/auth.md` for the rotation.
+    pub fn keys(mut self, keys: SealingKeys) -> Self {
+        self.keys = Some(keys);
+        self
+    }
+
     /// Uses `catalog` (shared: changes made through any clone are served). Call
     /// it before adding items through the builder.
     pub fn catalog(mut self, catalog: Catalog) -> Self {
@@ -231,6 +242,7 @@ impl<H: SubscriptionHandler> SuiteBuilder<H> {
             cursor_ttl: self.cursor_ttl,
             request_state_ttl: self.request_state_ttl,
             secret: self.secret,
+            keys: self.keys,
             max_spent: self.max_spent,
             spent_record: self.spent_record,
             logging: self.logging,
@@ -269,10 +281,11 @@ impl<H: SubscriptionHandler> SuiteBuilder<H> {
 
     /// The suite.
     pub fn build(self) -> Suite<H> {
-        let sealer = match self.secret {
-            Some(key) => Sealer::new(key),
-            None => Sealer::random(),
-        };
+        let sealer = Sealer::with_keys(match (self.keys, self.secret) {
+            (Some(keys), _) => keys,
+            (None, Some(key)) => SealingKeys::new(KeySet::new(key)),
+            (None, None) => SealingKeys::new(KeySet::new(Sealer::random_key())),
+        });
         #[cfg(feature = "skills")]
         if let Some(skills) = &self.skills {
             skills.attach(self.catalog.downgrade());

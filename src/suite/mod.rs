@@ -75,6 +75,8 @@ pub use resources::{
     ResourceTemplate,
 };
 pub use schemas::{CallError, MAX_REPORTED_ERRORS, NoArgs, ToolError, input_schema, output_schema};
+pub use sealing::keys::{KeySet, KeySetError, MAX_KEYS, key_id};
+pub use sealing::seal::SealingKeys;
 pub use sealing::secret;
 pub use sealing::shared_spent;
 pub use sealing::spent::{
@@ -192,6 +194,12 @@ impl<H> Suite<H> {
     /// session ids of the HTTP transport's compatibility path).
     pub(crate) fn sealer(&self) -> &Sealer {
         &self.inner.sealer
+    }
+
+    /// The live key set sealing this suite's cursors, request states and
+    /// 2025 session ids (replace it to rotate keys without a restart).
+    pub fn sealing_keys(&self) -> SealingKeys {
+        self.inner.sealer.keys().clone()
     }
 
     /// Spent MRTR request states remembered now in this process, and the most

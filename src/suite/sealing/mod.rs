@@ -1,9 +1,11 @@
 //! Sealed tokens and what keeps them single-use: the HMAC sealing of cursors
 //! and MRTR `requestState`s (`seal`), the key (`secret`, public as
-//! `genmcp::suite::secret`), the record of spent request states (`spent`), and the one the nodes of a
+//! `genmcp::suite::secret`), the key set that rotates it (`keys`, public as
+//! `genmcp::suite::KeySet`), the record of spent request states (`spent`), and the one the nodes of a
 //! Redis bus share (`shared_spent`, public as `genmcp::suite::shared_spent`).
 //! Imports only `common`.
 
+pub mod keys;
 pub(crate) mod seal;
 pub mod secret;
 pub mod shared_spent;
