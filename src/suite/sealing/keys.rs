@@ -154,6 +154,12 @@ impl KeySet {
         self.keys.iter().any(|(i, _)| i == id)
     }
 
+    /// The current key's bytes (what seals; `genmcp serve` also derives the
+    /// bus's authentication key from the current key it starts with).
+    pub fn current_key(&self) -> [u8; 32] {
+        self.keys[0].1
+    }
+
     /// The current key.
     pub(crate) fn current(&self) -> (&str, &[u8; 32]) {
         let (id, key) = &self.keys[0];

@@ -152,13 +152,20 @@ pub(crate) fn run(args: ServeArgs) -> ExitCode {
             serve.config.host
         );
     }
-    let secret = match serve.node.secret() {
-        Ok(secret) => secret,
+    let key_set = match serve.node.keys() {
+        Ok(keys) => keys,
         Err(e) => {
             eprintln!("error: {e}");
             return ExitCode::FAILURE;
         }
     };
+    let secret = key_set.as_ref().map(genmcp::suite::KeySet::current_key);
+    // The file stays to be re-read on SIGHUP unless it was a one-shot hand-over.
+    let reload_from = serve
+        .node
+        .key_file
+        .clone()
+        .filter(|_| !serve.node.remove_key_file);
     let system = actix_rt::System::new();
     let stdio = serve.stdio;
     let result = system.block_on(async move {
@@ -203,6 +210,7 @@ pub(crate) fn run(args: ServeArgs) -> ExitCode {
                     Some(&bus),
                     skills,
                 );
+                crate::keys::install(suite.sealing_keys(), key_set, reload_from);
                 http::serve(suite, serve.config).await
             }
             (true, true) => {
@@ -213,14 +221,17 @@ pub(crate) fn run(args: ServeArgs) -> ExitCode {
                     Some(&bus),
                     skills,
                 );
+                crate::keys::install(suite.sealing_keys(), key_set, reload_from);
                 genmcp::transport::stdio::serve(suite, stdio_config).await
             }
             (false, false) => {
                 let suite = genmcp_cli::demo::suite_with_skills(bus, secret, serve.tasks, skills).0;
+                crate::keys::install(suite.sealing_keys(), key_set, reload_from);
                 http::serve(suite, serve.config).await
             }
             (false, true) => {
                 let suite = genmcp_cli::demo::suite_with_skills(bus, secret, serve.tasks, skills).0;
+                crate::keys::install(suite.sealing_keys(), key_set, reload_from);
                 genmcp::transport::stdio::serve(suite, stdio_config).await
             }
         }
