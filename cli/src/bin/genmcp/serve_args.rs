@@ -54,9 +54,11 @@ pub(crate) struct ServeArgs {
     /// instead of exiting with an error.
     #[arg(long, requires = "bus")]
     bus_degraded: bool,
-    /// The key sealing requestState and cursors and authenticating the bus: a
-    /// file holding 64 hex digits (`openssl rand -hex 32`), e.g. a systemd
-    /// credential ($CREDENTIALS_DIRECTORY/genmcp-key). Default: $GENMCP_KEY
+    /// The keys sealing requestState and cursors (and authenticating the bus):
+    /// a file holding one key per line, 64 hex digits each (`openssl rand -hex
+    /// 32`), the current key first (it seals; every key listed opens), e.g. a
+    /// systemd credential ($CREDENTIALS_DIRECTORY/genmcp-key). Re-read on
+    /// SIGHUP (see docs/auth.md for rotating keys). Default: $GENMCP_KEY
     /// (removed from the environment once read), else a random key
     /// (multi-node sealing off).
     #[arg(long, value_name = "PATH")]
