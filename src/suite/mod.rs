@@ -75,6 +75,7 @@ pub use resources::{
     ResourceTemplate,
 };
 pub use schemas::{CallError, MAX_REPORTED_ERRORS, NoArgs, ToolError, input_schema, output_schema};
+pub use sealing::fleet_keys::{DEFAULT_FLEET_KEYS_EVERY, FleetKeys};
 pub use sealing::keys::{KeySet, KeySetError, MAX_KEYS, key_id};
 pub use sealing::seal::SealingKeys;
 pub use sealing::secret;

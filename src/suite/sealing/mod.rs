@@ -5,6 +5,8 @@
 //! Redis bus share (`shared_spent`, public as `genmcp::suite::shared_spent`).
 //! Imports only `common`.
 
+// Talks to Redis: gated with the `redis` feature as a whole.
+pub mod fleet_keys;
 pub mod keys;
 pub(crate) mod seal;
 pub mod secret;

@@ -5,7 +5,34 @@
 
 use std::path::PathBuf;
 
-use genmcp::suite::{KeySet, SealingKeys};
+use std::sync::{Arc, OnceLock};
+
+use genmcp::pubsub::RedisOnce;
+use genmcp::suite::{FleetKeys, KeySet, SealingKeys};
+
+/// The fleet check of this node's key ids (with `--bus` and configured keys),
+/// set once the suite exists; `/readyz`'s "keys" check reads it.
+#[derive(Clone, Default)]
+pub(crate) struct FleetSlot(Arc<OnceLock<FleetKeys>>);
+
+impl FleetSlot {
+    /// Whether the key set agrees with the fleet's (true before the first check).
+    pub(crate) fn agrees(&self) -> bool {
+        self.0.get().is_none_or(FleetKeys::agrees)
+    }
+
+    /// Publishes and checks the key ids once now (a disagreement is logged
+    /// as an error at start), then every 10 s.
+    pub(crate) async fn start(&self, once: Option<RedisOnce>, live: SealingKeys) {
+        let Some(once) = once else { return };
+        let fleet = FleetKeys::new(once, live);
+        if let Err(e) = fleet.check().await {
+            tracing::warn!(error = %e, "the fleet's key ids could not be checked at start");
+        }
+        drop(fleet.spawn());
+        let _ = self.0.set(fleet);
+    }
+}
 
 /// Puts `keys` in the suite's live set, and when they came from a file that
 /// stays (`--key-file`, not the one-shot hand-over of `GENMCP_KEY`), re-reads

@@ -194,6 +194,16 @@ pub(crate) fn run(args: ServeArgs) -> ExitCode {
             let health = bus.clone();
             serve.config.admin = Some(admin.check("bus", move || health.is_connected()));
         }
+        // With --bus and configured keys: /readyz answers 503 "down: keys"
+        // while this node's key set disagrees with the other nodes'.
+        let fleet = crate::keys::FleetSlot::default();
+        let fleet_once = bus.once().filter(|_| key_set.is_some());
+        if fleet_once.is_some()
+            && let Some(admin) = serve.config.admin.take()
+        {
+            let slot = fleet.clone();
+            serve.config.admin = Some(admin.check("keys", move || slot.agrees()));
+        }
         let stdio_config = {
             let mut c = genmcp::transport::stdio::StdioConfig::default();
             c.limits = serve.config.limits.clone();
@@ -211,6 +221,7 @@ pub(crate) fn run(args: ServeArgs) -> ExitCode {
                     skills,
                 );
                 crate::keys::install(suite.sealing_keys(), key_set, reload_from);
+                fleet.start(fleet_once, suite.sealing_keys()).await;
                 http::serve(suite, serve.config).await
             }
             (true, true) => {
@@ -222,16 +233,19 @@ pub(crate) fn run(args: ServeArgs) -> ExitCode {
                     skills,
                 );
                 crate::keys::install(suite.sealing_keys(), key_set, reload_from);
+                fleet.start(fleet_once, suite.sealing_keys()).await;
                 genmcp::transport::stdio::serve(suite, stdio_config).await
             }
             (false, false) => {
                 let suite = genmcp_cli::demo::suite_with_skills(bus, secret, serve.tasks, skills).0;
                 crate::keys::install(suite.sealing_keys(), key_set, reload_from);
+                fleet.start(fleet_once, suite.sealing_keys()).await;
                 http::serve(suite, serve.config).await
             }
             (false, true) => {
                 let suite = genmcp_cli::demo::suite_with_skills(bus, secret, serve.tasks, skills).0;
                 crate::keys::install(suite.sealing_keys(), key_set, reload_from);
+                fleet.start(fleet_once, suite.sealing_keys()).await;
                 genmcp::transport::stdio::serve(suite, stdio_config).await
             }
         }
