@@ -246,11 +246,27 @@ pub fn suite_with_skills(
     tasks: TaskConfig,
     skills: Option<genmcp::suite::Skills>,
 ) -> (Suite<NotesSubscriptions>, Bus<SharedNotification>) {
+    suite_with_options(bus, secret, tasks, skills, false)
+}
+
+/// [`suite_with_skills`], and with `apps` the MCP Apps example: the
+/// `show_notes` tool and its `ui://notes/board` view
+/// ([`crate::demo_app`]; `genmcp serve --apps`).
+pub fn suite_with_options(
+    bus: Bus<SharedNotification>,
+    secret: Option<[u8; 32]>,
+    tasks: TaskConfig,
+    skills: Option<genmcp::suite::Skills>,
+    apps: bool,
+) -> (Suite<NotesSubscriptions>, Bus<SharedNotification>) {
     // On a Redis bus every node shares the notes.
     let notes = bus.once().map(Notes::shared).unwrap_or_default();
     let catalog = Catalog::new();
     catalog.add_resources(notes.clone());
     catalog.add_tool(super::demo_export::export_tool(notes.clone()));
+    if apps {
+        catalog.add_tool(super::demo_app::show_notes_tool(notes.clone()));
+    }
 
     let (n, b) = (notes.clone(), bus.clone());
     catalog.add_tool(
@@ -469,6 +485,9 @@ pub fn suite_with_skills(
     }
     if let Some(skills) = skills {
         builder = builder.skills(skills);
+    }
+    if apps {
+        builder = builder.apps(super::demo_app::views());
     }
     if let Some(record) = genmcp::suite::shared_spent::RedisSpentRecord::for_bus(&bus) {
         builder = builder.spent_record(record);

@@ -29,6 +29,7 @@ pub struct SuiteBuilder<H> {
     shared_tasks: Option<tasks::SharedTasks>,
     #[cfg(feature = "skills")]
     skills: Option<skills::Skills>,
+    apps: bool,
     handler: H,
 }
 
@@ -57,6 +58,7 @@ impl Suite<NoSubscriptions> {
             shared_tasks: None,
             #[cfg(feature = "skills")]
             skills: None,
+            apps: false,
             handler: NoSubscriptions,
         }
     }
@@ -227,6 +229,17 @@ impl<H: SubscriptionHandler> SuiteBuilder<H> {
         self
     }
 
+    /// Serves MCP Apps views (`ui://` resources of the catalog, so
+    /// `resources` is advertised too) and declares the extension
+    /// `io.modelcontextprotocol/ui` (in `server/discover` and a 2025
+    /// `initialize`). Name a view from a tool with
+    /// [`ToolBuilder::ui`](crate::suite::ToolBuilder::ui). See `docs/apps.md`.
+    pub fn apps(mut self, views: apps::UiResources) -> Self {
+        self.catalog.add_resources(views);
+        self.apps = true;
+        self
+    }
+
     /// Sets the subscription handler.
     pub fn subscriptions<H2: SubscriptionHandler>(self, handler: H2) -> SuiteBuilder<H2> {
         SuiteBuilder {
@@ -251,6 +264,7 @@ impl<H: SubscriptionHandler> SuiteBuilder<H> {
             shared_tasks: self.shared_tasks,
             #[cfg(feature = "skills")]
             skills: self.skills,
+            apps: self.apps,
             handler,
         }
     }
@@ -327,6 +341,7 @@ impl<H: SubscriptionHandler> SuiteBuilder<H> {
                 },
                 #[cfg(feature = "skills")]
                 skills: self.skills,
+                apps: self.apps,
             }),
             handler: Arc::new(self.handler),
         }

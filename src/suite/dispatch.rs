@@ -74,6 +74,11 @@ impl<H: SubscriptionHandler> Suite<H> {
                 .get_or_insert_with(Map::new)
                 .insert(tasks::EXTENSION.into(), json!({}));
         }
+        if self.inner.apps {
+            caps.extensions
+                .get_or_insert_with(Map::new)
+                .insert(apps::EXTENSION.into(), json!({}));
+        }
         #[cfg(feature = "skills")]
         if let Some(skills) = &self.inner.skills {
             caps.resources.get_or_insert_with(Default::default);

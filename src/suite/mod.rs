@@ -22,14 +22,16 @@
 //! | `mrtr/` | request-state binding and retry parsing, the client-capability gate, readers of answers | `common`, `sealing` |
 //! | `tasks/` | the tasks extension ([`TaskSupport`], [`TaskCx`], the supervisor) | `common`, `sealing` |
 //! | `schemas/` | compiled input/output schemas ([`ToolError`]), `x-mcp-header`, schemas and arguments from Rust types ([`input_schema`], [`CallError`], [`NoArgs`]) | `common` |
-//! | `tools/` | [`Tool`], [`ToolCall`], [`ToolDescriptor`], [`ToolBuilder`] | `common`, `mrtr`, `tasks`, `schemas` |
+//! | `tools/` | [`Tool`], [`ToolCall`], [`ToolDescriptor`], [`ToolBuilder`] | `common`, `mrtr`, `tasks`, `schemas`, `apps` |
 //! | `prompts/` | [`Prompt`], [`PromptBuilder`], [`prompt_arguments`], what a prompt returns ([`GetPromptResult`]) | `common`, `mrtr`, `schemas` |
 //! | `resources/` | [`ResourceProvider`], [`ResourceSet`], [`ReadOutcome`], URI templates ([`ResourceTemplate`]) | `common`, `mrtr` |
 //! | `completions/` | [`Completer`] and `completion/complete` parsing | `common` |
 //! | `catalog/` | [`Catalog`] (insertion-ordered), its events and [`CatalogSubscriptions`] | `tools`, `prompts`, `resources`, `completions`, `schemas` |
+//! | `apps/` | MCP Apps: [`apps::ToolUi`] (a tool's view), [`apps::UiResource`] / [`apps::UiResources`] (`ui://` views) | `common`, `resources` |
 //! | `skills/` | the skills extension (feature `skills`): `Skills`, `Skill`, the `skill://` provider | `common`, `resources`, `catalog` |
 //! | root | [`Suite`]: `builder` (settings), `dispatch` (capabilities, routing, discover), `paging`, `tools_call`, `skills_call`, `requests` (prompts, resources, completion), unit `tests` | everything above |
 
+pub mod apps;
 mod builder;
 mod catalog;
 mod common;
@@ -126,6 +128,8 @@ struct Inner {
     tasks: tasks::Tasks,
     #[cfg(feature = "skills")]
     skills: Option<skills::Skills>,
+    /// MCP Apps views are served (`extensions["io.modelcontextprotocol/ui"]`).
+    apps: bool,
 }
 
 /// A catalog plus one subscription handler `H`. Cheap to clone.

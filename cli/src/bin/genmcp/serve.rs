@@ -128,6 +128,7 @@ pub(crate) fn run(args: ServeArgs) -> ExitCode {
         (Some(_), None) => Some(std::time::Duration::from_secs(2)),
         (None, _) => None,
     };
+    let apps = args.apps;
     let serve = Serve {
         config,
         node: args.node_config(),
@@ -237,13 +238,15 @@ pub(crate) fn run(args: ServeArgs) -> ExitCode {
                 genmcp::transport::stdio::serve(suite, stdio_config).await
             }
             (false, false) => {
-                let suite = genmcp_cli::demo::suite_with_skills(bus, secret, serve.tasks, skills).0;
+                let suite =
+                    genmcp_cli::demo::suite_with_options(bus, secret, serve.tasks, skills, apps).0;
                 crate::keys::install(suite.sealing_keys(), key_set, reload_from);
                 fleet.start(fleet_once, suite.sealing_keys()).await;
                 http::serve(suite, serve.config).await
             }
             (false, true) => {
-                let suite = genmcp_cli::demo::suite_with_skills(bus, secret, serve.tasks, skills).0;
+                let suite =
+                    genmcp_cli::demo::suite_with_options(bus, secret, serve.tasks, skills, apps).0;
                 crate::keys::install(suite.sealing_keys(), key_set, reload_from);
                 fleet.start(fleet_once, suite.sealing_keys()).await;
                 genmcp::transport::stdio::serve(suite, stdio_config).await

@@ -38,6 +38,10 @@ pub(crate) struct ServeArgs {
     /// fixture skills.
     #[arg(long, value_name = "DIR")]
     pub(crate) skills: Option<PathBuf>,
+    /// Serve the demo's MCP Apps example too: the `show_notes` tool and its
+    /// `ui://notes/board` HTML view (docs/apps.md).
+    #[arg(long, conflicts_with = "conformance")]
+    pub(crate) apps: bool,
     /// How often --skills DIR is checked for changes, in seconds (default 2).
     #[arg(long, value_name = "SECS", value_parser = positive_seconds, requires = "skills")]
     pub(crate) skills_poll: Option<Duration>,
