@@ -29,8 +29,14 @@ pub const DEFAULT_FLEET_KEYS_EVERY: Duration = Duration::from_secs(10);
 /// The hash the nodes publish their key ids in (after the bus's prefix).
 const HASH: &str = "sealing-keys";
 
-/// Whether this node's key set agrees with its fleet's (see the
-/// [module docs](self)). Cheap to clone.
+/// Whether this node's key set agrees with its fleet's. Cheap to clone.
+///
+/// Each node publishes, in the Redis hash `<prefix>sealing-keys`, a field
+/// named by its bus node id holding its key ids (never keys), refreshed every
+/// [`FleetKeys::every`] and kept for three periods. The node agrees when, for
+/// every other node still present, each holds the other's current key. A
+/// disagreement is logged (at start and when the verdict changes) and read by
+/// `/readyz` through [`FleetKeys::agrees`].
 #[derive(Clone)]
 pub struct FleetKeys {
     once: RedisOnce,

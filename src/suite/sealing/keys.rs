@@ -37,6 +37,19 @@ pub fn key_id(key: &[u8; 32]) -> String {
 }
 
 /// Sealing keys: the current one (seals) and older or newer ones (open only).
+///
+/// A key file (`genmcp serve --key-file`) holds one key per line, each 64
+/// hexadecimal digits (as `openssl rand -hex 32` prints), the current key
+/// first; blank lines and lines starting with `#` are ignored; at most
+/// [`MAX_KEYS`].
+///
+/// ```
+/// use genmcp::suite::KeySet;
+/// let text = format!("# current\n{}\n{}\n", "ab".repeat(32), "cd".repeat(32));
+/// let keys = KeySet::parse(&text).unwrap();
+/// assert_eq!(keys.len(), 2);
+/// assert_eq!(keys.current_id(), KeySet::new([0xab; 32]).current_id());
+/// ```
 #[derive(Clone, PartialEq, Eq)]
 pub struct KeySet {
     /// `(id, key)`, the current first.
@@ -86,7 +99,7 @@ impl KeySet {
         self
     }
 
-    /// Parses a key file's text (see the [module docs](self)).
+    /// Parses a key file's text (the format is above).
     pub fn parse(text: &str) -> Result<Self, KeySetError> {
         Self::parse_from(text, "key file")
     }
