@@ -484,6 +484,11 @@ pub fn suite_with_options(
         builder = builder.secret(secret);
     }
     if let Some(skills) = skills {
+        // The demo's streams hear resource list changes on its bus.
+        let b = bus.clone();
+        skills.on_change(move || {
+            let _ = b.try_publish(topics::NOTES, notes_changed());
+        });
         builder = builder.skills(skills);
     }
     if apps {

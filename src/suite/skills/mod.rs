@@ -292,7 +292,10 @@ struct Inner {
     snapshot: RwLock<Arc<Snapshot>>,
     settings: RwLock<Settings>,
     catalog: Mutex<Option<WeakCatalog>>,
+    on_change: Mutex<Vec<ChangeHook>>,
 }
+
+type ChangeHook = Arc<dyn Fn() + Send + Sync>;
 
 #[derive(Clone, Copy)]
 struct Settings {
@@ -350,6 +353,7 @@ impl Skills {
                     max_total_bytes: DEFAULT_MAX_TOTAL_BYTES,
                 }),
                 catalog: Mutex::new(None),
+                on_change: Mutex::new(Vec::new()),
             }),
         }
     }
@@ -510,6 +514,14 @@ impl Skills {
         self.settings().cache
     }
 
+    /// Calls `hook` after every change of what is served (after the suite's
+    /// catalog told its listen streams): for a subscription handler that does
+    /// not feed on the catalog's events (the notes demo publishes a resource
+    /// list change on its own bus with it).
+    pub fn on_change(&self, hook: impl Fn() + Send + Sync + 'static) {
+        lock(&self.inner.on_change).push(Arc::new(hook));
+    }
+
     /// Tells listen streams of `catalog` about later changes.
     pub(crate) fn attach(&self, catalog: WeakCatalog) {
         *lock(&self.inner.catalog) = Some(catalog);
@@ -568,6 +580,10 @@ impl Skills {
             changed_uris = changed(&current, &next);
             *current = Arc::new(next);
         }
+        tracing::info!(
+            changed = changed_uris.len(),
+            "skills: the served set changed"
+        );
         self.notify(&changed_uris);
         Ok(true)
     }
@@ -581,6 +597,10 @@ impl Skills {
             for uri in changed_uris.iter().take(MAX_FILES_PER_SKILL) {
                 catalog.resource_updated(uri.clone());
             }
+        }
+        let hooks: Vec<ChangeHook> = lock(&self.inner.on_change).clone();
+        for hook in hooks {
+            hook();
         }
     }
 }
