@@ -24,8 +24,14 @@
 #   all  conformance server --suite all --spec-version 2026-07-28
 #   2025 conformance server --suite all --spec-version 2025-11-25
 #
+#   skills  conformance server --scenario sep-2640-skills-{enumeration,manifest,directory}
+#           --spec-version 2026-07-28 --force (the skills extension; extension
+#           scenarios are on no spec timeline, hence --force)
+#
 # Exit status is non-zero if the req leg exits non-zero (a scored scenario
-# failed), if any scenario in either leg has a FAILURE check (this includes the
+# failed), if any of the three skills scenarios has a FAILURE or SKIPPED
+# check or fewer checks than it has against a server with the extension
+# (they pass vacuously against one without it), if any scenario in either leg has a FAILURE check (this includes the
 # unscored pending scenarios json-schema-2020-12, http-header-validation and
 # http-custom-header-server-validation, and the tasks extension's scenarios),
 # if any of the nine scorable tasks-* scenarios is missing from the req leg, if
@@ -291,6 +297,69 @@ sys.exit(0 if results and not blocking_failed and not missing_tasks
 PY
 }
 
+# The skills extension's three scenarios, each run on its own (they are on no
+# spec timeline, so --force) into $OUT/skills.
+SKILLS_SCENARIOS="sep-2640-skills-enumeration sep-2640-skills-manifest sep-2640-skills-directory"
+run_skills_leg() {
+  local rc=0 one
+  for scenario in $SKILLS_SCENARIOS; do
+    one=0
+    PATH="$CACHE/node_modules/.bin:$PATH" timeout --kill-after=10 "$LEG_TIMEOUT" \
+      "$CACHE/node_modules/.bin/conformance" server --url "$URL" --scenario "$scenario" \
+      --spec-version "$SPEC" --force --timeout "$SCENARIO_TIMEOUT_MS" -o "$OUT/skills" \
+      >>"$OUT/skills.log" 2>&1 || one=$?
+    log "leg skills: $scenario exited $one"
+    if ((one != 0)); then rc=1; fi
+  done
+  return "$rc"
+}
+
+# Each skills scenario must have run with at least as many checks as it has
+# against a server declaring the extension (enumeration 32, manifest 6,
+# directory 7), none FAILURE or SKIPPED: a server without the extension passes
+# them vacuously with a single check.
+summarize_skills() {
+  python3 - "$OUT/skills" <<'PY'
+import json, os, re, sys
+leg_dir = sys.argv[1]
+need = {"sep-2640-skills-enumeration": 32, "sep-2640-skills-manifest": 6,
+        "sep-2640-skills-directory": 7}
+pat = re.compile(r"^server-(.+)-\d{4}-\d{2}-\d{2}T\d{2}-\d{2}-\d{2}-\d{3}Z$")
+found = {}
+if os.path.isdir(leg_dir):
+    for d in sorted(os.listdir(leg_dir)):
+        m = pat.match(d)
+        f = os.path.join(leg_dir, d, "checks.json")
+        if m and os.path.isfile(f):
+            try:
+                found[m.group(1)] = json.load(open(f))
+            except ValueError:
+                pass
+ok = True
+passed = failed = 0
+for name, least in need.items():
+    checks = found.get(name)
+    if checks is None:
+        print(f"  FAIL {name}: no checks.json (not run, or crashed; see skills.log)")
+        ok = False
+        failed += 1
+        continue
+    bad = [c for c in checks if c.get("status") in ("FAILURE", "SKIPPED")]
+    good = [c for c in checks if c.get("status") == "SUCCESS"]
+    if bad or len(good) < least:
+        ok = False
+        failed += 1
+        print(f"  FAIL {name}: {len(good)} SUCCESS (need {least}), {len(bad)} FAILURE/SKIPPED")
+        for c in bad:
+            print(f"    - {c.get('id')} {c.get('status')}: {(c.get('errorMessage') or '')[:300]}")
+    else:
+        passed += 1
+        print(f"  skills {name}: passed ({len(good)} checks)")
+print(f"conformance-skills: {passed} passed, {failed} failed")
+sys.exit(0 if ok else 1)
+PY
+}
+
 # ---------------------------------------------------------------- main
 install_tools
 case "$OUT" in
@@ -311,6 +380,9 @@ all_rc=0
 run_leg all --suite all --spec-version "$SPEC" || all_rc=$?
 if ((all_rc == 124 || all_rc == 137)); then status=1; fi
 summarize_leg all || status=1
+
+run_skills_leg || status=1
+summarize_skills || status=1
 
 legacy_rc=0
 run_leg 2025 --suite all --spec-version "$LEGACY_SPEC" || legacy_rc=$?

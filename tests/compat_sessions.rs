@@ -66,7 +66,7 @@ fn compat_missing_session_is_400_and_forged_or_expired_sessions_are_404() {
     assert_eq!(legacy::get(srv.addr(), None).into_response().status, 400);
 
     // Forged: a changed payload, a changed tag, garbage.
-    let (payload, tag) = session.split_once('.').expect("payload.tag");
+    let (payload, tag) = session.rsplit_once('.').expect("kid.payload.tag");
     for forged in [
         format!("{}A.{tag}", payload),
         format!("{payload}.{}", tag.chars().rev().collect::<String>()),

@@ -87,7 +87,7 @@ fn request_state_round_trips_and_rejects_tampering_and_replay() {
         .to_owned();
     assert!(text.contains("state-ok"), "{text}");
 
-    let (payload, tag) = state.split_once('.').expect("payload.tag");
+    let (payload, tag) = state.rsplit_once('.').expect("kid.payload.tag");
     let mut flipped = payload.as_bytes().to_vec();
     let i = flipped.len() / 2;
     flipped[i] = if flipped[i] == b'A' { b'B' } else { b'A' };

@@ -236,11 +236,37 @@ pub fn suite_with_tasks(
     secret: Option<[u8; 32]>,
     tasks: TaskConfig,
 ) -> (Suite<NotesSubscriptions>, Bus<SharedNotification>) {
+    suite_with_skills(bus, secret, tasks, None)
+}
+
+/// [`suite_with_tasks`] serving `skills` too (`genmcp serve --skills DIR`).
+pub fn suite_with_skills(
+    bus: Bus<SharedNotification>,
+    secret: Option<[u8; 32]>,
+    tasks: TaskConfig,
+    skills: Option<genmcp::suite::Skills>,
+) -> (Suite<NotesSubscriptions>, Bus<SharedNotification>) {
+    suite_with_options(bus, secret, tasks, skills, false)
+}
+
+/// [`suite_with_skills`], and with `apps` the MCP Apps example: the
+/// `show_notes` tool and its `ui://notes/board` view
+/// ([`crate::demo_app`]; `genmcp serve --apps`).
+pub fn suite_with_options(
+    bus: Bus<SharedNotification>,
+    secret: Option<[u8; 32]>,
+    tasks: TaskConfig,
+    skills: Option<genmcp::suite::Skills>,
+    apps: bool,
+) -> (Suite<NotesSubscriptions>, Bus<SharedNotification>) {
     // On a Redis bus every node shares the notes.
     let notes = bus.once().map(Notes::shared).unwrap_or_default();
     let catalog = Catalog::new();
     catalog.add_resources(notes.clone());
     catalog.add_tool(super::demo_export::export_tool(notes.clone()));
+    if apps {
+        catalog.add_tool(super::demo_app::show_notes_tool(notes.clone()));
+    }
 
     let (n, b) = (notes.clone(), bus.clone());
     catalog.add_tool(
@@ -456,6 +482,17 @@ pub fn suite_with_tasks(
     .subscriptions(NotesSubscriptions::new(bus.clone()));
     if let Some(secret) = secret {
         builder = builder.secret(secret);
+    }
+    if let Some(skills) = skills {
+        // The demo's streams hear resource list changes on its bus.
+        let b = bus.clone();
+        skills.on_change(move || {
+            let _ = b.try_publish(topics::NOTES, notes_changed());
+        });
+        builder = builder.skills(skills);
+    }
+    if apps {
+        builder = builder.apps(super::demo_app::views());
     }
     if let Some(record) = genmcp::suite::shared_spent::RedisSpentRecord::for_bus(&bus) {
         builder = builder.spent_record(record);

@@ -13,6 +13,7 @@
 
 pub mod bench;
 pub mod demo;
+pub mod demo_app;
 mod demo_export;
 pub mod fixtures;
 pub mod logging;

@@ -24,6 +24,7 @@ use serde::de::DeserializeOwned;
 use genmcp::pubsub::redis::display_url;
 use genmcp::pubsub::{Bus, BusError, BusHealth, RedisBusConfig, StartMode};
 use genmcp::suite::secret::{self, KEY_ENV, SecretError};
+use genmcp::suite::{KeySet, KeySetError};
 
 /// A node's bus and sealing key. Every field has a default: an embedded bus
 /// and a random key, i.e. a single node.
@@ -65,11 +66,18 @@ impl std::fmt::Debug for NodeConfig {
 }
 
 impl NodeConfig {
-    /// The sealing key: from `key_file`, else from `GENMCP_KEY`, else `None`
-    /// (a random key; logged, since tokens sealed here then open nowhere else).
-    pub fn secret(&self) -> Result<Option<[u8; 32]>, SecretError> {
+    /// The sealing key (the current key of [`NodeConfig::keys`]).
+    pub fn secret(&self) -> Result<Option<[u8; 32]>, KeySetError> {
+        Ok(self.keys()?.map(|k| k.current_key()))
+    }
+
+    /// The sealing keys: from `key_file` (one key per line, the current
+    /// first; see [`genmcp::suite::KeySet`]), else from `GENMCP_KEY` (the same
+    /// format), else `None` (a random key; logged, since tokens sealed here then
+    /// open nowhere else).
+    pub fn keys(&self) -> Result<Option<KeySet>, KeySetError> {
         if let Some(path) = &self.key_file {
-            let key = secret::load_secret_file(path);
+            let key = KeySet::load_file(path);
             if self.remove_key_file {
                 if let Err(e) = std::fs::remove_file(path) {
                     tracing::warn!(file = %path.display(), error = %e, "cannot delete the key file");
@@ -77,17 +85,29 @@ impl NodeConfig {
                 let key = key?;
                 tracing::info!(
                     var = KEY_ENV,
+                    current = key.current_id(),
+                    keys = key.len(),
                     "sealing key loaded (and removed from the environment): multi-node sealing on"
                 );
                 return Ok(Some(key));
             }
             let key = key?;
-            tracing::info!(file = %path.display(), "sealing key loaded: multi-node sealing on");
+            tracing::info!(file = %path.display(), current = key.current_id(), keys = key.len(),
+                "sealing keys loaded: multi-node sealing on");
             return Ok(Some(key));
         }
         match secret::secret_from_env(KEY_ENV) {
-            Some(key) => {
-                let key = key?;
+            Some(_) => {
+                let text = std::env::var(KEY_ENV).unwrap_or_default();
+                let key = KeySet::parse(&text).map_err(|e| match e {
+                    KeySetError::Key(SecretError::Format { found, .. }) => {
+                        KeySetError::Key(SecretError::Format {
+                            origin: KEY_ENV.to_owned(),
+                            found,
+                        })
+                    }
+                    other => other,
+                })?;
                 tracing::info!(
                     var = KEY_ENV,
                     "sealing key loaded: multi-node sealing on (the variable stays in this \

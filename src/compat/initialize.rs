@@ -9,6 +9,14 @@ use crate::protocol::methods;
 use crate::subscription::SubscriptionHandler;
 use crate::suite::Suite;
 
+/// The extensions a 2025 session is served, and so declared in its
+/// `initialize` result: skills (its methods are routed on 2025 sessions) and
+/// MCP Apps (no methods). The tasks extension is 2026-07-28 only.
+pub(crate) const LEGACY_EXTENSIONS: &[&str] = &[
+    "io.modelcontextprotocol/skills",
+    "io.modelcontextprotocol/ui",
+];
+
 /// The version a 2025 server answers `initialize` with: the requested one if
 /// served, otherwise the newest (2025-11-25 rules; 2026-07-28 is not
 /// negotiated through `initialize`).
@@ -38,7 +46,15 @@ pub(crate) async fn initialize_result<H: SubscriptionHandler>(
         Some(Value::Object(c)) => c.clone(),
         _ => Map::new(),
     };
-    capabilities.remove("extensions");
+    if let Some(Value::Object(extensions)) = capabilities.remove("extensions") {
+        let kept: Map<String, Value> = extensions
+            .into_iter()
+            .filter(|(k, _)| LEGACY_EXTENSIONS.contains(&k.as_str()))
+            .collect();
+        if !kept.is_empty() {
+            capabilities.insert("extensions".into(), Value::Object(kept));
+        }
+    }
     result.insert("capabilities".into(), Value::Object(capabilities));
     result.insert(
         "serverInfo".into(),

@@ -42,7 +42,12 @@ pub(crate) fn legacy_route(method: &str) -> LegacyRoute {
         | methods::RESOURCES_LIST
         | methods::RESOURCES_TEMPLATES_LIST
         | methods::RESOURCES_READ
-        | methods::COMPLETE => LegacyRoute::Unary,
+        | methods::COMPLETE
+        // The skills extension (served only when the suite has skills; the
+        // suite's routing answers -32601 otherwise).
+        | "skills/list"
+        | "skills/get"
+        | "resources/directory/read" => LegacyRoute::Unary,
         _ => LegacyRoute::NotRouted,
     }
 }

@@ -20,12 +20,16 @@ pub struct SuiteBuilder<H> {
     cursor_ttl: Duration,
     request_state_ttl: Duration,
     secret: Option<[u8; 32]>,
+    keys: Option<SealingKeys>,
     max_spent: usize,
     spent_record: Option<Arc<dyn SpentRecord>>,
     logging: bool,
     catalog: Catalog,
     task_config: TaskConfig,
     shared_tasks: Option<tasks::SharedTasks>,
+    #[cfg(feature = "skills")]
+    skills: Option<skills::Skills>,
+    apps: bool,
     handler: H,
 }
 
@@ -45,12 +49,16 @@ impl Suite<NoSubscriptions> {
             cursor_ttl: DEFAULT_CURSOR_TTL,
             request_state_ttl: DEFAULT_REQUEST_STATE_TTL,
             secret: None,
+            keys: None,
             max_spent: DEFAULT_MAX_SPENT_REQUEST_STATES,
             spent_record: None,
             logging: false,
             catalog: Catalog::new(),
             task_config: TaskConfig::default(),
             shared_tasks: None,
+            #[cfg(feature = "skills")]
+            skills: None,
+            apps: false,
             handler: NoSubscriptions,
         }
     }
@@ -162,6 +170,15 @@ impl<H: SubscriptionHandler> SuiteBuilder<H> {
         self
     }
 
+    /// Seals with this live key set (several keys, one current: see
+    /// [`KeySet`]), overriding [`SuiteBuilder::secret`]. Keep a clone to
+    /// replace the set while the suite serves ([`SealingKeys::replace`], what
+    /// `genmcp serve` does on `SIGHUP`); see `docs/auth.md` for the rotation.
+    pub fn keys(mut self, keys: SealingKeys) -> Self {
+        self.keys = Some(keys);
+        self
+    }
+
     /// Uses `catalog` (shared: changes made through any clone are served). Call
     /// it before adding items through the builder.
     pub fn catalog(mut self, catalog: Catalog) -> Self {
@@ -199,6 +216,30 @@ impl<H: SubscriptionHandler> SuiteBuilder<H> {
         self
     }
 
+    /// Serves `skills` (the skills extension, SEP-2640): `skills/list`,
+    /// `skills/get`, `resources/directory/read` when they declare
+    /// `directoryRead`, their files as `skill://` resources of the catalog
+    /// (so `resources` is advertised too), and the capability
+    /// `extensions["io.modelcontextprotocol/skills"]`. Later changes to
+    /// `skills` are served at once and told to listen streams as resource list
+    /// changes. See `docs/skills.md`.
+    #[cfg(feature = "skills")]
+    pub fn skills(mut self, skills: skills::Skills) -> Self {
+        self.skills = Some(skills);
+        self
+    }
+
+    /// Serves MCP Apps views (`ui://` resources of the catalog, so
+    /// `resources` is advertised too) and declares the extension
+    /// `io.modelcontextprotocol/ui` (in `server/discover` and a 2025
+    /// `initialize`). Name a view from a tool with
+    /// [`ToolBuilder::ui`](crate::suite::ToolBuilder::ui). See `docs/apps.md`.
+    pub fn apps(mut self, views: apps::UiResources) -> Self {
+        self.catalog.add_resources(views);
+        self.apps = true;
+        self
+    }
+
     /// Sets the subscription handler.
     pub fn subscriptions<H2: SubscriptionHandler>(self, handler: H2) -> SuiteBuilder<H2> {
         SuiteBuilder {
@@ -214,12 +255,16 @@ impl<H: SubscriptionHandler> SuiteBuilder<H> {
             cursor_ttl: self.cursor_ttl,
             request_state_ttl: self.request_state_ttl,
             secret: self.secret,
+            keys: self.keys,
             max_spent: self.max_spent,
             spent_record: self.spent_record,
             logging: self.logging,
             catalog: self.catalog,
             task_config: self.task_config,
             shared_tasks: self.shared_tasks,
+            #[cfg(feature = "skills")]
+            skills: self.skills,
+            apps: self.apps,
             handler,
         }
     }
@@ -252,10 +297,17 @@ impl<H: SubscriptionHandler> SuiteBuilder<H> {
 
     /// The suite.
     pub fn build(self) -> Suite<H> {
-        let sealer = match self.secret {
-            Some(key) => Sealer::new(key),
-            None => Sealer::random(),
-        };
+        let sealer = Sealer::with_keys(match (self.keys, self.secret) {
+            (Some(keys), _) => keys,
+            (None, Some(key)) => SealingKeys::new(KeySet::new(key)),
+            (None, None) => SealingKeys::new(KeySet::new(Sealer::random_key())),
+        });
+        #[cfg(feature = "skills")]
+        if let Some(skills) = &self.skills {
+            skills.attach(self.catalog.downgrade());
+            self.catalog
+                .add_resources(skills::SkillsProvider(skills.clone()));
+        }
         let mut stamp = Map::new();
         stamp.insert(
             keys::SERVER_INFO.into(),
@@ -289,6 +341,9 @@ impl<H: SubscriptionHandler> SuiteBuilder<H> {
                     }
                     tasks
                 },
+                #[cfg(feature = "skills")]
+                skills: self.skills,
+                apps: self.apps,
             }),
             handler: Arc::new(self.handler),
         }

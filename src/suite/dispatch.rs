@@ -74,6 +74,18 @@ impl<H: SubscriptionHandler> Suite<H> {
                 .get_or_insert_with(Map::new)
                 .insert(tasks::EXTENSION.into(), json!({}));
         }
+        if self.inner.apps {
+            caps.extensions
+                .get_or_insert_with(Map::new)
+                .insert(apps::EXTENSION.into(), json!({}));
+        }
+        #[cfg(feature = "skills")]
+        if let Some(skills) = &self.inner.skills {
+            caps.resources.get_or_insert_with(Default::default);
+            caps.extensions
+                .get_or_insert_with(Map::new)
+                .insert(skills::EXTENSION.into(), skills.capability());
+        }
         caps.fold_subscriptions(&self.subscription_capabilities(channel));
         caps
     }
@@ -129,6 +141,9 @@ impl<H: SubscriptionHandler> Suite<H> {
     pub(super) fn serves(&self, method: &str, channel: &Channel) -> bool {
         if method == methods::DISCOVER {
             return true;
+        }
+        if skills_call::is_skills_method(method) {
+            return self.serves_skills_method(method);
         }
         let Some(kind) = Kind::of(method) else {
             return tasks::is_task_method(method) && self.serves_tasks();
@@ -234,6 +249,7 @@ impl<H: SubscriptionHandler> Suite<H> {
                 methods::RESOURCES_TEMPLATES_LIST => suite.list_templates(&params)?,
                 methods::RESOURCES_READ => suite.read_resource(params, channel).await?,
                 methods::COMPLETE => suite.complete(params, channel).await?,
+                m if skills_call::is_skills_method(m) => suite.answer_skills(m, &params)?,
                 m if tasks::is_task_method(m) => {
                     tasks::answer(&suite.inner.tasks, m, &params, &channel).await?
                 }

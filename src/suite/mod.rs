@@ -22,13 +22,16 @@
 //! | `mrtr/` | request-state binding and retry parsing, the client-capability gate, readers of answers | `common`, `sealing` |
 //! | `tasks/` | the tasks extension ([`TaskSupport`], [`TaskCx`], the supervisor) | `common`, `sealing` |
 //! | `schemas/` | compiled input/output schemas ([`ToolError`]), `x-mcp-header`, schemas and arguments from Rust types ([`input_schema`], [`CallError`], [`NoArgs`]) | `common` |
-//! | `tools/` | [`Tool`], [`ToolCall`], [`ToolDescriptor`], [`ToolBuilder`] | `common`, `mrtr`, `tasks`, `schemas` |
+//! | `tools/` | [`Tool`], [`ToolCall`], [`ToolDescriptor`], [`ToolBuilder`] | `common`, `mrtr`, `tasks`, `schemas`, `apps` |
 //! | `prompts/` | [`Prompt`], [`PromptBuilder`], [`prompt_arguments`], what a prompt returns ([`GetPromptResult`]) | `common`, `mrtr`, `schemas` |
 //! | `resources/` | [`ResourceProvider`], [`ResourceSet`], [`ReadOutcome`], URI templates ([`ResourceTemplate`]) | `common`, `mrtr` |
 //! | `completions/` | [`Completer`] and `completion/complete` parsing | `common` |
 //! | `catalog/` | [`Catalog`] (insertion-ordered), its events and [`CatalogSubscriptions`] | `tools`, `prompts`, `resources`, `completions`, `schemas` |
-//! | root | [`Suite`]: `builder` (settings), `dispatch` (capabilities, routing, discover), `paging`, `tools_call`, `requests` (prompts, resources, completion), unit `tests` | everything above |
+//! | `apps/` | MCP Apps: [`apps::ToolUi`] (a tool's view), [`apps::UiResource`] / [`apps::UiResources`] (`ui://` views) | `common`, `resources` |
+//! | `skills/` | the skills extension (feature `skills`): `Skills`, `Skill`, the `skill://` provider | `common`, `resources`, `catalog` |
+//! | root | [`Suite`]: `builder` (settings), `dispatch` (capabilities, routing, discover), `paging`, `tools_call`, `skills_call`, `requests` (prompts, resources, completion), unit `tests` | everything above |
 
+pub mod apps;
 mod builder;
 mod catalog;
 mod common;
@@ -41,6 +44,9 @@ mod requests;
 mod resources;
 mod schemas;
 pub(crate) mod sealing;
+#[cfg(feature = "skills")]
+pub mod skills;
+mod skills_call;
 pub mod tasks;
 mod tools;
 mod tools_call;
@@ -71,6 +77,11 @@ pub use resources::{
     ResourceTemplate,
 };
 pub use schemas::{CallError, MAX_REPORTED_ERRORS, NoArgs, ToolError, input_schema, output_schema};
+#[cfg(feature = "redis")]
+#[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
+pub use sealing::fleet_keys::{DEFAULT_FLEET_KEYS_EVERY, FleetKeys};
+pub use sealing::keys::{KeySet, KeySetError, MAX_KEYS, key_id};
+pub use sealing::seal::SealingKeys;
 pub use sealing::secret;
 #[cfg(feature = "redis")]
 #[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
@@ -78,6 +89,8 @@ pub use sealing::shared_spent;
 pub use sealing::spent::{
     DEFAULT_MAX_SPENT_REQUEST_STATES, Spend, SpentError, SpentRecord, SpentRefusals,
 };
+#[cfg(feature = "skills")]
+pub use skills::{Skill, SkillError, Skills};
 pub use tasks::{TaskConfig, TaskCx, TaskStatus, TaskSupport};
 pub use tools::{FnTool, Tool, ToolBuilder, ToolCall, ToolDescriptor, ToolParts};
 
@@ -117,6 +130,10 @@ struct Inner {
     logging: bool,
     catalog: Catalog,
     tasks: tasks::Tasks,
+    #[cfg(feature = "skills")]
+    skills: Option<skills::Skills>,
+    /// MCP Apps views are served (`extensions["io.modelcontextprotocol/ui"]`).
+    apps: bool,
 }
 
 /// A catalog plus one subscription handler `H`. Cheap to clone.
@@ -186,6 +203,12 @@ impl<H> Suite<H> {
     /// session ids of the HTTP transport's compatibility path).
     pub(crate) fn sealer(&self) -> &Sealer {
         &self.inner.sealer
+    }
+
+    /// The live key set sealing this suite's cursors, request states and
+    /// 2025 session ids (replace it to rotate keys without a restart).
+    pub fn sealing_keys(&self) -> SealingKeys {
+        self.inner.sealer.keys().clone()
     }
 
     /// Spent MRTR request states remembered now in this process, and the most

@@ -65,6 +65,7 @@ impl<H: SubscriptionHandler> Suite<H> {
                 json!({ "name": name }),
             ));
         };
+        let view = apps::has_view(&entry.tool.descriptor().extra);
         let support = entry.tool.task_support();
         let declared = tasks::declared(&channel);
         if support == TaskSupport::Required && !declared {
@@ -115,9 +116,12 @@ impl<H: SubscriptionHandler> Suite<H> {
                         call.task = Some(cx);
                         tool.call(call)
                     },
-                    move |result| match &checked.schema {
-                        Ok(schema) => schema.check_output(&name, result),
-                        Err(_) => result,
+                    move |result| {
+                        let result = with_fallback(view, result);
+                        match &checked.schema {
+                            Ok(schema) => schema.check_output(&name, result),
+                            Err(_) => result,
+                        }
                     },
                 )
                 .await?;
@@ -128,8 +132,28 @@ impl<H: SubscriptionHandler> Suite<H> {
             };
         }
         match entry.tool.call(call).await? {
-            ToolOutcome::Complete(result) => Ok(schema.check_output(&name, result).into_map()),
+            ToolOutcome::Complete(result) => Ok(schema
+                .check_output(&name, with_fallback(view, result))
+                .into_map()),
             ToolOutcome::InputRequired(round) => self.input_required(round, &channel, &binding),
         }
     }
+}
+
+/// A result of a tool with an MCP Apps view always carries a text block, the
+/// fallback of hosts without the extension (one is added when it has none).
+fn with_fallback(view: bool, mut result: CallToolResult) -> CallToolResult {
+    if view
+        && !result
+            .content
+            .iter()
+            .any(|c| matches!(c, Content::Text { .. }))
+    {
+        let text = match &result.structured_content {
+            Some(v) => v.to_string(),
+            None => apps::DEFAULT_FALLBACK_TEXT.to_owned(),
+        };
+        result.content.push(Content::text(text));
+    }
+    result
 }

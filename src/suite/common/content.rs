@@ -19,6 +19,9 @@ pub enum ResourceContents {
         mime_type: Option<String>,
         /// The text.
         text: String,
+        /// `_meta` of the contents (e.g. MCP Apps' `ui`).
+        #[serde(rename = "_meta", skip_serializing_if = "Option::is_none")]
+        meta: Option<Map<String, Value>>,
     },
     /// Binary contents, base64-encoded.
     Blob {
@@ -29,6 +32,9 @@ pub enum ResourceContents {
         mime_type: Option<String>,
         /// Base64 data.
         blob: String,
+        /// `_meta` of the contents.
+        #[serde(rename = "_meta", skip_serializing_if = "Option::is_none")]
+        meta: Option<Map<String, Value>>,
     },
 }
 
@@ -43,6 +49,7 @@ impl ResourceContents {
             uri: uri.into(),
             mime_type: Some(mime_type.into()),
             text: text.into(),
+            meta: None,
         }
     }
 
@@ -56,7 +63,15 @@ impl ResourceContents {
             uri: uri.into(),
             mime_type: Some(mime_type.into()),
             blob: base64.into(),
+            meta: None,
         }
+    }
+
+    /// Sets one key of the contents' `_meta`.
+    pub fn with_meta(mut self, key: impl Into<String>, value: Value) -> Self {
+        let (ResourceContents::Text { meta, .. } | ResourceContents::Blob { meta, .. }) = &mut self;
+        meta.get_or_insert_with(Map::new).insert(key.into(), value);
+        self
     }
 }
 

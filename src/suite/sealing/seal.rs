@@ -1,12 +1,17 @@
 //! Integrity-protected opaque tokens: pagination cursors and MRTR `requestState`.
 //!
-//! A token is `base64url(payload JSON) "." base64url(HMAC-SHA256(key, purpose || 0 || payload))`.
-//! The MAC covers the exact payload bytes and is checked in constant time over
-//! the whole string, so a token with anything appended, removed or changed is
-//! refused. Tokens are signed, not encrypted: do not put secrets in a tool's state.
+//! A token is `kid "." base64url(payload JSON) "." base64url(HMAC-SHA256(key,
+//! purpose || 0 || kid || 0 || payload))`, sealed with the current key of the
+//! [`KeySet`] and naming it by its id (`kid`), so opening is one MAC check with
+//! the key it names (a token naming a key the set does not hold is refused at
+//! once). The MAC covers the key id and the exact payload bytes and is checked
+//! in constant time, so a token with anything appended, removed or changed is
+//! refused. Tokens of the earlier form (`base64url(payload) "." tag`, no key
+//! id, sealed before key sets) still open with any key of the set. Tokens are
+//! signed, not encrypted: do not put secrets in a tool's state.
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, RwLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use base64::Engine as _;
@@ -14,6 +19,8 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use hmac::{Hmac, Mac};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
+
+use super::keys::KeySet;
 
 type HmacSha256 = Hmac<Sha256>;
 
@@ -30,10 +37,49 @@ pub(crate) mod purpose {
     pub const SESSION: &str = "genmcp/session/v1";
 }
 
-/// Seals and opens tokens with one secret key. Cheap to clone.
+/// The live key set of a suite, replaceable while it serves (what `genmcp
+/// serve` does on `SIGHUP`): tokens sealed from then on use the new current
+/// key, and tokens naming any key of the new set open. Cheap to clone; every
+/// clone is the same set.
+#[derive(Clone)]
+pub struct SealingKeys {
+    keys: Arc<RwLock<Arc<KeySet>>>,
+}
+
+impl std::fmt::Debug for SealingKeys {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SealingKeys")
+            .field("ids", &self.get().ids())
+            .finish()
+    }
+}
+
+impl SealingKeys {
+    /// A live set starting with `keys`.
+    pub fn new(keys: KeySet) -> Self {
+        SealingKeys {
+            keys: Arc::new(RwLock::new(Arc::new(keys))),
+        }
+    }
+
+    /// The set in use now.
+    pub fn get(&self) -> Arc<KeySet> {
+        self.keys.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// Replaces the set; returns the one it replaced.
+    pub fn replace(&self, keys: KeySet) -> Arc<KeySet> {
+        std::mem::replace(
+            &mut *self.keys.write().unwrap_or_else(|p| p.into_inner()),
+            Arc::new(keys),
+        )
+    }
+}
+
+/// Seals and opens tokens with a key set. Cheap to clone.
 #[derive(Clone)]
 pub(crate) struct Sealer {
-    key: Arc<[u8; 32]>,
+    keys: SealingKeys,
     /// Only used when the OS random source fails: fed through the keyed MAC, so
     /// the nonces stay unpredictable and say nothing about the server's traffic.
     fallback: Arc<AtomicU64>,
@@ -41,35 +87,63 @@ pub(crate) struct Sealer {
 
 impl std::fmt::Debug for Sealer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("Sealer { key: <redacted> }")
+        f.write_str("Sealer { keys: <redacted> }")
     }
+}
+
+fn mac(key: &[u8; 32], parts: &[&[u8]]) -> Option<HmacSha256> {
+    let mut mac = HmacSha256::new_from_slice(key.as_slice()).ok()?;
+    for (i, part) in parts.iter().enumerate() {
+        if i > 0 {
+            mac.update(&[0]);
+        }
+        mac.update(part);
+    }
+    Some(mac)
 }
 
 impl Sealer {
     /// A sealer with this key (share it between replicas that must accept each
     /// other's cursors and request states).
+    #[cfg(test)]
     pub(crate) fn new(key: [u8; 32]) -> Self {
+        Self::with_keys(SealingKeys::new(KeySet::new(key)))
+    }
+
+    /// A sealer with this live key set.
+    pub(crate) fn with_keys(keys: SealingKeys) -> Self {
         Sealer {
-            key: Arc::new(key),
+            keys,
             fallback: Arc::new(AtomicU64::new(0)),
         }
     }
 
-    /// A sealer with a fresh random key from the operating system.
+    /// The live key set.
+    pub(crate) fn keys(&self) -> &SealingKeys {
+        &self.keys
+    }
+
+    /// A fresh random key from the operating system.
     ///
     /// # Panics
     ///
     /// If the operating system's random source fails: a guessable key would let
     /// clients forge cursors and request states. Set a key with
     /// `SuiteBuilder::secret` to avoid the random source altogether.
-    pub(crate) fn random() -> Self {
+    pub(crate) fn random_key() -> [u8; 32] {
         let mut key = [0u8; 32];
         if let Err(e) = getrandom::fill(&mut key) {
             panic!(
                 "the operating system's random source failed ({e}); set a key with SuiteBuilder::secret"
             );
         }
-        Self::new(key)
+        key
+    }
+
+    /// A sealer with a fresh random key ([`Sealer::random_key`]).
+    #[cfg(test)]
+    pub(crate) fn random() -> Self {
+        Self::new(Self::random_key())
     }
 
     /// A random 64-bit nonce (so two states sealed for the same request in the
@@ -80,7 +154,8 @@ impl Sealer {
         if getrandom::fill(&mut bytes).is_err() {
             // A keyed PRF of a private counter: as unpredictable to clients.
             let n = self.fallback.fetch_add(1, Ordering::Relaxed);
-            if let Some(mac) = self.keyed("genmcp/nonce/v1", &n.to_le_bytes()) {
+            let keys = self.keys.get();
+            if let Some(mac) = mac(keys.current().1, &[b"genmcp/nonce/v1", &n.to_le_bytes()]) {
                 let tag = mac.finalize().into_bytes();
                 bytes.copy_from_slice(&tag[..8]);
             }
@@ -88,38 +163,54 @@ impl Sealer {
         u64::from_le_bytes(bytes)
     }
 
-    fn keyed(&self, purpose: &str, body: &[u8]) -> Option<HmacSha256> {
-        let mut mac = HmacSha256::new_from_slice(self.key.as_slice()).ok()?;
-        mac.update(purpose.as_bytes());
-        mac.update(&[0]);
-        mac.update(body);
-        Some(mac)
-    }
-
-    /// Seals `payload` for `purpose`.
+    /// Seals `payload` for `purpose` with the current key.
     pub(crate) fn seal(&self, purpose: &str, payload: &Value) -> String {
         let body = serde_json::to_vec(payload).unwrap_or_default();
-        let tag = self
-            .keyed(purpose, &body)
+        let keys = self.keys.get();
+        let (kid, key) = keys.current();
+        let tag = mac(key, &[purpose.as_bytes(), kid.as_bytes(), &body])
             .map(|m| m.finalize().into_bytes().to_vec())
             .unwrap_or_default();
         format!(
-            "{}.{}",
+            "{kid}.{}.{}",
             URL_SAFE_NO_PAD.encode(&body),
             URL_SAFE_NO_PAD.encode(tag)
         )
     }
 
-    /// Opens a token sealed for `purpose`: `None` unless it is well formed and its
-    /// MAC verifies over the exact payload.
+    /// Opens a token sealed for `purpose`: `None` unless it is well formed, names
+    /// a key of the set, and its MAC verifies over the exact key id and payload.
     pub(crate) fn open(&self, purpose: &str, token: &str) -> Option<Value> {
         if token.len() > MAX_TOKEN_LEN {
             return None;
         }
-        let (body, tag) = token.split_once('.')?;
-        let body = URL_SAFE_NO_PAD.decode(body).ok()?;
-        let tag = URL_SAFE_NO_PAD.decode(tag).ok()?;
-        self.keyed(purpose, &body)?.verify_slice(&tag).ok()?;
+        let keys = self.keys.get();
+        let mut parts = token.split('.');
+        let (first, second, third) = (parts.next()?, parts.next()?, parts.next());
+        if parts.next().is_some() {
+            return None;
+        }
+        let body = match third {
+            Some(tag) => {
+                let key = keys.get(first)?;
+                let body = URL_SAFE_NO_PAD.decode(second).ok()?;
+                let tag = URL_SAFE_NO_PAD.decode(tag).ok()?;
+                mac(key, &[purpose.as_bytes(), first.as_bytes(), &body])?
+                    .verify_slice(&tag)
+                    .ok()?;
+                body
+            }
+            // The earlier form, without a key id: any key of the set.
+            None => {
+                let body = URL_SAFE_NO_PAD.decode(first).ok()?;
+                let tag = URL_SAFE_NO_PAD.decode(second).ok()?;
+                keys.all().find(|key| {
+                    mac(key, &[purpose.as_bytes(), &body])
+                        .is_some_and(|m| m.verify_slice(&tag).is_ok())
+                })?;
+                body
+            }
+        };
         serde_json::from_slice(&body).ok()
     }
 }
@@ -204,12 +295,24 @@ mod tests {
         // Another key does not verify.
         assert_eq!(Sealer::new([8; 32]).open(purpose::CURSOR, &token), None);
         // A forged payload with the original tag does not verify.
-        let (_, tag) = token.split_once('.').unwrap();
+        let (kid, rest) = token.split_once('.').unwrap();
+        let (_, tag) = rest.split_once('.').unwrap();
         let forged = format!(
-            "{}.{tag}",
+            "{kid}.{}.{tag}",
             URL_SAFE_NO_PAD.encode(br#"{"o":0,"k":"tools"}"#)
         );
         assert_eq!(s.open(purpose::CURSOR, &forged), None);
+        // Nor does the token under another key id of the set.
+        let two = Sealer::with_keys(SealingKeys::new(KeySet::new([7; 32]).with_key([9; 32])));
+        let other = super::super::keys::key_id(&[9; 32]);
+        assert_eq!(
+            two.open(purpose::CURSOR, &token.replacen(kid, &other, 1)),
+            None
+        );
+        assert_eq!(
+            two.open(purpose::CURSOR, &token),
+            Some(json!({"o": 10, "k": "tools"}))
+        );
     }
 
     /// The opener under random and mutated tokens (seeded, bounded; more cases
@@ -274,6 +377,46 @@ mod tests {
                 < 2,
             "nonces must not count up: {a:?}"
         );
+    }
+
+    #[test]
+    fn any_key_of_the_set_opens_what_names_it_and_the_current_seals() {
+        let payload = json!({"o": 1});
+        let old = Sealer::new([1; 32]);
+        let old_token = old.seal(purpose::CURSOR, &payload);
+        // Legacy tokens (no key id) still open with any key of the set.
+        let body = URL_SAFE_NO_PAD.encode(serde_json::to_vec(&payload).unwrap());
+        let legacy_tag = mac(
+            &[1; 32],
+            &[
+                purpose::CURSOR.as_bytes(),
+                &URL_SAFE_NO_PAD.decode(&body).unwrap(),
+            ],
+        )
+        .unwrap()
+        .finalize()
+        .into_bytes();
+        let legacy = format!("{body}.{}", URL_SAFE_NO_PAD.encode(legacy_tag));
+        let rotated = Sealer::with_keys(SealingKeys::new(KeySet::new([2; 32]).with_key([1; 32])));
+        assert_eq!(
+            rotated.open(purpose::CURSOR, &old_token),
+            Some(payload.clone())
+        );
+        assert_eq!(
+            rotated.open(purpose::CURSOR, &legacy),
+            Some(payload.clone())
+        );
+        let new_token = rotated.seal(purpose::CURSOR, &payload);
+        assert!(new_token.starts_with(&super::super::keys::key_id(&[2; 32])));
+        assert_eq!(
+            old.open(purpose::CURSOR, &new_token),
+            None,
+            "the old set lacks the new key"
+        );
+        // Replaced while serving: the old key dropped, its tokens refused.
+        rotated.keys().replace(KeySet::new([2; 32]));
+        assert_eq!(rotated.open(purpose::CURSOR, &old_token), None);
+        assert_eq!(rotated.open(purpose::CURSOR, &new_token), Some(payload));
     }
 
     #[test]

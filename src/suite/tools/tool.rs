@@ -226,6 +226,18 @@ pub struct ToolParts {
 pub type ToolBuilder = Builder<ToolParts>;
 
 impl Builder<ToolParts> {
+    /// Names the tool's MCP Apps view: `_meta.ui` (`resourceUri`,
+    /// `visibility`) and the older flat `_meta["ui/resourceUri"]` some hosts
+    /// still read. Results of the tool always carry a text block (see
+    /// [`crate::suite::apps`]).
+    pub fn ui(self, ui: crate::suite::apps::ToolUi) -> Self {
+        let uri = ui.resource_uri().to_owned();
+        self.meta("ui", ui.to_meta()).meta(
+            crate::suite::apps::LEGACY_RESOURCE_URI_KEY,
+            Value::from(uri),
+        )
+    }
+
     /// Starts a tool named `name` with an empty object input schema.
     pub fn new(name: impl Into<String>) -> Self {
         Builder::with_kind(

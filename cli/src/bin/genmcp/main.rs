@@ -5,6 +5,7 @@
 
 mod allocator;
 mod bench;
+mod keys;
 mod serve;
 mod serve_args;
 

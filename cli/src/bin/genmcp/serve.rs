@@ -109,6 +109,26 @@ pub(crate) fn run(args: ServeArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     }
+    let skills = match &args.skills {
+        None if args.conformance => Some(genmcp_cli::fixtures::skills::skills()),
+        None => None,
+        Some(dir) => match genmcp::suite::Skills::from_dir(dir) {
+            Ok(skills) => {
+                tracing::info!(dir = %dir.display(), skills = skills.len(), "serving skills");
+                Some(skills.directory_read(true))
+            }
+            Err(e) => {
+                eprintln!("error: --skills: {e}");
+                return ExitCode::from(2);
+            }
+        },
+    };
+    let skills_poll = match (&args.skills, args.skills_poll) {
+        (Some(_), Some(every)) => Some(every),
+        (Some(_), None) => Some(std::time::Duration::from_secs(2)),
+        (None, _) => None,
+    };
+    let apps = args.apps;
     let serve = Serve {
         config,
         node: args.node_config(),
@@ -133,17 +153,28 @@ pub(crate) fn run(args: ServeArgs) -> ExitCode {
             serve.config.host
         );
     }
-    let secret = match serve.node.secret() {
-        Ok(secret) => secret,
+    let key_set = match serve.node.keys() {
+        Ok(keys) => keys,
         Err(e) => {
             eprintln!("error: {e}");
             return ExitCode::FAILURE;
         }
     };
+    let secret = key_set.as_ref().map(genmcp::suite::KeySet::current_key);
+    // The file stays to be re-read on SIGHUP unless it was a one-shot hand-over.
+    let reload_from = serve
+        .node
+        .key_file
+        .clone()
+        .filter(|_| !serve.node.remove_key_file);
     let system = actix_rt::System::new();
     let stdio = serve.stdio;
     let result = system.block_on(async move {
         let mut serve = serve;
+        // The watcher ends with the last clone of the skills (the suite's).
+        if let (Some(skills), Some(every)) = (&skills, skills_poll) {
+            drop(skills.watch(every));
+        }
         let bus = serve
             .node
             .bus(secret.as_ref())
@@ -164,6 +195,16 @@ pub(crate) fn run(args: ServeArgs) -> ExitCode {
             let health = bus.clone();
             serve.config.admin = Some(admin.check("bus", move || health.is_connected()));
         }
+        // With --bus and configured keys: /readyz answers 503 "down: keys"
+        // while this node's key set disagrees with the other nodes'.
+        let fleet = crate::keys::FleetSlot::default();
+        let fleet_once = bus.once().filter(|_| key_set.is_some());
+        if fleet_once.is_some()
+            && let Some(admin) = serve.config.admin.take()
+        {
+            let slot = fleet.clone();
+            serve.config.admin = Some(admin.check("keys", move || slot.agrees()));
+        }
         let stdio_config = {
             let mut c = genmcp::transport::stdio::StdioConfig::default();
             c.limits = serve.config.limits.clone();
@@ -173,29 +214,41 @@ pub(crate) fn run(args: ServeArgs) -> ExitCode {
         let spent = genmcp::suite::shared_spent::RedisSpentRecord::for_bus(&bus);
         match (serve.conformance, serve.stdio) {
             (true, false) => {
-                let suite = genmcp_cli::fixtures::suite_for_node_with_tasks(
+                let suite = genmcp_cli::fixtures::suite_for_node_with_skills(
                     secret,
                     spent,
                     serve.tasks,
                     Some(&bus),
+                    skills,
                 );
+                crate::keys::install(suite.sealing_keys(), key_set, reload_from);
+                fleet.start(fleet_once, suite.sealing_keys()).await;
                 http::serve(suite, serve.config).await
             }
             (true, true) => {
-                let suite = genmcp_cli::fixtures::suite_for_node_with_tasks(
+                let suite = genmcp_cli::fixtures::suite_for_node_with_skills(
                     secret,
                     spent,
                     serve.tasks,
                     Some(&bus),
+                    skills,
                 );
+                crate::keys::install(suite.sealing_keys(), key_set, reload_from);
+                fleet.start(fleet_once, suite.sealing_keys()).await;
                 genmcp::transport::stdio::serve(suite, stdio_config).await
             }
             (false, false) => {
-                let suite = genmcp_cli::demo::suite_with_tasks(bus, secret, serve.tasks).0;
+                let suite =
+                    genmcp_cli::demo::suite_with_options(bus, secret, serve.tasks, skills, apps).0;
+                crate::keys::install(suite.sealing_keys(), key_set, reload_from);
+                fleet.start(fleet_once, suite.sealing_keys()).await;
                 http::serve(suite, serve.config).await
             }
             (false, true) => {
-                let suite = genmcp_cli::demo::suite_with_tasks(bus, secret, serve.tasks).0;
+                let suite =
+                    genmcp_cli::demo::suite_with_options(bus, secret, serve.tasks, skills, apps).0;
+                crate::keys::install(suite.sealing_keys(), key_set, reload_from);
+                fleet.start(fleet_once, suite.sealing_keys()).await;
                 genmcp::transport::stdio::serve(suite, stdio_config).await
             }
         }

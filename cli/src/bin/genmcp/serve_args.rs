@@ -31,6 +31,20 @@ pub(crate) struct ServeArgs {
     /// Serve the conformance fixture catalog instead of the demo.
     #[arg(long)]
     pub(crate) conformance: bool,
+    /// Serve the skills in this directory (the skills extension: each
+    /// directory holding a SKILL.md is a skill; see docs/skills.md), with
+    /// resources/directory/read; re-read when it changes (checked every
+    /// --skills-poll seconds). With --conformance the default is the
+    /// fixture skills.
+    #[arg(long, value_name = "DIR")]
+    pub(crate) skills: Option<PathBuf>,
+    /// Serve the demo's MCP Apps example too: the `show_notes` tool and its
+    /// `ui://notes/board` HTML view (docs/apps.md).
+    #[arg(long, conflicts_with = "conformance")]
+    pub(crate) apps: bool,
+    /// How often --skills DIR is checked for changes, in seconds (default 2).
+    #[arg(long, value_name = "SECS", value_parser = positive_seconds, requires = "skills")]
+    pub(crate) skills_poll: Option<Duration>,
     /// Share the demo's events with the other nodes on this Redis server
     /// (redis://[user:password@]HOST:PORT), or on a Redis Cluster with sharded
     /// pub/sub (redis+cluster://[user:password@]HOST:PORT,HOST:PORT,... seed
@@ -44,9 +58,11 @@ pub(crate) struct ServeArgs {
     /// instead of exiting with an error.
     #[arg(long, requires = "bus")]
     bus_degraded: bool,
-    /// The key sealing requestState and cursors and authenticating the bus: a
-    /// file holding 64 hex digits (`openssl rand -hex 32`), e.g. a systemd
-    /// credential ($CREDENTIALS_DIRECTORY/genmcp-key). Default: $GENMCP_KEY
+    /// The keys sealing requestState and cursors (and authenticating the bus):
+    /// a file holding one key per line, 64 hex digits each (`openssl rand -hex
+    /// 32`), the current key first (it seals; every key listed opens), e.g. a
+    /// systemd credential ($CREDENTIALS_DIRECTORY/genmcp-key). Re-read on
+    /// SIGHUP (see docs/auth.md for rotating keys). Default: $GENMCP_KEY
     /// (removed from the environment once read), else a random key
     /// (multi-node sealing off).
     #[arg(long, value_name = "PATH")]

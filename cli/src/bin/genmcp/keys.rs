@@ -1,0 +1,88 @@
+//! The sealing key set of `genmcp serve`: installed in the suite at start and
+//! re-read from `--key-file` on `SIGHUP` (tokens sealed from then on use the
+//! new current key; tokens naming any key of the new set open). A file that
+//! cannot be read or parsed leaves the set in use unchanged (logged).
+
+use std::path::PathBuf;
+
+use std::sync::{Arc, OnceLock};
+
+use genmcp::pubsub::RedisOnce;
+use genmcp::suite::{FleetKeys, KeySet, SealingKeys};
+
+/// The fleet check of this node's key ids (with `--bus` and configured keys),
+/// set once the suite exists; `/readyz`'s "keys" check reads it.
+#[derive(Clone, Default)]
+pub(crate) struct FleetSlot(Arc<OnceLock<FleetKeys>>);
+
+impl FleetSlot {
+    /// Whether the key set agrees with the fleet's (true before the first check).
+    pub(crate) fn agrees(&self) -> bool {
+        self.0.get().is_none_or(FleetKeys::agrees)
+    }
+
+    /// Publishes and checks the key ids once now (a disagreement is logged
+    /// as an error at start), then every 10 s.
+    pub(crate) async fn start(&self, once: Option<RedisOnce>, live: SealingKeys) {
+        let Some(once) = once else { return };
+        let fleet = FleetKeys::new(once, live);
+        if let Err(e) = fleet.check().await {
+            tracing::warn!(error = %e, "the fleet's key ids could not be checked at start");
+        }
+        drop(fleet.spawn());
+        let _ = self.0.set(fleet);
+    }
+}
+
+/// Puts `keys` in the suite's live set, and when they came from a file that
+/// stays (`--key-file`, not the one-shot hand-over of `GENMCP_KEY`), re-reads
+/// it on every `SIGHUP`.
+pub(crate) fn install(live: SealingKeys, keys: Option<KeySet>, reload_from: Option<PathBuf>) {
+    if let Some(keys) = keys {
+        live.replace(keys);
+    }
+    if let Some(path) = reload_from {
+        reload_on_hangup(live, path);
+    }
+}
+
+#[cfg(unix)]
+fn reload_on_hangup(live: SealingKeys, path: PathBuf) {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut hangups = match signal(SignalKind::hangup()) {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot listen for SIGHUP: the key file is read only at start");
+            return;
+        }
+    };
+    let start_id = live.get().current_id().to_owned();
+    actix_rt::spawn(async move {
+        while hangups.recv().await.is_some() {
+            let read = {
+                let path = path.clone();
+                tokio::task::spawn_blocking(move || KeySet::load_file(&path)).await
+            };
+            match read {
+                Ok(Ok(keys)) => {
+                    let ids = keys.ids();
+                    let current = keys.current_id().to_owned();
+                    let old = live.replace(keys);
+                    tracing::info!(file = %path.display(), current = %current, keys = ?ids,
+                        previous = %old.current_id(), "SIGHUP: sealing keys re-read");
+                    if current != start_id {
+                        tracing::info!(
+                            "the bus keeps authenticating with the key this node started with until it restarts (docs/auth.md)"
+                        );
+                    }
+                }
+                Ok(Err(e)) => tracing::error!(file = %path.display(), error = %e,
+                    "SIGHUP: the key file is not usable; the keys in use are unchanged"),
+                Err(e) => tracing::error!(error = %e, "SIGHUP: reading the key file failed"),
+            }
+        }
+    });
+}
+
+#[cfg(not(unix))]
+fn reload_on_hangup(_live: SealingKeys, _path: PathBuf) {}

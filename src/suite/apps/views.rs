@@ -1,0 +1,126 @@
+//! Views: `ui://` resources holding an HTML document, and the provider that
+//! serves a set of them.
+
+use serde_json::json;
+
+use super::{MIME_TYPE, SCHEME, UiMeta};
+use crate::mux::Channel;
+use crate::protocol::McpError;
+use crate::suite::common::{BoxFuture, ResourceContents};
+use crate::suite::resources::{ReadOutcome, Resource, ResourceProvider, ResourceRead};
+
+/// A view: a `ui://` resource holding an HTML document.
+#[derive(Clone, Debug, PartialEq)]
+pub struct UiResource {
+    uri: String,
+    name: String,
+    title: Option<String>,
+    description: Option<String>,
+    html: String,
+    meta: UiMeta,
+}
+
+impl UiResource {
+    /// The view `uri` (it must start with `ui://`) named `name`, serving `html`.
+    pub fn new(uri: impl Into<String>, name: impl Into<String>, html: impl Into<String>) -> Self {
+        UiResource {
+            uri: uri.into(),
+            name: name.into(),
+            title: None,
+            description: None,
+            html: html.into(),
+            meta: UiMeta::default(),
+        }
+    }
+
+    /// Sets the title.
+    pub fn title(mut self, title: impl Into<String>) -> Self {
+        self.title = Some(title.into());
+        self
+    }
+
+    /// Sets the description.
+    pub fn description(mut self, description: impl Into<String>) -> Self {
+        self.description = Some(description.into());
+        self
+    }
+
+    /// Sets `_meta.ui`.
+    pub fn meta(mut self, meta: UiMeta) -> Self {
+        self.meta = meta;
+        self
+    }
+
+    /// The URI.
+    pub fn uri(&self) -> &str {
+        &self.uri
+    }
+
+    /// The list entry (`resources/list`): MIME type and `_meta.ui`.
+    pub fn resource(&self) -> Resource {
+        let mut r = Resource::new(self.uri.clone(), self.name.clone()).mime_type(MIME_TYPE);
+        if let Some(t) = &self.title {
+            r = r.title(t.clone());
+        }
+        if let Some(d) = &self.description {
+            r = r.description(d.clone());
+        }
+        if let Some(ui) = self.meta.to_json() {
+            r = r.field("_meta", json!({ "ui": ui }));
+        }
+        r
+    }
+
+    /// The read contents: the HTML as text, with `_meta.ui`.
+    pub fn contents(&self) -> ResourceContents {
+        let c = ResourceContents::text(self.uri.clone(), MIME_TYPE, self.html.clone());
+        match self.meta.to_json() {
+            Some(ui) => c.with_meta("ui", ui),
+            None => c,
+        }
+    }
+}
+
+/// The views a suite serves (the `ui://` resource provider).
+#[derive(Clone, Debug, Default)]
+pub struct UiResources {
+    views: Vec<UiResource>,
+}
+
+impl UiResources {
+    /// No view yet.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds (or replaces, by URI) a view. A URI that does not start with
+    /// `ui://` is refused (nothing changes; an error is logged).
+    pub fn view(mut self, view: UiResource) -> Self {
+        if !view.uri.starts_with(SCHEME) {
+            tracing::error!(uri = %view.uri, "an MCP Apps view must have a ui:// URI; not served");
+            return self;
+        }
+        self.views.retain(|v| v.uri != view.uri);
+        self.views.push(view);
+        self
+    }
+}
+
+impl ResourceProvider for UiResources {
+    fn prefix(&self) -> &str {
+        SCHEME
+    }
+
+    fn list(&self, _channel: &Channel) -> BoxFuture<Result<Vec<Resource>, McpError>> {
+        let list = self.views.iter().map(UiResource::resource).collect();
+        Box::pin(async move { Ok(list) })
+    }
+
+    fn read(&self, read: ResourceRead) -> BoxFuture<Result<ReadOutcome, McpError>> {
+        let outcome = match self.views.iter().find(|v| v.uri == read.uri) {
+            Some(v) => ReadOutcome::from(v.contents()),
+            None => ReadOutcome::NotFound,
+        };
+        Box::pin(async move { Ok(outcome) })
+    }
+}

@@ -1,0 +1,184 @@
+//! What the skills extension answers: skill entries (`skills/list`,
+//! `skills/get`), directory children (`resources/directory/read`), and the
+//! `skill://` resources (`resources/list`, `resources/read`).
+
+use std::ops::Bound;
+
+use base64::Engine as _;
+use serde_json::{Map, Value, json};
+
+use super::{DIRECTORY_MIME, SKILL_MD, Skills, Snapshot, uri};
+use crate::mux::Channel;
+use crate::protocol::{CacheHint, McpError};
+use crate::suite::common::{BoxFuture, ResourceContents};
+use crate::suite::resources::{ReadOutcome, ReadResult, Resource, ResourceProvider, ResourceRead};
+
+/// The files below `dir` (full paths starting with `dir/`), in path order.
+fn below<'s>(
+    snapshot: &'s Snapshot,
+    dir: &str,
+) -> impl Iterator<Item = (&'s String, &'s std::sync::Arc<super::SkillFile>)> + 's {
+    let prefix = format!("{dir}/");
+    snapshot
+        .files
+        .range::<String, _>((Bound::Included(prefix.clone()), Bound::Unbounded))
+        .take_while(move |(p, _)| p.starts_with(&prefix))
+}
+
+/// The entry of the skill at `path`: `uri`, verbatim `frontmatter`, and every
+/// file below it with digest and size.
+fn entry(snapshot: &Snapshot, path: &str) -> Option<Value> {
+    let skill = snapshot.skills.get(path)?;
+    let resources: Vec<Value> = below(snapshot, path)
+        .map(|(p, f)| json!({"uri": uri::to_uri(p), "digest": f.digest, "size": f.size()}))
+        .collect();
+    Some(json!({
+        "uri": uri::to_uri(&format!("{path}/{SKILL_MD}")),
+        "frontmatter": Value::Object(skill.frontmatter.clone()),
+        "resources": resources,
+    }))
+}
+
+fn no_skill(uri: &str) -> McpError {
+    McpError::invalid_params_with(
+        format!("No skill is served at {uri}"),
+        json!({ "uri": uri }),
+    )
+}
+
+impl Skills {
+    /// Every skill entry, in path order (the suite paginates; an entry is
+    /// never split).
+    pub(crate) fn entries(&self) -> Vec<Value> {
+        let snapshot = self.snapshot();
+        snapshot
+            .skills
+            .keys()
+            .filter_map(|p| entry(&snapshot, p))
+            .collect()
+    }
+
+    /// The entry `skills/get` answers for `params.uri`: `-32602` when it is not
+    /// the `SKILL.md` of a skill served.
+    pub(crate) fn get(&self, params: &Map<String, Value>) -> Result<Value, McpError> {
+        let Some(Value::String(requested)) = params.get("uri") else {
+            return Err(McpError::invalid_params(
+                "Invalid params: skills/get requires a string uri",
+            ));
+        };
+        let path = uri::parse(requested).ok_or_else(|| no_skill(requested))?;
+        let skill = path
+            .strip_suffix(SKILL_MD)
+            .and_then(|p| p.strip_suffix('/'))
+            .ok_or_else(|| no_skill(requested))?;
+        entry(&self.snapshot(), skill).ok_or_else(|| no_skill(requested))
+    }
+
+    /// The direct children of the directory `params.uri` (files with their
+    /// resource metadata, subdirectories as `inode/directory`), and the
+    /// directory's path (what its cursors are bound to): `-32602` when it is
+    /// not a directory served.
+    pub(crate) fn directory(
+        &self,
+        params: &Map<String, Value>,
+    ) -> Result<(String, Vec<Value>), McpError> {
+        let Some(Value::String(requested)) = params.get("uri") else {
+            return Err(McpError::invalid_params(
+                "Invalid params: resources/directory/read requires a string uri",
+            ));
+        };
+        let not_dir = || {
+            McpError::invalid_params_with(
+                format!("{requested} is not a directory resource"),
+                json!({ "uri": requested }),
+            )
+        };
+        let dir = uri::parse(requested).ok_or_else(not_dir)?;
+        let snapshot = self.snapshot();
+        let mut children = Vec::new();
+        let mut last_dir: Option<&str> = None;
+        for (path, file) in below(&snapshot, &dir) {
+            let rest = &path[dir.len() + 1..];
+            match rest.split_once('/') {
+                None => {
+                    let name = rest;
+                    children.push(json!({
+                        "uri": uri::to_uri(path),
+                        "name": name,
+                        "mimeType": file.mime,
+                        "size": file.size(),
+                    }));
+                }
+                Some((sub, _)) => {
+                    if last_dir != Some(sub) {
+                        last_dir = Some(sub);
+                        children.push(json!({
+                            "uri": uri::to_uri(&format!("{dir}/{sub}")),
+                            "name": sub,
+                            "mimeType": DIRECTORY_MIME,
+                        }));
+                    }
+                }
+            }
+        }
+        if children.is_empty() {
+            return Err(not_dir());
+        }
+        Ok((dir, children))
+    }
+}
+
+/// The `skill://` resources of a [`Skills`], as a resource provider of the
+/// suite's catalog: each `SKILL.md` listed (name and description from its
+/// front matter), every file readable.
+pub(crate) struct SkillsProvider(pub(crate) Skills);
+
+impl ResourceProvider for SkillsProvider {
+    fn prefix(&self) -> &str {
+        uri::SCHEME
+    }
+
+    fn list(&self, _channel: &Channel) -> BoxFuture<Result<Vec<Resource>, McpError>> {
+        let snapshot = self.0.snapshot();
+        let list = snapshot
+            .skills
+            .iter()
+            .filter_map(|(path, skill)| {
+                let md = format!("{path}/{SKILL_MD}");
+                let file = snapshot.files.get(&md)?;
+                let text = |k: &str| skill.frontmatter.get(k).and_then(Value::as_str);
+                let mut r = Resource::new(uri::to_uri(&md), text("name").unwrap_or_default())
+                    .mime_type(file.mime.clone())
+                    .size(file.size());
+                if let Some(d) = text("description") {
+                    r = r.description(d);
+                }
+                Some(r)
+            })
+            .collect();
+        Box::pin(async move { Ok(list) })
+    }
+
+    fn read(&self, read: ResourceRead) -> BoxFuture<Result<ReadOutcome, McpError>> {
+        let snapshot = self.0.snapshot();
+        let outcome = match uri::parse(&read.uri).and_then(|p| snapshot.files.get(&p).cloned()) {
+            None => ReadOutcome::NotFound,
+            Some(file) => {
+                let contents = match std::str::from_utf8(&file.bytes) {
+                    Ok(text) => ResourceContents::text(read.uri.clone(), file.mime.clone(), text),
+                    Err(_) => ResourceContents::blob(
+                        read.uri.clone(),
+                        file.mime.clone(),
+                        base64::engine::general_purpose::STANDARD.encode(&file.bytes),
+                    ),
+                };
+                ReadOutcome::Complete(ReadResult::new(vec![contents]))
+            }
+        };
+        Box::pin(async move { Ok(outcome) })
+    }
+
+    fn cache(&self) -> Option<CacheHint> {
+        self.0.cache_hint()
+    }
+}
