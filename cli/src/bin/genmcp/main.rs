@@ -61,7 +61,7 @@ enum Command {
     /// logs a warning; do not expose the demo. Bounds and deadlines (body size,
     /// body and request deadlines, requests in flight, ids, _meta, filters) are
     /// listed in docs/security.md.
-    Serve(ServeArgs),
+    Serve(Box<ServeArgs>),
     /// Drive `genmcp serve` and a raw-SSE baseline (`genmcp bench-baseline`),
     /// each a fresh process, with the same loopback load generator and report
     /// the ratio.
@@ -91,7 +91,7 @@ fn main() -> ExitCode {
         LogFormatArg::Json => LogFormat::Json,
     });
     match cli.command {
-        Command::Serve(args) => serve::run(args),
+        Command::Serve(args) => serve::run(*args),
         Command::Bench(args) => bench::run(&args),
         Command::BenchBaseline { port, baseline } => {
             genmcp_cli::bench::baseline_cli(port, baseline.into())
