@@ -162,6 +162,8 @@ pub struct Stream<H: SubscriptionHandler> {
     span: tracing::Span,
     /// When the stream started, for `mcp.server.session.duration`.
     opened: std::time::Instant,
+    /// `listen`, or `get` for a 2025-era GET stream.
+    kind: &'static str,
     /// The bounded protocol version label.
     version: &'static str,
     _permit: StreamPermit,
@@ -189,10 +191,13 @@ impl<H: SubscriptionHandler> Stream<H> {
         let limits = setup.server.limits().clone();
         // A 2025-era GET stream (no completion frame) serves a translated
         // session: its negotiated version is not known here.
-        let version = if setup.completion.is_empty() {
-            super::conventions::OTHER
+        let (kind, version) = if setup.completion.is_empty() {
+            ("get", super::conventions::OTHER)
         } else {
-            super::conventions::version_label(&setup.channel.meta().protocol_version, &[])
+            (
+                "listen",
+                super::conventions::version_label(&setup.channel.meta().protocol_version, &[]),
+            )
         };
         let span = stream_span(&setup.server, &setup.channel, slot.pipe, version);
         Stream {
@@ -214,6 +219,7 @@ impl<H: SubscriptionHandler> Stream<H> {
             limits,
             span,
             opened: std::time::Instant::now(),
+            kind,
             version,
             _permit: slot.permit,
         }
@@ -569,11 +575,7 @@ impl<H: SubscriptionHandler> Actor for Stream<H> {
         }
         self.server.conventions().record_session(
             SessionLabels {
-                kind: if self.completion.is_empty() {
-                    "get"
-                } else {
-                    "listen"
-                },
+                kind: self.kind,
                 error_type,
                 transport: if self.pipe {
                     NetworkTransport::Pipe

@@ -314,6 +314,7 @@ fn spawn<H: SubscriptionHandler>(
             {
                 tracing::debug!("response dropped: the outbox stayed full past the stall timeout");
             }
+            tracing::debug!("request answered");
         }
         .instrument(span),
     );

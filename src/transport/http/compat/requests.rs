@@ -94,6 +94,7 @@ pub(super) async fn unary<H: SubscriptionHandler>(
         {
             tracing::debug!(method = %method, "response dropped: the outbox stayed full past the stall timeout");
         }
+        tracing::debug!("request answered");
     }.instrument(span));
     let mut task = AbortOnDrop(Some(task));
     let Some(first) = rx.recv().await else {
