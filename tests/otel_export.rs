@@ -1,1 +1,325 @@
-//! placeholder
+//! OTLP export (feature `otel`) end to end: a real server, a real client call
+//! carrying a W3C `traceparent` in `_meta`, and an OTLP/HTTP receiver in the
+//! test decoding what arrives with `opentelemetry-proto`. The span continues
+//! the client's trace (trace id, parent), is named `{method} {target}` with
+//! the conventions' attributes, the duration histogram arrives with its
+//! attributes, and nothing sensitive (arguments, results, tokens) is
+//! exported.
+
+mod common;
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use common::{headers, post, request};
+use genmcp::otel::{Otel, OtelConfig};
+use genmcp::prelude::*;
+use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequest;
+use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
+use opentelemetry_proto::tonic::common::v1::{AnyValue, KeyValue, any_value};
+use opentelemetry_proto::tonic::metrics::v1::metric;
+use opentelemetry_proto::tonic::trace::v1::Span;
+use prost::Message as _;
+use serde_json::{Value, json};
+use tracing_subscriber::layer::SubscriberExt as _;
+use tracing_subscriber::util::SubscriberInitExt as _;
+
+/// Only ever in tool arguments (and so in the echo's result).
+const SECRET: &str = "s3cret-argument-never-exported";
+/// Only ever in an `Authorization` header.
+const TOKEN: &str = "bearer-token-never-exported";
+
+const TRACE_ID: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
+const PARENT_ID: &str = "00f067aa0ba902b7";
+const HEADER_TRACE_ID: &str = "0af7651916cd43dd8448eb211c80319c";
+const HEADER_PARENT_ID: &str = "b7ad6b7169203331";
+const LISTEN_TRACE_ID: &str = "11112222333344445555666677778888";
+
+/// What the receiver got: (path, body).
+type Received = Arc<Mutex<Vec<(String, Vec<u8>)>>>;
+
+/// A minimal OTLP/HTTP receiver: HTTP/1.1 POSTs with a Content-Length body,
+/// kept-alive connections, each answered 200 with an empty protobuf body.
+fn receiver() -> (SocketAddr, Received) {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let received: Received = Arc::default();
+    let store = received.clone();
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(conn) = conn else { return };
+            let store = store.clone();
+            std::thread::spawn(move || serve_connection(conn, &store));
+        }
+    });
+    (addr, received)
+}
+
+fn serve_connection(conn: TcpStream, store: &Received) {
+    let mut writer = conn.try_clone().expect("clone");
+    let mut reader = BufReader::new(conn);
+    loop {
+        let mut line = String::new();
+        if reader.read_line(&mut line).unwrap_or(0) == 0 {
+            return;
+        }
+        let path = line.split_whitespace().nth(1).unwrap_or("").to_owned();
+        let mut length = 0usize;
+        loop {
+            let mut h = String::new();
+            if reader.read_line(&mut h).unwrap_or(0) == 0 {
+                return;
+            }
+            let h = h.trim_end();
+            if h.is_empty() {
+                break;
+            }
+            if let Some((k, v)) = h.split_once(':')
+                && k.eq_ignore_ascii_case("content-length")
+            {
+                length = v.trim().parse().unwrap_or(0);
+            }
+        }
+        let mut body = vec![0; length];
+        if reader.read_exact(&mut body).is_err() {
+            return;
+        }
+        store.lock().unwrap().push((path, body));
+        let _ = writer.write_all(
+            b"HTTP/1.1 200 OK\r\ncontent-type: application/x-protobuf\r\ncontent-length: 0\r\n\r\n",
+        );
+    }
+}
+
+fn spans(received: &Received) -> Vec<Span> {
+    received
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|(p, _)| p == "/v1/traces")
+        .filter_map(|(_, b)| ExportTraceServiceRequest::decode(b.as_slice()).ok())
+        .flat_map(|r| r.resource_spans)
+        .flat_map(|r| r.scope_spans)
+        .flat_map(|s| s.spans)
+        .collect()
+}
+
+fn text(v: &Option<AnyValue>) -> Option<String> {
+    match v.as_ref()?.value.as_ref()? {
+        any_value::Value::StringValue(s) => Some(s.clone()),
+        any_value::Value::IntValue(i) => Some(i.to_string()),
+        _ => None,
+    }
+}
+
+fn attr(attrs: &[KeyValue], key: &str) -> Option<String> {
+    attrs
+        .iter()
+        .find(|kv| kv.key == key)
+        .and_then(|kv| text(&kv.value))
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The demo suite (its listen streams) plus an `echo` tool.
+fn suite() -> Suite<genmcp_cli::demo::NotesSubscriptions> {
+    let (suite, _bus) = genmcp_cli::demo::suite();
+    suite.catalog().add_tool(
+        ToolBuilder::new("echo")
+            .description("echoes its arguments")
+            .handler(|c| async move {
+                Ok(CallToolResult::text(Value::Object(c.arguments).to_string()).into())
+            }),
+    );
+    suite
+}
+
+#[test]
+fn a_call_with_a_traceparent_is_exported_as_a_child_span_with_its_duration_metric() {
+    let (collector, received) = receiver();
+    let otel = Otel::init(OtelConfig::from_env().endpoint(format!("http://{collector}")))
+        .expect("OTLP exporters");
+    tracing_subscriber::registry().with(otel.layer()).init();
+
+    let srv = genmcp::http::ServerThread::spawn(suite, common::config()).expect("starts");
+
+    // A call whose `_meta` carries the client's trace context.
+    let mut meta = common::meta();
+    meta["traceparent"] = json!(format!("00-{TRACE_ID}-{PARENT_ID}-01"));
+    meta["tracestate"] = json!("vendor=abc");
+    let mut h = headers("tools/call", Some("echo"));
+    h.push(("Authorization".into(), format!("Bearer {TOKEN}")));
+    let resp = post(
+        srv.addr,
+        &h,
+        &request(
+            json!("otel-1"),
+            "tools/call",
+            json!({"name": "echo", "arguments": {"password": SECRET}, "_meta": meta}),
+        ),
+    );
+    assert_eq!(resp.status, 200);
+    assert!(String::from_utf8_lossy(&resp.body).contains(SECRET));
+
+    // No trace context in `_meta`: the HTTP `traceparent` header is the parent.
+    let mut h = headers("tools/call", Some("echo"));
+    h.push((
+        "traceparent".into(),
+        format!("00-{HEADER_TRACE_ID}-{HEADER_PARENT_ID}-01"),
+    ));
+    let resp = post(
+        srv.addr,
+        &h,
+        &request(
+            json!(2),
+            "tools/call",
+            json!({"name": "echo", "arguments": {"password": SECRET}}),
+        ),
+    );
+    assert_eq!(resp.status, 200);
+
+    // A listen stream, parented the same way, for its whole life.
+    let mut listen_meta = common::meta();
+    listen_meta["traceparent"] = json!(format!("00-{LISTEN_TRACE_ID}-{PARENT_ID}-01"));
+    let mut stream = common::Exchange::open(
+        srv.addr,
+        &headers("subscriptions/listen", None),
+        request(
+            json!("otel-listen"),
+            "subscriptions/listen",
+            json!({"notifications": {"toolsListChanged": true}, "_meta": listen_meta}),
+        )
+        .to_string()
+        .as_bytes(),
+    );
+    stream.next_message().expect("ack");
+    srv.stop();
+    stream.next_message().expect("completion");
+
+    let mut found = Vec::new();
+    let complete = common::wait_until(Duration::from_secs(20), || {
+        otel.flush();
+        found = spans(&received);
+        let names: Vec<&str> = found.iter().map(|s| s.name.as_str()).collect();
+        names.iter().filter(|n| **n == "tools/call echo").count() >= 2
+            && names.contains(&"subscriptions/listen")
+            && received
+                .lock()
+                .unwrap()
+                .iter()
+                .any(|(p, _)| p == "/v1/metrics")
+    });
+    assert!(complete, "spans received: {found:#?}");
+
+    let call = found
+        .iter()
+        .find(|s| attr(&s.attributes, "jsonrpc.request.id").as_deref() == Some("otel-1"))
+        .expect("the call's span");
+    assert_eq!(call.name, "tools/call echo");
+    assert_eq!(
+        hex(&call.trace_id),
+        TRACE_ID,
+        "the client's trace continues"
+    );
+    assert_eq!(
+        hex(&call.parent_span_id),
+        PARENT_ID,
+        "the client's span is the parent"
+    );
+    assert_eq!(call.trace_state, "vendor=abc");
+    assert_eq!(call.kind, 2, "SPAN_KIND_SERVER");
+    for (key, value) in [
+        ("mcp.method.name", "tools/call"),
+        ("gen_ai.tool.name", "echo"),
+        ("gen_ai.operation.name", "execute_tool"),
+        ("mcp.protocol.version", "2026-07-28"),
+        ("network.transport", "tcp"),
+    ] {
+        assert_eq!(
+            attr(&call.attributes, key).as_deref(),
+            Some(value),
+            "{key} in {:?}",
+            call.attributes
+        );
+    }
+    assert_eq!(attr(&call.attributes, "error.type"), None);
+
+    let by_header = found
+        .iter()
+        .find(|s| attr(&s.attributes, "jsonrpc.request.id").as_deref() == Some("2"))
+        .expect("the second call's span");
+    assert_eq!(hex(&by_header.trace_id), HEADER_TRACE_ID);
+    assert_eq!(hex(&by_header.parent_span_id), HEADER_PARENT_ID);
+
+    let listen = found
+        .iter()
+        .find(|s| s.name == "subscriptions/listen")
+        .expect("the stream's span");
+    assert_eq!(hex(&listen.trace_id), LISTEN_TRACE_ID);
+    assert_eq!(
+        attr(&listen.attributes, "mcp.subscription.filter").as_deref(),
+        Some("toolsListChanged")
+    );
+    assert_eq!(
+        attr(&listen.attributes, "reason").as_deref(),
+        Some("shutdown")
+    );
+    assert_eq!(attr(&listen.attributes, "frames").as_deref(), Some("2"));
+
+    // The duration histogram, with the conventions' attributes.
+    let metrics: Vec<_> = received
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|(p, _)| p == "/v1/metrics")
+        .filter_map(|(_, b)| ExportMetricsServiceRequest::decode(b.as_slice()).ok())
+        .flat_map(|r| r.resource_metrics)
+        .flat_map(|r| r.scope_metrics)
+        .flat_map(|s| s.metrics)
+        .collect();
+    let duration = metrics
+        .iter()
+        .find(|m| m.name == "mcp.server.operation.duration")
+        .unwrap_or_else(|| panic!("no duration metric in {metrics:#?}"));
+    assert_eq!(duration.unit, "s");
+    let Some(metric::Data::Histogram(h)) = &duration.data else {
+        panic!("not a histogram: {duration:?}");
+    };
+    let point = h
+        .data_points
+        .iter()
+        .find(|p| attr(&p.attributes, "gen_ai.tool.name").as_deref() == Some("echo"))
+        .expect("a data point for echo");
+    assert_eq!(point.count, 2);
+    assert_eq!(
+        attr(&point.attributes, "mcp.method.name").as_deref(),
+        Some("tools/call")
+    );
+    assert_eq!(
+        attr(&point.attributes, "network.transport").as_deref(),
+        Some("tcp")
+    );
+    assert_eq!(
+        attr(&point.attributes, "mcp.protocol.version").as_deref(),
+        Some("2026-07-28")
+    );
+    assert!(
+        metrics
+            .iter()
+            .any(|m| m.name == "mcp.server.session.duration"),
+        "the stream's life is recorded"
+    );
+
+    // Nothing sensitive left the process: no argument, result or token in
+    // any exported byte.
+    for (path, body) in received.lock().unwrap().iter() {
+        let body = String::from_utf8_lossy(body);
+        assert!(!body.contains(SECRET), "an argument or result in {path}");
+        assert!(!body.contains(TOKEN), "a token in {path}");
+    }
+    otel.shutdown();
+}
