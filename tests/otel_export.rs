@@ -10,7 +10,7 @@ mod common;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use common::{headers, post, request};
@@ -138,12 +138,22 @@ fn suite() -> Suite<genmcp_cli::demo::NotesSubscriptions> {
     suite
 }
 
+/// The process's exporter, sending to the in-test receiver, and what the
+/// receiver got.
+fn exporter() -> &'static (Otel, Received) {
+    static EXPORTER: OnceLock<(Otel, Received)> = OnceLock::new();
+    EXPORTER.get_or_init(|| {
+        let (collector, received) = receiver();
+        let otel = Otel::init(OtelConfig::from_env().endpoint(format!("http://{collector}")))
+            .expect("OTLP exporters");
+        tracing_subscriber::registry().with(otel.layer()).init();
+        (otel, received)
+    })
+}
+
 #[test]
 fn a_call_with_a_traceparent_is_exported_as_a_child_span_with_its_duration_metric() {
-    let (collector, received) = receiver();
-    let otel = Otel::init(OtelConfig::from_env().endpoint(format!("http://{collector}")))
-        .expect("OTLP exporters");
-    tracing_subscriber::registry().with(otel.layer()).init();
+    let (otel, received) = exporter();
 
     let srv = genmcp::http::ServerThread::spawn(suite, common::config()).expect("starts");
 
@@ -203,7 +213,7 @@ fn a_call_with_a_traceparent_is_exported_as_a_child_span_with_its_duration_metri
     let mut found = Vec::new();
     let complete = common::wait_until(Duration::from_secs(20), || {
         otel.flush();
-        found = spans(&received);
+        found = spans(received);
         let names: Vec<&str> = found.iter().map(|s| s.name.as_str()).collect();
         names.iter().filter(|n| **n == "tools/call echo").count() >= 2
             && names.contains(&"subscriptions/listen")
@@ -321,5 +331,82 @@ fn a_call_with_a_traceparent_is_exported_as_a_child_span_with_its_duration_metri
         assert!(!body.contains(SECRET), "an argument or result in {path}");
         assert!(!body.contains(TOKEN), "a token in {path}");
     }
-    otel.shutdown();
+}
+
+/// A tool that runs as a task and waits for input until cancelled.
+fn task_suite() -> Suite {
+    let catalog = Catalog::new();
+    catalog.add_tool(
+        ToolBuilder::new("waits")
+            .description("a task waiting for an answer")
+            .task_support(TaskSupport::Required)
+            .handler(|call| async move {
+                if let Some(task) = call.task() {
+                    let _ = task.elicit("word?", json!({"type": "object"})).await;
+                }
+                Ok(CallToolResult::text("done").into())
+            }),
+    );
+    Suite::builder(Implementation::new("otel-tasks", "1"))
+        .catalog(catalog)
+        .build()
+}
+
+#[test]
+fn a_task_links_to_the_call_that_created_it_and_a_listen_following_it_links_to_the_task() {
+    let (otel, received) = exporter();
+    let srv = genmcp::http::ServerThread::spawn(task_suite, common::tasks::bearer_config())
+        .expect("starts");
+    let id = common::tasks::start_task(srv.addr, "ada", "waits");
+    let body = request(
+        json!("otel-task-listen"),
+        "subscriptions/listen",
+        json!({"notifications": {"taskIds": [id]}, "_meta": common::tasks::meta(true)}),
+    );
+    let h = common::tasks::as_principal(headers("subscriptions/listen", None), "ada");
+    let mut stream = common::Exchange::open(srv.addr, &h, body.to_string().as_bytes());
+    stream.next_message().expect("ack");
+    let cancelled =
+        common::tasks::call_as(srv.addr, "ada", "tasks/cancel", &id, json!({"taskId": id}));
+    assert!(cancelled["result"].is_object(), "{cancelled}");
+    srv.stop();
+
+    let mut found = Vec::new();
+    let complete = common::wait_until(Duration::from_secs(20), || {
+        otel.flush();
+        found = spans(received);
+        found.iter().any(|s| s.name == "task")
+            && found.iter().any(|s| {
+                attr(&s.attributes, "jsonrpc.request.id").as_deref() == Some("otel-task-listen")
+            })
+    });
+    assert!(complete, "spans received: {found:#?}");
+    let call = found
+        .iter()
+        .find(|s| s.name == "tools/call waits")
+        .expect("the call's span");
+    let task = found
+        .iter()
+        .find(|s| s.name == "task" && s.links.iter().any(|l| l.span_id == call.span_id))
+        .unwrap_or_else(|| panic!("no task span linked to the call in {found:#?}"));
+    assert_ne!(
+        task.trace_id, call.trace_id,
+        "the task is a trace of its own"
+    );
+    let listen = found
+        .iter()
+        .find(|s| attr(&s.attributes, "jsonrpc.request.id").as_deref() == Some("otel-task-listen"))
+        .expect("the listen's span");
+    assert!(
+        listen
+            .links
+            .iter()
+            .any(|l| l.span_id == task.span_id && l.trace_id == task.trace_id),
+        "the listen links to the task it follows: {:?}",
+        listen.links
+    );
+    assert_eq!(
+        attr(&listen.attributes, "mcp.subscription.filter").as_deref(),
+        Some("taskIds:1")
+    );
 }
