@@ -155,6 +155,8 @@ fn http_requests_carry_the_conventions_attributes_and_metrics() {
     assert_eq!(span["otel.name"], "tools/call echo");
     assert_eq!(span["mcp.protocol.version"], legacy::LEGACY);
     assert_eq!(span["network.transport"], "tcp");
+    // Its end (DELETE) is a session in the session histogram.
+    assert_eq!(legacy::delete(srv.addr, &session).status, 200);
 
     // A listen stream: its span and its life in the session histogram.
     let mut stream = common::listen(
@@ -206,13 +208,10 @@ fn http_requests_carry_the_conventions_attributes_and_metrics() {
          error_type=\"\",network_transport=\"tcp\",mcp_protocol_version=\"2026-07-28\"} 1",
         "mcp_server_operation_duration_seconds_count{mcp_method_name=\"tools/call\",gen_ai_tool_name=\"echo\",\
          error_type=\"\",network_transport=\"tcp\",mcp_protocol_version=\"2025-11-25\"} 1",
-        "mcp_server_operation_duration_seconds_bucket{le=\"0.01\",mcp_method_name=\"tools/call\"",
+        "mcp_server_session_duration_seconds_count{mcp_session_kind=\"session\",error_type=\"\",\
+         network_transport=\"tcp\",mcp_protocol_version=\"2025-11-25\"} 1",
     ] {
-        assert!(
-            text.contains(series)
-                || text.contains(&series.replace("_bucket{le=\"0.01\",", "_bucket{")),
-            "missing {series} in\n{text}"
-        );
+        assert!(text.contains(series), "missing {series} in\n{text}");
     }
     assert!(
         !text.contains("xyzzy"),

@@ -109,7 +109,8 @@ pub struct OperationLabels {
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct SessionLabels {
     /// `mcp.session.kind` (genmcp's): `listen` (a `subscriptions/listen`
-    /// stream) or `session` (a 2025-era HTTP session).
+    /// stream), `get` (a 2025-era session's GET stream) or `session` (a
+    /// 2025-era HTTP session, from `initialize` to its `DELETE`).
     pub kind: &'static str,
     /// `error.type`: empty for a clean end, else the close reason
     /// (`overflow`, `panicked`, `rejected`).

@@ -248,6 +248,12 @@ impl Server {
         &self.shared.conventions
     }
 
+    /// Records one session's or stream's life in
+    /// `mcp.server.session.duration`.
+    pub(crate) fn record_session(&self, labels: super::SessionLabels, took: Duration) {
+        self.shared.conventions.record_session(labels, took);
+    }
+
     /// The principal of a request, as named by the configured [`PrincipalOf`],
     /// or else the subject of its [`crate::mux::Principal`].
     pub fn principal(&self, assigns: &Assigns) -> Option<String> {
