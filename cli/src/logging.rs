@@ -56,18 +56,21 @@ fn otlp_from_env() -> bool {
     !disabled && (set("OTEL_EXPORTER_OTLP_ENDPOINT") || set("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"))
 }
 
+/// The exporter [`init_with_otlp`] started, for [`shutdown_export`].
+static EXPORT: std::sync::OnceLock<genmcp::otel::Otel> = std::sync::OnceLock::new();
+
 /// [`init`], plus OTLP export (`genmcp::otel`) when `otlp` names a collector
 /// or the `OTEL_*` environment sets an endpoint: the export layer sits beside
-/// the log lines, which keep their own `RUST_LOG` filter. Returns the
-/// exporter, to [`genmcp::otel::Otel::shutdown`] at exit; `None` (and
-/// exactly [`init`]) when no export is asked for.
+/// the log lines, which keep their own `RUST_LOG` filter. Returns whether
+/// export is on; call [`shutdown_export`] before the process exits. Without
+/// export this is exactly [`init`].
 pub fn init_with_otlp(
     format: LogFormat,
     otlp: Option<&str>,
-) -> Result<Option<genmcp::otel::Otel>, genmcp::otel::OtelError> {
+) -> Result<bool, genmcp::otel::OtelError> {
     if otlp.is_none() && !otlp_from_env() {
         init(format);
-        return Ok(None);
+        return Ok(false);
     }
     use tracing_subscriber::Layer as _;
     use tracing_subscriber::layer::SubscriberExt as _;
@@ -98,5 +101,14 @@ pub fn init_with_otlp(
         .with(json)
         .with(otel.layer())
         .try_init();
-    Ok(Some(otel))
+    let _ = EXPORT.set(otel);
+    Ok(true)
+}
+
+/// Sends the spans and metrics still buffered and stops the export started
+/// by [`init_with_otlp`] (nothing when none runs). Call it before exiting.
+pub fn shutdown_export() {
+    if let Some(otel) = EXPORT.get() {
+        otel.shutdown();
+    }
 }

@@ -105,18 +105,13 @@ fn main() -> ExitCode {
 /// `genmcp serve` with its logging and, when asked for (`--otlp` or the
 /// `OTEL_*` variables), OTLP export, flushed at exit.
 fn serve_with_telemetry(format: LogFormat, args: serve_args::ServeArgs) -> ExitCode {
-    let otel = match genmcp_cli::logging::init_with_otlp(format, args.otlp.as_deref()) {
-        Ok(otel) => otel,
-        Err(e) => {
-            eprintln!("genmcp: {e}");
-            return ExitCode::from(2);
-        }
-    };
-    let code = serve::run(args);
-    if let Some(otel) = otel {
-        // Sends the spans and metrics still buffered.
-        otel.shutdown();
+    if let Err(e) = genmcp_cli::logging::init_with_otlp(format, args.otlp.as_deref()) {
+        eprintln!("genmcp: {e}");
+        return ExitCode::from(2);
     }
+    let code = serve::run(args);
+    // Sends the spans and metrics still buffered.
+    genmcp_cli::logging::shutdown_export();
     code
 }
 
