@@ -14,7 +14,7 @@
 //! | feature | default | what it adds |
 //! |---|---|---|
 //! | `jwt` | off | [`http::auth`]'s `JwtAuthenticator` and `AuthConfig::jwt`: JWT access tokens checked against a JWKS file |
-//! | `otel` | off | [`otel`]: OTLP/HTTP export of the request and stream spans (OpenTelemetry MCP conventions, parented on the caller's `traceparent`) and of the convention histograms |
+//! | `otel` | off | the `otel` module: OTLP/HTTP export of the request and stream spans (OpenTelemetry MCP conventions, parented on the caller's `traceparent`) and of the convention histograms |
 //! | `loom` | off | the loom models of the queue; tests only |
 //!
 //! `docs/dependencies.md` says what each costs in crates.

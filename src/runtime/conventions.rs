@@ -101,7 +101,7 @@ pub struct OperationLabels {
     pub error_type: &'static str,
     /// `network.transport`.
     pub transport: NetworkTransport,
-    /// `mcp.protocol.version`, bounded ([`version_label`]).
+    /// `mcp.protocol.version`, bounded: a served version, else [`OTHER`].
     pub version: &'static str,
 }
 

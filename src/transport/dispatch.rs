@@ -198,6 +198,7 @@ impl ReplyStatus {
 /// register its waker on every poll, as the `Future` contract asks (tokio's
 /// timers, channels and locks do), and must not rely on task-locals or
 /// `tokio::task::id()` staying the same across polls.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn unary_future<H: SubscriptionHandler, G: 'static>(
     suite: &Suite<H>,
     server: &Server,

@@ -284,7 +284,7 @@ impl Tasks {
             otel.kind = "internal",
             mcp.method.name = crate::protocol::methods::TOOLS_CALL,
         );
-        span.follows_from(&tracing::Span::current());
+        span.follows_from(tracing::Span::current());
         // Counted before the record exists, so concurrent calls cannot pass
         // the bound together; a refused call counts nothing.
         self.live().admit(
