@@ -67,6 +67,20 @@ pub(crate) fn version_label(version: &str, also: &[&'static str]) -> &'static st
         .unwrap_or(OTHER)
 }
 
+/// `mcp.method.name` as a bounded label: the method labels of
+/// `genmcp_requests_total` ([`super::METHOD_LABELS`]) and the tasks
+/// extension's methods, [`OTHER`] for anything else.
+pub fn operation_method_label(method: &str) -> &'static str {
+    use crate::suite::tasks::{METHOD_CANCEL, METHOD_GET, METHOD_UPDATE};
+    match super::method_label(method) {
+        super::OTHER_METHOD => [METHOD_GET, METHOD_UPDATE, METHOD_CANCEL]
+            .into_iter()
+            .find(|m| *m == method)
+            .unwrap_or(OTHER),
+        label => label,
+    }
+}
+
 /// `error.type` of a protocol error: its JSON-RPC code as text for the codes
 /// this crate answers with, [`OTHER`] for an application's own codes.
 pub fn error_type(error: &McpError) -> &'static str {
@@ -92,7 +106,7 @@ pub fn code_label(code: i64) -> &'static str {
 /// The labels of one `mcp.server.operation.duration` observation.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct OperationLabels {
-    /// `mcp.method.name`, bounded ([`super::method_label`], [`OTHER`]).
+    /// `mcp.method.name`, bounded ([`operation_method_label`]).
     pub method: &'static str,
     /// `gen_ai.tool.name` for `tools/call` (a tool the catalog knows, else
     /// [`OTHER`]); empty for other methods.
@@ -217,6 +231,9 @@ mod tests {
         assert_eq!(version_label("1999-01-01", &["2025-06-18"]), OTHER);
         assert_eq!(code_label(-32602), "-32602");
         assert_eq!(code_label(42), OTHER);
+        assert_eq!(operation_method_label("tools/call"), "tools/call");
+        assert_eq!(operation_method_label("tasks/get"), "tasks/get");
+        assert_eq!(operation_method_label("made/up"), OTHER);
         let metrics = ConventionMetrics::default();
         for i in 0..(MAX_SERIES + 500) {
             metrics.record_operation(labels(&format!("t{i}")), Duration::from_millis(1));

@@ -14,8 +14,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Map, Value};
 
+use super::conventions::operation_method_label;
 use super::conventions::{NetworkTransport, OTHER, OperationLabels, TOOL_ERROR, error_type};
-use super::requests::{RequestOutcome, method_label};
+use super::requests::RequestOutcome;
 use super::server::Server;
 use crate::mux::Channel;
 use crate::protocol::trace_context::TraceContext;
@@ -82,7 +83,7 @@ impl Operation {
     /// Starts the operation of the request on `channel`: makes its span (a
     /// child of the caller's trace context when the `otel` feature is on).
     pub(crate) fn start(server: &Server, channel: &Channel, start: OperationStart<'_>) -> Self {
-        let method = method_label(start.method);
+        let method = operation_method_label(start.method);
         let target = target(start.method, start.params);
         let tool: Arc<str> = match (start.method, target) {
             (methods::TOOLS_CALL, Some((_, name)))
@@ -95,7 +96,7 @@ impl Operation {
         };
         let span = tracing::debug_span!(
             "request",
-            method,
+            method = super::requests::method_label(start.method),
             request_id = %channel.id(),
             principal = tracing::field::Empty,
             outcome = tracing::field::Empty,
