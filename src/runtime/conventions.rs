@@ -8,8 +8,9 @@
 //! this server does not serve and application error codes are each folded into
 //! [`OTHER`]; and past [`MAX_SERIES`] label sets a new tool name is folded too.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
 use prometheus_client::metrics::histogram::Histogram;
@@ -110,7 +111,7 @@ pub struct OperationLabels {
     pub method: &'static str,
     /// `gen_ai.tool.name` for `tools/call` (a tool the catalog knows, else
     /// [`OTHER`]); empty for other methods.
-    pub tool: Arc<str>,
+    pub tool: Cow<'static, str>,
     /// `error.type`: empty on success, a JSON-RPC code, or [`TOOL_ERROR`].
     pub error_type: &'static str,
     /// `network.transport`.
@@ -195,7 +196,7 @@ impl ConventionMetrics {
         crate::otel::record_operation(&labels, took.as_secs_f64());
         self.operations.observe(labels, took, |mut l| {
             if !l.tool.is_empty() {
-                l.tool = Arc::from(OTHER);
+                l.tool = Cow::Borrowed(OTHER);
             }
             l
         });
@@ -216,7 +217,7 @@ mod tests {
     fn labels(tool: &str) -> OperationLabels {
         OperationLabels {
             method: "tools/call",
-            tool: Arc::from(tool),
+            tool: Cow::Owned(tool.to_owned()),
             error_type: "",
             transport: NetworkTransport::Tcp,
             version: "2026-07-28",

@@ -9,7 +9,7 @@
 //! never become attributes: only the method, the target (tool or prompt name,
 //! resource URI), ids, the protocol version, the transport and the error code.
 
-use std::sync::Arc;
+use std::borrow::Cow;
 use std::time::{Duration, Instant};
 
 use serde_json::{Map, Value};
@@ -85,14 +85,14 @@ impl Operation {
     pub(crate) fn start(server: &Server, channel: &Channel, start: OperationStart<'_>) -> Self {
         let method = operation_method_label(start.method);
         let target = target(start.method, start.params);
-        let tool: Arc<str> = match (start.method, target) {
+        let tool: Cow<'static, str> = match (start.method, target) {
             (methods::TOOLS_CALL, Some((_, name)))
                 if start.tool_known && name.len() <= super::conventions::MAX_TOOL_LABEL_LEN =>
             {
-                Arc::from(name)
+                Cow::Owned(name.to_owned())
             }
-            (methods::TOOLS_CALL, _) => Arc::from(OTHER),
-            _ => Arc::from(""),
+            (methods::TOOLS_CALL, _) => Cow::Borrowed(OTHER),
+            _ => Cow::Borrowed(""),
         };
         let span = tracing::debug_span!(
             "request",
