@@ -97,13 +97,11 @@ macro_rules! services {
 /// With `BENCH_OTLP` set: OTLP export on, to a sink on a loopback port that
 /// reads each request and answers 200 (its bodies are dropped).
 #[cfg(feature = "otel")]
-fn export_if_asked() {
+fn export_if_asked() -> Option<genmcp::otel::Otel> {
     use std::io::{BufRead, BufReader, Read, Write};
     use tracing_subscriber::layer::SubscriberExt as _;
     use tracing_subscriber::util::SubscriberInitExt as _;
-    if std::env::var_os("BENCH_OTLP").is_none() {
-        return;
-    }
+    std::env::var_os("BENCH_OTLP")?;
     let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind the sink");
     let addr = listener.local_addr().expect("sink address");
     std::thread::spawn(move || {
@@ -143,21 +141,22 @@ fn export_if_asked() {
     )
     .expect("OTLP exporter");
     tracing_subscriber::registry().with(otel.layer()).init();
-    // Kept for the process's life.
-    std::mem::forget(otel);
     eprintln!("OTLP export on, to the sink at {addr}");
+    Some(otel)
 }
 
 #[cfg(not(feature = "otel"))]
-fn export_if_asked() {
+fn export_if_asked() -> Option<std::convert::Infallible> {
     if std::env::var_os("BENCH_OTLP").is_some() {
         eprintln!("BENCH_OTLP needs the otel feature");
         std::process::exit(2);
     }
+    None
 }
 
 fn unary(c: &mut Criterion) {
-    export_if_asked();
+    // Kept for the process's life.
+    std::mem::forget(export_if_asked());
     let system = actix_rt::System::new();
     let (baseline, genmcp) = services!(system);
     let mut group = c.benchmark_group("unary tools/call");
@@ -186,7 +185,7 @@ criterion_group!(benches, unary);
 /// Both services are built whatever SERVICE is, so the difference between
 /// two counts (N and 0 requests) divided by N is the instructions per request.
 fn count(n: u64, service: &str) {
-    export_if_asked();
+    let export = export_if_asked();
     let system = actix_rt::System::new();
     let (baseline, genmcp) = services!(system);
     match service {
@@ -197,6 +196,14 @@ fn count(n: u64, service: &str) {
             std::process::exit(2);
         }
     };
+    // Everything exported before the count ends (its encoding and sending
+    // are counted too).
+    #[cfg(feature = "otel")]
+    if let Some(otel) = export {
+        otel.shutdown();
+    }
+    #[cfg(not(feature = "otel"))]
+    drop(export);
 }
 
 fn main() {

@@ -177,10 +177,15 @@ impl Otel {
             .with_location(false)
             .with_threads(false)
             .with_tracked_inactivity(false)
-            .with_filter(filter_fn(|meta| {
-                meta.target().starts_with("genmcp")
-                    && (meta.is_span() || *meta.level() <= tracing::Level::INFO)
-            }))
+            .with_filter(
+                filter_fn(|meta| {
+                    meta.target().starts_with("genmcp")
+                        && (meta.is_span() || *meta.level() <= tracing::Level::INFO)
+                })
+                // Nothing below DEBUG: `trace!` call sites everywhere stay
+                // off at the global level check (no per-call lookup).
+                .with_max_level_hint(tracing::level_filters::LevelFilter::DEBUG),
+            )
     }
 
     /// Sends whatever is buffered (spans and metrics) now.
