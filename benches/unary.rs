@@ -16,6 +16,12 @@
 //! request path's cost. Elsewhere it falls back to wall time. The kernel
 //! brings that figure up to date at each scheduler tick, so every sample is
 //! made long (flat sampling, 20 samples): a tick is about 1 % of one.
+//!
+//! `BENCH_OTLP=1` runs the same with OpenTelemetry export on (feature
+//! `otel`): the process's subscriber is the OTLP layer, sending to a sink in
+//! this process that answers every export 200. Compare the genmcp/baseline
+//! ratio of a run with it and one without. The exporter's own thread
+//! (encoding, HTTP) is not the bench thread: its CPU is not in the figure.
 
 use std::time::{Duration, Instant};
 
@@ -88,7 +94,69 @@ macro_rules! services {
     }};
 }
 
+/// With `BENCH_OTLP` set: OTLP export on, to a sink on a loopback port that
+/// reads each request and answers 200 (its bodies are dropped).
+#[cfg(feature = "otel")]
+fn export_if_asked() -> Option<genmcp::otel::Otel> {
+    use std::io::{BufRead, BufReader, Read, Write};
+    use tracing_subscriber::layer::SubscriberExt as _;
+    use tracing_subscriber::util::SubscriberInitExt as _;
+    std::env::var_os("BENCH_OTLP")?;
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind the sink");
+    let addr = listener.local_addr().expect("sink address");
+    std::thread::spawn(move || {
+        for conn in listener.incoming().flatten() {
+            std::thread::spawn(move || {
+                let mut out = conn.try_clone().expect("clone");
+                let mut reader = BufReader::new(conn);
+                loop {
+                    let (mut line, mut len) = (String::new(), 0usize);
+                    loop {
+                        line.clear();
+                        if reader.read_line(&mut line).unwrap_or(0) == 0 {
+                            return;
+                        }
+                        let l = line.trim_end().to_ascii_lowercase();
+                        if l.is_empty() {
+                            break;
+                        }
+                        if let Some(v) = l.strip_prefix("content-length:") {
+                            len = v.trim().parse().unwrap_or(0);
+                        }
+                    }
+                    let mut body = vec![0; len];
+                    if reader.read_exact(&mut body).is_err()
+                        || out
+                            .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n")
+                            .is_err()
+                    {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    let otel = genmcp::otel::Otel::init(
+        genmcp::otel::OtelConfig::from_env().endpoint(format!("http://{addr}")),
+    )
+    .expect("OTLP exporter");
+    tracing_subscriber::registry().with(otel.layer()).init();
+    eprintln!("OTLP export on, to the sink at {addr}");
+    Some(otel)
+}
+
+#[cfg(not(feature = "otel"))]
+fn export_if_asked() -> Option<std::convert::Infallible> {
+    if std::env::var_os("BENCH_OTLP").is_some() {
+        eprintln!("BENCH_OTLP needs the otel feature");
+        std::process::exit(2);
+    }
+    None
+}
+
 fn unary(c: &mut Criterion) {
+    // Kept for the process's life.
+    std::mem::forget(export_if_asked());
     let system = actix_rt::System::new();
     let (baseline, genmcp) = services!(system);
     let mut group = c.benchmark_group("unary tools/call");
@@ -117,6 +185,7 @@ criterion_group!(benches, unary);
 /// Both services are built whatever SERVICE is, so the difference between
 /// two counts (N and 0 requests) divided by N is the instructions per request.
 fn count(n: u64, service: &str) {
+    let export = export_if_asked();
     let system = actix_rt::System::new();
     let (baseline, genmcp) = services!(system);
     match service {
@@ -127,6 +196,14 @@ fn count(n: u64, service: &str) {
             std::process::exit(2);
         }
     };
+    // Everything exported before the count ends (its encoding and sending
+    // are counted too).
+    #[cfg(feature = "otel")]
+    if let Some(otel) = export {
+        otel.shutdown();
+    }
+    #[cfg(not(feature = "otel"))]
+    drop(export);
 }
 
 fn main() {

@@ -87,7 +87,10 @@ fn request_and_stream_spans_carry_method_ids_principal_outcome_and_reason() {
     assert_eq!(
         answered["span"],
         json!({"name": "request", "method": "tools/list", "request_id": "7",
-               "principal": "ada", "outcome": "ok"})
+               "principal": "ada", "outcome": "ok",
+               "otel.name": "tools/list", "otel.kind": "server",
+               "mcp.method.name": "tools/list", "mcp.protocol.version": "2026-07-28",
+               "jsonrpc.request.id": "7", "network.transport": "tcp"})
     );
     let closed = lines
         .iter()
@@ -96,6 +99,10 @@ fn request_and_stream_spans_carry_method_ids_principal_outcome_and_reason() {
     assert_eq!(
         closed["span"],
         json!({"name": "stream", "method": "subscriptions/listen",
-               "subscription_id": "\"s1\"", "principal": "grace", "reason": "shutdown"})
+               "subscription_id": "\"s1\"", "principal": "grace", "reason": "shutdown",
+               "frames": 2, "otel.name": "subscriptions/listen", "otel.kind": "server",
+               "mcp.method.name": "subscriptions/listen", "mcp.protocol.version": "2026-07-28",
+               "jsonrpc.request.id": "s1", "network.transport": "tcp",
+               "mcp.subscription.filter": "toolsListChanged"})
     );
 }

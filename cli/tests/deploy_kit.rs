@@ -60,12 +60,23 @@ fn exported_names() -> BTreeSet<String> {
     names
 }
 
-/// The `genmcp_*` identifiers an expression names.
+/// The metric identifiers an expression names: genmcp's own (`genmcp_*`)
+/// and those of the OpenTelemetry MCP conventions (`mcp_server_*`), in order.
 fn metric_names(expr: &str) -> Vec<String> {
+    let mut out: Vec<(usize, String)> = ["genmcp_", "mcp_server_"]
+        .iter()
+        .flat_map(|prefix| names_with(expr, prefix))
+        .collect();
+    out.sort();
+    out.into_iter().map(|(_, name)| name).collect()
+}
+
+/// The identifiers starting with `prefix` in `expr`, with their offsets.
+fn names_with(expr: &str, prefix: &str) -> Vec<(usize, String)> {
     let mut out = Vec::new();
     let bytes = expr.as_bytes();
     let mut i = 0;
-    while let Some(at) = expr[i..].find("genmcp_") {
+    while let Some(at) = expr[i..].find(prefix) {
         let start = i + at;
         let boundary =
             start == 0 || !(bytes[start - 1].is_ascii_alphanumeric() || bytes[start - 1] == b'_');
@@ -74,7 +85,7 @@ fn metric_names(expr: &str) -> Vec<String> {
             end += 1;
         }
         if boundary {
-            out.push(expr[start..end].to_string());
+            out.push((start, expr[start..end].to_string()));
         }
         i = end;
     }
@@ -158,6 +169,8 @@ fn dashboard_and_alerts_name_only_exported_metrics() {
         "GenmcpNotReady",
         "GenmcpRequestErrors",
         "GenmcpSpentRecordRefusals",
+        "McpToolErrors",
+        "McpSlowOperations",
     ] {
         assert!(
             rules.iter().any(|(name, _)| name == wanted),
@@ -178,6 +191,19 @@ fn a_made_up_metric_is_caught() {
     assert_eq!(names, ["genmcp_stream_opened_total", "genmcp_ready"]);
     assert!(!exported.contains(&names[0]));
     assert!(exported.contains(&names[1]));
+    // The conventions' names are checked too.
+    let names = metric_names(
+        "rate(mcp_server_operation_duration_seconds_count[5m]) / mcp_server_operation_seconds_count",
+    );
+    assert_eq!(
+        names,
+        [
+            "mcp_server_operation_duration_seconds_count",
+            "mcp_server_operation_seconds_count"
+        ]
+    );
+    assert!(exported.contains(&names[0]));
+    assert!(!exported.contains(&names[1]));
 }
 
 #[test]

@@ -10,6 +10,7 @@ mod decode;
 pub mod error;
 pub mod jsonrpc;
 pub mod meta;
+pub mod trace_context;
 pub mod types;
 
 pub use error::{McpError, Phase};

@@ -11,8 +11,10 @@
 //!   stream's bounded inbox in the actix idiom, and the set an actor keeps).
 
 mod connection;
+mod conventions;
 mod inbox;
 mod listen;
+mod operation;
 mod requests;
 mod server;
 mod stream;
@@ -24,8 +26,15 @@ pub use connection::{
     CancelStream, CloseTransport, Connection, HoldsId, OpenStream, SpawnStream, StreamEnded,
     StreamSlot,
 };
+pub(crate) use conventions::version_label;
+pub use conventions::{
+    DURATION_BUCKETS, MAX_SERIES, MAX_TOOL_LABEL_LEN, NetworkTransport, OTHER, OperationLabels,
+    SessionLabels, TOOL_ERROR, code_label, error_type, operation_method_label,
+};
 pub(crate) use listen::spawn_legacy_stream;
 pub use listen::{listen_filter, spawn_listen};
+pub use operation::MAX_TARGET_LEN;
+pub(crate) use operation::{Operation, OperationStart};
 pub use requests::{
     METHOD_LABELS, OTHER_METHOD, RequestOutcome, TIMED_OUT, duration_buckets, method_label,
 };

@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 
+use super::conventions::ConventionMetrics;
 use super::requests::{RequestMetrics, RequestOutcome};
 use super::{CloseReason, Limits};
 use crate::mux::Assigns;
@@ -31,6 +32,8 @@ pub type PrincipalOf = Arc<dyn Fn(&Assigns) -> Option<String> + Send + Sync>;
 struct Shared {
     limits: Limits,
     requests: RequestMetrics,
+    /// `mcp.server.operation.duration` and `mcp.server.session.duration`.
+    conventions: ConventionMetrics,
     principal_of: Option<PrincipalOf>,
     open: AtomicUsize,
     opened: AtomicU64,
@@ -122,6 +125,7 @@ impl Server {
             shared: Arc::new(Shared {
                 limits,
                 requests: RequestMetrics::default(),
+                conventions: ConventionMetrics::default(),
                 principal_of,
                 open: AtomicUsize::new(0),
                 opened: AtomicU64::new(0),
@@ -237,6 +241,17 @@ impl Server {
 
     pub(crate) fn request_metrics(&self) -> &RequestMetrics {
         &self.shared.requests
+    }
+
+    /// The histograms of the OpenTelemetry MCP conventions.
+    pub(crate) fn conventions(&self) -> &ConventionMetrics {
+        &self.shared.conventions
+    }
+
+    /// Records one session's or stream's life in
+    /// `mcp.server.session.duration`.
+    pub(crate) fn record_session(&self, labels: super::SessionLabels, took: Duration) {
+        self.shared.conventions.record_session(labels, took);
     }
 
     /// The principal of a request, as named by the configured [`PrincipalOf`],

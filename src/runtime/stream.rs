@@ -4,6 +4,7 @@ use std::sync::Arc;
 use actix::prelude::*;
 
 use super::connection::{Connection, StreamEnded, StreamSlot};
+use super::conventions::{NetworkTransport, SessionLabels};
 use super::inbox::Feed;
 use super::{CloseReason, Limits, Server, StreamPermit};
 use crate::mux::{Channel, ChannelError};
@@ -45,23 +46,77 @@ enum Phase {
     Done,
 }
 
-/// The span of one stream: the method, the subscription id (the listen
-/// request's id), the principal when the server names one, and the close
-/// reason, recorded when the stream stops.
-fn stream_span(server: &Server, channel: &Channel) -> tracing::Span {
+/// The span of one stream, for its life: the method, the subscription id
+/// (the listen request's id), the principal when the server names one, and
+/// the close reason and frame count, recorded when the stream stops; with the
+/// OpenTelemetry MCP conventions' attributes and the caller's `traceparent`
+/// (from the listen's `_meta`) as its parent. The honoured filter is recorded
+/// as a summary once acknowledged (its kinds and how many URIs and task ids,
+/// never the URIs themselves).
+fn stream_span(
+    server: &Server,
+    channel: &Channel,
+    pipe: bool,
+    version: &'static str,
+) -> tracing::Span {
+    let transport = if pipe {
+        NetworkTransport::Pipe
+    } else {
+        NetworkTransport::Tcp
+    };
     let span = tracing::info_span!(
         "stream",
         method = crate::protocol::methods::LISTEN,
         subscription_id = %channel.id(),
         principal = tracing::field::Empty,
         reason = tracing::field::Empty,
+        frames = tracing::field::Empty,
+        otel.name = crate::protocol::methods::LISTEN,
+        otel.kind = "server",
+        otel.status_code = tracing::field::Empty,
+        mcp.method.name = crate::protocol::methods::LISTEN,
+        mcp.protocol.version = version,
+        jsonrpc.request.id = %super::operation::IdAttr(channel.id()),
+        network.transport = transport.as_str(),
+        mcp.subscription.filter = tracing::field::Empty,
+        error.type = tracing::field::Empty,
     );
-    if !span.is_disabled()
-        && let Some(principal) = server.principal(channel.assigns())
-    {
-        span.record("principal", principal.as_str());
+    if !span.is_disabled() {
+        if let Some(principal) = server.principal(channel.assigns()) {
+            span.record("principal", principal.as_str());
+        }
+        if let Some(trace) =
+            crate::protocol::trace_context::TraceContext::from_meta(&channel.meta().extra)
+        {
+            super::operation::set_parent(&span, &trace);
+        }
     }
     span
+}
+
+/// A bounded summary of a filter for a span: its kinds, and how many URIs
+/// and task ids (never the URIs or ids themselves).
+fn filter_summary(filter: &SubscriptionFilter) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    if filter.tools_list_changed {
+        parts.push("toolsListChanged".into());
+    }
+    if filter.prompts_list_changed {
+        parts.push("promptsListChanged".into());
+    }
+    if filter.resources_list_changed {
+        parts.push("resourcesListChanged".into());
+    }
+    if !filter.resource_subscriptions.is_empty() {
+        parts.push(format!(
+            "resourceSubscriptions:{}",
+            filter.resource_subscriptions.len()
+        ));
+    }
+    if !filter.task_ids.is_empty() {
+        parts.push(format!("taskIds:{}", filter.task_ids.len()));
+    }
+    parts.join(",")
 }
 
 /// The actor of one `subscriptions/listen` stream.
@@ -105,6 +160,12 @@ pub struct Stream<H: SubscriptionHandler> {
     /// `handle_close`, the close log), not per event: the event path stays as
     /// cheap as it was.
     span: tracing::Span,
+    /// When the stream started, for `mcp.server.session.duration`.
+    opened: std::time::Instant,
+    /// `listen`, or `get` for a 2025-era GET stream.
+    kind: &'static str,
+    /// The bounded protocol version label.
+    version: &'static str,
     _permit: StreamPermit,
 }
 
@@ -128,7 +189,17 @@ pub(crate) struct StreamSetup {
 impl<H: SubscriptionHandler> Stream<H> {
     pub(crate) fn new(handler: Arc<H>, setup: StreamSetup, slot: StreamSlot) -> Self {
         let limits = setup.server.limits().clone();
-        let span = stream_span(&setup.server, &setup.channel);
+        // A 2025-era GET stream (no completion frame) serves a translated
+        // session: its negotiated version is not known here.
+        let (kind, version) = if setup.completion.is_empty() {
+            ("get", super::conventions::OTHER)
+        } else {
+            (
+                "listen",
+                super::conventions::version_label(&setup.channel.meta().protocol_version, &[]),
+            )
+        };
+        let span = stream_span(&setup.server, &setup.channel, slot.pipe, version);
         Stream {
             handler,
             channel: setup.channel,
@@ -147,6 +218,9 @@ impl<H: SubscriptionHandler> Stream<H> {
             server: setup.server,
             limits,
             span,
+            opened: std::time::Instant::now(),
+            kind,
+            version,
             _permit: slot.permit,
         }
     }
@@ -429,6 +503,12 @@ impl<H: SubscriptionHandler> Actor for Stream<H> {
         let mut honoured = wanted.allowed_by(&self.advertised);
         honoured.task_ids = task_ids;
         let empty = honoured.is_empty();
+        if !self.span.is_disabled() {
+            self.span.record(
+                "mcp.subscription.filter",
+                filter_summary(&honoured).as_str(),
+            );
+        }
         // The state joined the application's event source: from here on a
         // teardown from outside hands it to handle_close, even if the
         // acknowledgement cannot be written.
@@ -480,6 +560,32 @@ impl<H: SubscriptionHandler> Actor for Stream<H> {
     fn stopped(&mut self, _ctx: &mut Self::Context) {
         let reason = self.close.unwrap_or(CloseReason::Disconnected);
         self.span.record("reason", reason.as_str());
+        let error_type = match reason {
+            CloseReason::Overflow | CloseReason::Panicked | CloseReason::Rejected => {
+                reason.as_str()
+            }
+            _ => "",
+        };
+        if !self.span.is_disabled() {
+            self.span.record("frames", self.channel.frames_queued());
+            if !error_type.is_empty() {
+                self.span.record("error.type", error_type);
+                self.span.record("otel.status_code", "ERROR");
+            }
+        }
+        self.server.conventions().record_session(
+            SessionLabels {
+                kind: self.kind,
+                error_type,
+                transport: if self.pipe {
+                    NetworkTransport::Pipe
+                } else {
+                    NetworkTransport::Tcp
+                },
+                version: self.version,
+            },
+            self.opened.elapsed(),
+        );
         let _entered = self.span.enter();
         if reason == CloseReason::Overflow {
             tracing::warn!("stream closed: client not keeping up (overflow)");

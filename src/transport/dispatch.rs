@@ -13,8 +13,12 @@ use tracing::Instrument as _;
 
 use crate::mux::{Assigns, Channel, Outbox};
 use crate::protocol::jsonrpc::{encode_error, encode_result};
+use crate::protocol::trace_context::TraceContext;
 use crate::protocol::{McpError, Phase, RequestId, RequestMeta, SubscriptionFilter};
-use crate::runtime::{RequestOutcome, Server, listen_filter, method_label};
+use crate::runtime::{
+    NetworkTransport, Operation, OperationStart, RequestOutcome, Server, listen_filter,
+    method_label, version_label,
+};
 use crate::subscription::SubscriptionHandler;
 use crate::suite::{Route, Suite};
 
@@ -102,29 +106,64 @@ pub(crate) struct Deadlines {
 
 pub(crate) use crate::runtime::TIMED_OUT;
 
-/// The span of one request: its method (bounded, as in the metrics), its id
-/// and, when the server names one, its principal. The outcome is recorded
-/// when it ends.
+/// Where a request came from, for its span and metrics: the transport and,
+/// over HTTP, the `traceparent`/`tracestate` headers (used when the request's
+/// `_meta` carries no trace context).
+#[derive(Clone, Debug)]
+pub(crate) struct Origin {
+    pub(crate) transport: NetworkTransport,
+    pub(crate) header_trace: Option<TraceContext>,
+}
+
+impl Origin {
+    /// stdio: a pipe, no headers.
+    pub(crate) const PIPE: Origin = Origin {
+        transport: NetworkTransport::Pipe,
+        header_trace: None,
+    };
+}
+
+/// The [`Operation`] of one request: its span, by the OpenTelemetry MCP
+/// conventions and carrying the method, id and principal the logs show (the
+/// outcome is recorded when it ends), and its duration metric. `version` is
+/// the bounded protocol version label ([`version_label`]).
 ///
 /// At DEBUG, as tower-http's request spans are: at INFO and above it is not
 /// created at all, because a formatting subscriber renders a span's fields
 /// when it is made, and that was about 5 % of the CPU of a trivial
 /// `tools/call` (docs/benchmark.md). The warnings and errors of a request
 /// carry its method and id themselves, so they say which request at any level.
-pub(crate) fn request_span(server: &Server, channel: &Channel, method: &str) -> tracing::Span {
-    let span = tracing::debug_span!(
-        "request",
-        method = method_label(method),
-        request_id = %channel.id(),
-        principal = tracing::field::Empty,
-        outcome = tracing::field::Empty,
-    );
-    if !span.is_disabled()
-        && let Some(principal) = server.principal(channel.assigns())
-    {
-        span.record("principal", principal.as_str());
-    }
-    span
+pub(crate) fn operation<H: SubscriptionHandler>(
+    suite: &Suite<H>,
+    server: &Server,
+    channel: &Channel,
+    method: &str,
+    params: &Map<String, Value>,
+    origin: Origin,
+    version: &'static str,
+) -> Operation {
+    let tool_known = method == crate::protocol::methods::TOOLS_CALL
+        && params
+            .get("name")
+            .and_then(Value::as_str)
+            .is_some_and(|name| suite.catalog().tool(name).is_some());
+    Operation::start(
+        server,
+        channel,
+        OperationStart {
+            method,
+            params,
+            transport: origin.transport,
+            version,
+            tool_known,
+            header_trace: origin.header_trace,
+        },
+    )
+}
+
+/// The protocol version label of a 2026-07-28 request.
+pub(crate) fn modern_version(channel: &Channel) -> &'static str {
+    version_label(&channel.meta().protocol_version, &[])
 }
 
 /// The HTTP status of a unary outcome, and for a limit hit inside the handler
@@ -152,13 +191,14 @@ impl ReplyStatus {
 /// (its future is dropped). `guard` is held until the request has been
 /// answered (an in-flight permit). Also returns the HTTP status of the
 /// outcome ([`ReplyStatus`]). The request is counted in `server`'s request
-/// metrics (method, outcome, duration) and runs in its [`request_span`].
+/// metrics (method, outcome, duration) and runs in its [`operation`]'s span.
 ///
 /// Polled in place first ([`run_or_spawn`], as HTTP does), its first poll runs in
 /// the caller's task and any later one in a task of its own: a handler must
 /// register its waker on every poll, as the `Future` contract asks (tokio's
 /// timers, channels and locks do), and must not rely on task-locals or
 /// `tokio::task::id()` staying the same across polls.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn unary_future<H: SubscriptionHandler, G: 'static>(
     suite: &Suite<H>,
     server: &Server,
@@ -167,12 +207,22 @@ pub(crate) fn unary_future<H: SubscriptionHandler, G: 'static>(
     channel: Channel,
     deadlines: Deadlines,
     guard: G,
+    origin: Origin,
 ) -> (
     impl Future<Output = ()> + 'static,
     oneshot::Receiver<ReplyStatus>,
 ) {
     let (status_tx, status_rx) = oneshot::channel::<ReplyStatus>();
-    let span = request_span(server, &channel, &method);
+    let op = operation(
+        suite,
+        server,
+        &channel,
+        &method,
+        &params,
+        origin,
+        modern_version(&channel),
+    );
+    let span = op.span().clone();
     let future = suite.call(&method, params, channel.clone());
     let server = server.clone();
     let future = async move {
@@ -211,7 +261,7 @@ pub(crate) fn unary_future<H: SubscriptionHandler, G: 'static>(
             }
         };
         server.record_request(&method, counted, Some(started.elapsed()));
-        tracing::Span::current().record("outcome", counted.as_str());
+        op.finish(&server, result.as_ref(), counted);
         let id = channel.id();
         let (bytes, status) = match result {
             Ok(result) => (encode_result(id, &result), ReplyStatus::OK),

@@ -298,6 +298,11 @@ impl Channel {
                 }
             }
         };
+        if result.is_ok()
+            && let Some(listen) = &self.inner.listen
+        {
+            listen.frames.fetch_add(1, Ordering::Relaxed);
+        }
         if last && result.is_ok() {
             self.inner.state.store(CLOSED, Ordering::Release);
         }

@@ -1,5 +1,5 @@
 use std::collections::{HashSet, VecDeque};
-use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 use crate::queue::WakeSlot;
@@ -87,6 +87,9 @@ struct Listen {
     spill_limit: usize,
     /// Whether the spill queue holds frames (read without the lock).
     spilled: AtomicBool,
+    /// Frames queued on the stream so far (acknowledgement and final frame
+    /// included), for its span.
+    frames: AtomicU64,
     /// The stream actor's task, woken when a frame spills (from any thread) so
     /// that the actor drains the spill at once, not at its next event.
     attention: WakeSlot,
@@ -184,6 +187,7 @@ impl Channel {
             tag,
             spill_limit,
             spilled: AtomicBool::new(false),
+            frames: AtomicU64::new(0),
             attention: WakeSlot::default(),
         };
         Self::new(id, meta, assigns, outbox, Some(listen))
@@ -272,6 +276,14 @@ impl Channel {
         } else {
             uris.remove(uri)
         }
+    }
+
+    /// Frames queued on a listen stream so far (0 for a request channel).
+    pub(crate) fn frames_queued(&self) -> u64 {
+        self.inner
+            .listen
+            .as_ref()
+            .map_or(0, |l| l.frames.load(Ordering::Relaxed))
     }
 
     /// Whether nothing more can be sent.

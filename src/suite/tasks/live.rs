@@ -22,6 +22,9 @@ pub(super) struct Live {
     pub(super) inputs: HashMap<String, oneshot::Sender<Value>>,
     /// Keys issued so far (keys are never reused).
     pub(super) issued: u64,
+    /// The span its work runs in (linked to the call that created it); a
+    /// listen that follows the task links to it.
+    pub(super) span: tracing::Span,
 }
 
 /// The tasks whose work runs in this process, counted per principal: what

@@ -9,6 +9,7 @@ use std::sync::{Arc, Mutex};
 use futures_util::FutureExt;
 use serde_json::{Map, Value};
 use tokio::sync::oneshot;
+use tracing::Instrument as _;
 
 use super::config::TaskConfig;
 use super::cx::{CancelSignal, TaskCx};
@@ -188,7 +189,18 @@ impl Tasks {
     /// Makes the acknowledged listen `channel` hear `ids` (from
     /// [`Tasks::watchable`]): each task's current state first, then its
     /// changes, ending with its terminal one.
+    /// Called in the listen stream's span: that span links to the span of
+    /// each watched task whose work runs here.
     pub(crate) fn watch(&self, ids: &[String], channel: &Channel) {
+        let current = tracing::Span::current();
+        if !current.is_disabled() {
+            let live = self.live();
+            for id in ids {
+                if let Some(task) = live.get(id) {
+                    current.follows_from(&task.span);
+                }
+            }
+        }
         let store = &self.shared.store;
         self.shared
             .watchers
@@ -234,6 +246,17 @@ impl Tasks {
             rev: 0,
         };
         let cancel = Arc::new(CancelSignal::default());
+        // The work's own span, not a child of the call's (it outlives the
+        // call's answer): linked to it instead, as the OpenTelemetry
+        // conventions model work a request started.
+        let span = tracing::info_span!(
+            parent: None,
+            "task",
+            otel.name = "task",
+            otel.kind = "internal",
+            mcp.method.name = crate::protocol::methods::TOOLS_CALL,
+        );
+        span.follows_from(tracing::Span::current());
         // Counted before the record exists, so concurrent calls cannot pass
         // the bound together; a refused call counts nothing.
         self.live().admit(
@@ -244,6 +267,7 @@ impl Tasks {
                 abort: None,
                 inputs: HashMap::new(),
                 issued: 0,
+                span: span.clone(),
             },
             config,
         )?;
@@ -256,7 +280,8 @@ impl Tasks {
             tasks: self.clone(),
             cancel,
         };
-        let mut work: BoxFuture<Settled> = Box::pin(AssertUnwindSafe(run(cx)).catch_unwind());
+        let mut work: BoxFuture<Settled> =
+            Box::pin(AssertUnwindSafe(run(cx)).catch_unwind().instrument(span));
         match (&mut work).now_or_never() {
             Some(settled) => {
                 let untouched = self.live().get(&id).is_some_and(|l| l.issued == 0);

@@ -84,6 +84,7 @@ impl Collector for RuntimeCollector {
             let labels = [("method", method)];
             histogram.encode(durations.encode_family(&labels)?)?;
         }
+        encode_conventions(&self.server, &mut encoder)?;
         #[cfg(feature = "redis")]
         encode_bus_drops(&mut encoder)?;
         Ok(())
@@ -103,6 +104,47 @@ fn encode_bus_drops(encoder: &mut DescriptorEncoder) -> Result<(), std::fmt::Err
     for (reason, n) in crate::pubsub::redis::dropped_messages() {
         let labels = [("reason", reason.as_str())];
         ConstCounter::new(n).encode(dropped.encode_family(&labels)?)?;
+    }
+    Ok(())
+}
+
+/// The OpenTelemetry MCP conventions' histograms, under their Prometheus
+/// names (dots become underscores, the unit a `_seconds` suffix).
+fn encode_conventions(
+    server: &Server,
+    encoder: &mut DescriptorEncoder,
+) -> Result<(), std::fmt::Error> {
+    let conventions = server.conventions();
+    let mut operations = encoder.encode_descriptor(
+        "mcp_server_operation_duration",
+        "Duration of MCP requests handled by the server (mcp.server.operation.duration)",
+        Some(&Unit::Seconds),
+        MetricType::Histogram,
+    )?;
+    for (l, histogram) in conventions.operations.snapshot() {
+        let labels = [
+            ("mcp_method_name", l.method),
+            ("gen_ai_tool_name", &*l.tool),
+            ("error_type", l.error_type),
+            ("network_transport", l.transport.as_str()),
+            ("mcp_protocol_version", l.version),
+        ];
+        histogram.encode(operations.encode_family(&labels)?)?;
+    }
+    let mut sessions = encoder.encode_descriptor(
+        "mcp_server_session_duration",
+        "Duration of listen streams and 2025-era GET streams (mcp.server.session.duration)",
+        Some(&Unit::Seconds),
+        MetricType::Histogram,
+    )?;
+    for (l, histogram) in conventions.sessions.snapshot() {
+        let labels = [
+            ("mcp_session_kind", l.kind),
+            ("error_type", l.error_type),
+            ("network_transport", l.transport.as_str()),
+            ("mcp_protocol_version", l.version),
+        ];
+        histogram.encode(sessions.encode_family(&labels)?)?;
     }
     Ok(())
 }

@@ -5,6 +5,8 @@ use std::time::Duration;
 
 use actix_web::http::{StatusCode, header};
 use actix_web::{HttpRequest, HttpResponse, web};
+
+use crate::protocol::trace_context::TraceContext;
 use futures_util::StreamExt as _;
 use serde_json::{Map, Value};
 use tokio::sync::{OwnedSemaphorePermit, oneshot};
@@ -22,7 +24,8 @@ use crate::runtime::{Connection, RequestOutcome, Server, method_label, spawn_lis
 use crate::subscription::SubscriptionHandler;
 use crate::suite::Suite;
 use crate::transport::dispatch::{
-    Deadlines, ListenRequest, ReplyStatus, Routed, route, run_or_spawn, unary_future, validate_meta,
+    Deadlines, ListenRequest, Origin, ReplyStatus, Routed, route, run_or_spawn, unary_future,
+    validate_meta,
 };
 
 /// Reads the body, at most `limit` bytes. A transport error is logged and
@@ -143,7 +146,10 @@ pub(crate) async fn post<H: SubscriptionHandler>(
             method,
             params,
             channel,
-        }) => unary(&state, method, params, channel, rx, permit).await,
+        }) => {
+            let origin = http_origin(&req);
+            unary(&state, method, params, channel, rx, permit, origin).await
+        }
         Ok(Routed::Listen(listen_request)) => {
             let ListenRequest {
                 meta,
@@ -166,6 +172,18 @@ pub(crate) async fn post<H: SubscriptionHandler>(
                 .record_request(method, RequestOutcome::Refused, None);
             error_response(Some(&id), &error, Phase::Validation)
         }
+    }
+}
+
+/// The [`Origin`] of an HTTP request: TCP, and the W3C `traceparent` /
+/// `tracestate` headers when valid (a request's `_meta` wins over them).
+pub(super) fn http_origin(req: &HttpRequest) -> Origin {
+    let head = req.headers();
+    let value = |name: &str| head.get(name).and_then(|v| v.to_str().ok());
+    Origin {
+        transport: crate::runtime::NetworkTransport::Tcp,
+        header_trace: value("traceparent")
+            .and_then(|p| TraceContext::from_values(p, value("tracestate"))),
     }
 }
 
@@ -226,6 +244,7 @@ pub(super) async fn unary<H: SubscriptionHandler>(
     channel: Channel,
     mut rx: OutboxReceiver,
     permit: OwnedSemaphorePermit,
+    origin: Origin,
 ) -> HttpResponse {
     let deadlines = Deadlines {
         request: state.config.request_timeout,
@@ -239,6 +258,7 @@ pub(super) async fn unary<H: SubscriptionHandler>(
         channel,
         deadlines,
         permit,
+        origin,
     );
     let mut task = AbortOnDrop(run_or_spawn(Box::pin(future)).await);
     let Some(first) = rx.recv().await else {

@@ -27,9 +27,10 @@ use crate::compat::{
 use crate::mux::{Assigns, Channel, outbox};
 use crate::protocol::jsonrpc::encode_result;
 use crate::protocol::{Incoming, McpError, Request, RequestId, methods};
+use crate::runtime::version_label;
 use crate::runtime::{RequestOutcome, UriOutcome, method_label};
 use crate::subscription::SubscriptionHandler;
-use crate::transport::dispatch::request_span;
+use crate::transport::dispatch::{Origin, operation};
 
 /// The one session of a 2025-era pipe: the owner of its answers.
 const OWNER: &str = "stdio";
@@ -279,7 +280,16 @@ fn spawn<H: SubscriptionHandler>(
     let timeout = pipe.config.request_timeout;
     let stall = server.limits().stall_timeout;
     let id = channel.id().clone();
-    let span = request_span(&server, &channel, &method);
+    let op = operation(
+        &suite,
+        &server,
+        &channel,
+        &method,
+        &params,
+        Origin::PIPE,
+        version_label(&asker.version, crate::compat::LEGACY_VERSIONS),
+    );
+    let span = op.span().clone();
     let task = actix_rt::spawn(
         async move {
             let started = Instant::now();
@@ -292,7 +302,7 @@ fn spawn<H: SubscriptionHandler>(
                 Err(_) => RequestOutcome::Error,
             };
             server.record_request(&method, counted, Some(started.elapsed()));
-            tracing::Span::current().record("outcome", counted.as_str());
+            op.finish(&server, outcome.as_ref(), counted);
             let id = channel.id().clone();
             let bytes = match outcome {
                 Ok(result) => encode_result(&id, &legacy_result(result)),
@@ -304,6 +314,7 @@ fn spawn<H: SubscriptionHandler>(
             {
                 tracing::debug!("response dropped: the outbox stayed full past the stall timeout");
             }
+            tracing::debug!("request answered");
         }
         .instrument(span),
     );

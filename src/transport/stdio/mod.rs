@@ -29,7 +29,9 @@ mod writer;
 
 use writer::write_frames;
 
-use super::dispatch::{Deadlines, ListenRequest, Routed, route, unary_future, validate_meta};
+use super::dispatch::{
+    Deadlines, ListenRequest, Origin, Routed, route, unary_future, validate_meta,
+};
 use crate::mux::{Assigns, Frame, Outbox, outbox};
 use crate::protocol::jsonrpc::encode_error;
 use crate::protocol::{Incoming, McpError, Request, RequestId, methods};
@@ -452,8 +454,16 @@ async fn dispatch<H: SubscriptionHandler>(
                 request: config.request_timeout,
                 stall: server.limits().stall_timeout,
             };
-            let (future, _status) =
-                unary_future(suite, server, method, params, channel, deadlines, ());
+            let (future, _status) = unary_future(
+                suite,
+                server,
+                method,
+                params,
+                channel,
+                deadlines,
+                (),
+                Origin::PIPE,
+            );
             in_flight.insert(id, actix_rt::spawn(future));
         }
         Routed::Listen(listen_request) => {

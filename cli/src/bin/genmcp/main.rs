@@ -86,17 +86,34 @@ enum Command {
 fn main() -> ExitCode {
     allocator::tune();
     let cli = Cli::parse();
-    genmcp_cli::logging::init(match cli.log_format {
+    let format = match cli.log_format {
         LogFormatArg::Text => LogFormat::Text,
         LogFormatArg::Json => LogFormat::Json,
-    });
+    };
     match cli.command {
-        Command::Serve(args) => serve::run(*args),
-        Command::Bench(args) => bench::run(&args),
+        Command::Serve(args) => serve_with_telemetry(format, *args),
+        Command::Bench(args) => {
+            genmcp_cli::logging::init(format);
+            bench::run(&args)
+        }
         Command::BenchBaseline { port, baseline } => {
+            genmcp_cli::logging::init(format);
             genmcp_cli::bench::baseline_cli(port, baseline.into())
         }
     }
+}
+
+/// `genmcp serve` with its logging and, when asked for (`--otlp` or the
+/// `OTEL_*` variables), OTLP export, flushed at exit.
+fn serve_with_telemetry(format: LogFormat, args: serve_args::ServeArgs) -> ExitCode {
+    if let Err(e) = genmcp_cli::logging::init_with_otlp(format, args.otlp.as_deref()) {
+        eprintln!("genmcp: {e}");
+        return ExitCode::from(2);
+    }
+    let code = serve::run(args);
+    // Sends the spans and metrics still buffered.
+    genmcp_cli::logging::shutdown_export();
+    code
 }
 
 #[cfg(test)]

@@ -258,7 +258,9 @@ pub(crate) fn run(args: ServeArgs) -> ExitCode {
     }
     if stdio {
         // tokio reads stdin on a blocking thread that a shutdown cannot interrupt;
-        // everything is flushed, so leave without waiting for it.
+        // everything is flushed, so leave without waiting for it (after the
+        // OTLP export, if any, sent what it buffered).
+        genmcp_cli::logging::shutdown_export();
         std::process::exit(if result.is_ok() { 0 } else { 1 });
     }
     if result.is_ok() {

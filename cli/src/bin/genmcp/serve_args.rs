@@ -45,6 +45,14 @@ pub(crate) struct ServeArgs {
     /// How often --skills DIR is checked for changes, in seconds (default 2).
     #[arg(long, value_name = "SECS", value_parser = positive_seconds, requires = "skills")]
     pub(crate) skills_poll: Option<Duration>,
+    /// Export the request and stream spans and the MCP convention metrics
+    /// over OTLP/HTTP (protobuf) to the collector at URL (its base,
+    /// http://HOST:4318). Without it, export is on when
+    /// OTEL_EXPORTER_OTLP_ENDPOINT or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT is
+    /// set; OTEL_SDK_DISABLED=true turns it off. The other OTEL_* variables
+    /// apply (see docs/operations.md).
+    #[arg(long, value_name = "URL")]
+    pub(crate) otlp: Option<String>,
     /// Share the demo's events with the other nodes on this Redis server
     /// (redis://[user:password@]HOST:PORT), or on a Redis Cluster with sharded
     /// pub/sub (redis+cluster://[user:password@]HOST:PORT,HOST:PORT,... seed

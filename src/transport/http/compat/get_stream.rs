@@ -414,6 +414,7 @@ pub(in crate::transport::http) async fn delete<H: SubscriptionHandler>(
         Err(e) => return state_refusal(&e),
     };
     compat.events.remove_session(&session.sid);
+    record_session_end(&state.server, &compat.config.session_ttl, &session);
     if let Some(running) = live.as_ref().and_then(LegacyStream::running) {
         let _ = running
             .stop
@@ -422,6 +423,31 @@ pub(in crate::transport::http) async fn delete<H: SubscriptionHandler>(
     }
     drop(permit);
     HttpResponse::Ok().finish()
+}
+
+/// `mcp.server.session.duration` of a session its client ended: from its
+/// `initialize` (its token's expiry less the session TTL) to now. A session
+/// left to expire is not seen (the server keeps nothing of it).
+fn record_session_end(
+    server: &crate::runtime::Server,
+    ttl: &std::time::Duration,
+    session: &Session,
+) {
+    let ttl = u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX);
+    let started = session.expires.saturating_sub(ttl);
+    let took = crate::suite::sealing::seal::now_ms().saturating_sub(started);
+    server.record_session(
+        crate::runtime::SessionLabels {
+            kind: "session",
+            error_type: "",
+            transport: crate::runtime::NetworkTransport::Tcp,
+            version: crate::runtime::version_label(
+                &session.init.version,
+                crate::compat::LEGACY_VERSIONS,
+            ),
+        },
+        std::time::Duration::from_millis(took),
+    );
 }
 
 /// Restarts the session's GET stream actor with the session's current URIs:

@@ -352,6 +352,7 @@ pub(super) async fn post<H: SubscriptionHandler>(
                     params,
                     channel,
                     outbox: tx,
+                    origin: super::post::http_origin(req),
                 },
                 rx,
                 permit,

@@ -21,8 +21,11 @@ use crate::compat::{Asker, encode_legacy_error, legacy_error, legacy_result, rou
 use crate::mux::{Channel, Outbox, OutboxReceiver};
 use crate::protocol::McpError;
 use crate::protocol::jsonrpc::encode_result;
+use crate::runtime::{RequestOutcome, version_label};
 use crate::subscription::SubscriptionHandler;
+use crate::transport::dispatch::{Origin, operation};
 use crate::transport::http::sse::{AbortOnDrop, SseBody, sse_response};
+use tracing::Instrument as _;
 
 /// One unary request of a legacy session.
 pub(super) struct Call {
@@ -30,6 +33,8 @@ pub(super) struct Call {
     pub(super) params: Map<String, Value>,
     pub(super) channel: Channel,
     pub(super) outbox: Outbox,
+    /// The transport and the HTTP trace-context headers.
+    pub(super) origin: Origin,
 }
 
 /// Runs the request (its MRTR rounds as server-to-client requests) and answers
@@ -50,14 +55,26 @@ pub(super) async fn unary<H: SubscriptionHandler>(
     let events_compat = compat.clone();
     let timeout = state.config.request_timeout;
     let stall = state.server.limits().stall_timeout;
+    let server = state.server.clone();
+    let Call {
+        method,
+        params,
+        channel,
+        outbox,
+        origin,
+    } = call;
+    let op = operation(
+        &suite,
+        &server,
+        &channel,
+        &method,
+        &params,
+        origin,
+        version_label(&session.init.version, crate::compat::LEGACY_VERSIONS),
+    );
+    let span = op.span().clone();
     let task = actix_rt::spawn(async move {
         let _permit = permit;
-        let Call {
-            method,
-            params,
-            channel,
-            outbox,
-        } = call;
         let asker = Asker {
             pending: compat.pending.clone(),
             owner: session.sid,
@@ -65,6 +82,12 @@ pub(super) async fn unary<H: SubscriptionHandler>(
             version: session.init.version,
         };
         let outcome = rounds(&suite, &asker, &method, params, &channel, &outbox, timeout).await;
+        let counted = match &outcome {
+            Ok(_) => RequestOutcome::Ok,
+            Err(e) if e.retry_after().is_some() => RequestOutcome::Limited,
+            Err(_) => RequestOutcome::Error,
+        };
+        op.finish(&server, outcome.as_ref(), counted);
         let id = channel.id().clone();
         let bytes = match outcome {
             Ok(result) => encode_result(&id, &legacy_result(result)),
@@ -77,7 +100,8 @@ pub(super) async fn unary<H: SubscriptionHandler>(
         {
             tracing::debug!(method = %method, "response dropped: the outbox stayed full past the stall timeout");
         }
-    });
+        tracing::debug!("request answered");
+    }.instrument(span));
     let mut task = AbortOnDrop(Some(task));
     let Some(first) = rx.recv().await else {
         task.0.take();

@@ -1,0 +1,67 @@
+//! `genmcp serve --otlp URL`: the binary exports its request spans to the
+//! collector at URL, continuing the client's trace from `_meta.traceparent`,
+//! and sends what it buffered before it exits (here: stdin closed on the
+//! stdio transport, which leaves with `process::exit`).
+
+#[path = "../../tests/common/mod.rs"]
+mod common;
+#[path = "../../tests/common/otlp_receiver.rs"]
+mod otlp_receiver;
+
+use std::time::Duration;
+
+use common::stdio_child::Peer;
+use otlp_receiver::{attr, hex, receiver, spans};
+use serde_json::json;
+
+const TRACE_ID: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
+const PARENT_ID: &str = "00f067aa0ba902b7";
+const SECRET: &str = "note-text-never-exported";
+
+#[test]
+fn serve_with_otlp_exports_the_call_span_parented_on_the_clients_trace() {
+    let (collector, received) = receiver();
+    let url = format!("http://{collector}");
+    let mut peer = Peer::start_with(&["serve", "--stdio", "--otlp", &url]);
+    let mut meta = common::meta();
+    meta["traceparent"] = json!(format!("00-{TRACE_ID}-{PARENT_ID}-01"));
+    peer.request(
+        json!("cli-1"),
+        "tools/call",
+        json!({"name": "add_note", "arguments": {"text": SECRET}, "_meta": meta}),
+    );
+    let answer = peer.next();
+    assert_eq!(answer["id"], "cli-1");
+    assert!(answer["result"].is_object(), "{answer}");
+    peer.close_stdin();
+    let status = peer.child.wait().expect("exits");
+    assert!(status.success(), "{status:?}");
+
+    // Sent before the process left: no wait for a periodic export needed, but
+    // the receiver's threads may still be storing it.
+    let mut found = Vec::new();
+    common::wait_until(Duration::from_secs(10), || {
+        found = spans(&received);
+        !found.is_empty()
+    });
+    let call = found
+        .iter()
+        .find(|s| s.name == "tools/call add_note")
+        .unwrap_or_else(|| panic!("no call span in {found:#?}"));
+    assert_eq!(hex(&call.trace_id), TRACE_ID);
+    assert_eq!(hex(&call.parent_span_id), PARENT_ID);
+    assert_eq!(
+        attr(&call.attributes, "network.transport").as_deref(),
+        Some("pipe")
+    );
+    assert_eq!(
+        attr(&call.attributes, "jsonrpc.request.id").as_deref(),
+        Some("cli-1")
+    );
+    for (path, body) in received.lock().unwrap().iter() {
+        assert!(
+            !String::from_utf8_lossy(body).contains(SECRET),
+            "an argument in {path}"
+        );
+    }
+}

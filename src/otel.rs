@@ -1,0 +1,253 @@
+//! OpenTelemetry export over OTLP/HTTP (protobuf), feature `otel`.
+//!
+//! The request and stream spans stay `tracing` spans (named and attributed by
+//! the OpenTelemetry MCP semantic conventions, see `docs/operations.md`);
+//! [`Otel::layer`] is a `tracing-subscriber` layer that turns them into
+//! OpenTelemetry spans, parented on the caller's `traceparent`, so a user's own
+//! subscriber (formatting, filtering) keeps working beside it. The histograms
+//! `mcp.server.operation.duration` and `mcp.server.session.duration` are
+//! exported too, beside their Prometheus form on `/metrics`.
+//!
+//! Configuration is the standard one: `OTEL_EXPORTER_OTLP_ENDPOINT` (or the
+//! per-signal `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` /
+//! `..._METRICS_ENDPOINT`), `OTEL_EXPORTER_OTLP_HEADERS`,
+//! `OTEL_EXPORTER_OTLP_TIMEOUT`, `OTEL_SERVICE_NAME` (default `genmcp`),
+//! `OTEL_RESOURCE_ATTRIBUTES`, `OTEL_TRACES_SAMPLER`,
+//! `OTEL_METRIC_EXPORT_INTERVAL`; an endpoint given in code
+//! ([`OtelConfig::endpoint`], `genmcp serve --otlp URL`) wins over them.
+//!
+//! ```no_run
+//! use tracing_subscriber::prelude::*;
+//! let otel = genmcp::otel::Otel::init(genmcp::otel::OtelConfig::from_env())
+//!     .expect("OTLP exporter");
+//! tracing_subscriber::registry().with(otel.layer()).init();
+//! // ... serve; at exit:
+//! otel.shutdown();
+//! ```
+
+use std::sync::OnceLock;
+
+use opentelemetry::KeyValue;
+use opentelemetry::metrics::{Histogram, MeterProvider as _};
+use opentelemetry::trace::{
+    SpanContext, SpanId, TraceContextExt as _, TraceFlags, TraceId, TraceState, TracerProvider as _,
+};
+use opentelemetry_otlp::WithExportConfig as _;
+use opentelemetry_sdk::Resource;
+use opentelemetry_sdk::metrics::SdkMeterProvider;
+use opentelemetry_sdk::trace::SdkTracerProvider;
+use tracing_opentelemetry::OpenTelemetrySpanExt as _;
+use tracing_subscriber::Layer;
+use tracing_subscriber::filter::filter_fn;
+use tracing_subscriber::registry::LookupSpan;
+
+use crate::protocol::trace_context::TraceContext;
+use crate::runtime::{DURATION_BUCKETS, OperationLabels, SessionLabels};
+
+/// What could not be set up.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum OtelError {
+    /// An OTLP exporter could not be built (a bad endpoint, header or
+    /// protocol in the configuration or the environment).
+    #[error("OTLP exporter: {0}")]
+    Exporter(String),
+}
+
+/// Where and how to export.
+#[derive(Clone, Debug, Default)]
+#[non_exhaustive]
+pub struct OtelConfig {
+    /// The collector's base URL (`http://host:4318`): traces go to
+    /// `{url}/v1/traces`, metrics to `{url}/v1/metrics`. `None`: the `OTEL_*`
+    /// variables, else `http://localhost:4318`.
+    pub endpoint: Option<String>,
+}
+
+impl OtelConfig {
+    /// The configuration of the `OTEL_*` environment variables alone.
+    pub fn from_env() -> Self {
+        OtelConfig::default()
+    }
+
+    /// Sends to the collector at `url` (its base URL), whatever the
+    /// environment says.
+    pub fn endpoint(mut self, url: impl Into<String>) -> Self {
+        self.endpoint = Some(url.into());
+        self
+    }
+
+    fn signal_url(&self, path: &str) -> Option<String> {
+        self.endpoint
+            .as_deref()
+            .map(|base| format!("{}{path}", base.trim_end_matches('/')))
+    }
+}
+
+/// The exporting tracer and meter providers. Keep it for the life of the
+/// process and call [`Otel::shutdown`] at exit (it sends what is buffered).
+#[derive(Debug)]
+pub struct Otel {
+    tracer: SdkTracerProvider,
+    meter: SdkMeterProvider,
+}
+
+/// The convention histograms, once [`Otel::init`] ran.
+struct Instruments {
+    operation: Histogram<f64>,
+    session: Histogram<f64>,
+}
+
+static INSTRUMENTS: OnceLock<Instruments> = OnceLock::new();
+
+fn resource() -> Resource {
+    let builder = Resource::builder();
+    // `OTEL_SERVICE_NAME` (read by the builder) wins; else this crate's name.
+    let named = std::env::var("OTEL_SERVICE_NAME").is_ok_and(|v| !v.is_empty())
+        || std::env::var("OTEL_RESOURCE_ATTRIBUTES").is_ok_and(|v| v.contains("service.name="));
+    if named {
+        builder.build()
+    } else {
+        builder.with_service_name("genmcp").build()
+    }
+}
+
+impl Otel {
+    /// Builds the OTLP/HTTP exporters (protobuf) and their providers: a batch
+    /// span processor and a periodic metric reader, each on a thread of its
+    /// own. The convention histograms are recorded from then on. Call once.
+    pub fn init(config: OtelConfig) -> Result<Otel, OtelError> {
+        let resource = resource();
+        let mut spans = opentelemetry_otlp::SpanExporter::builder()
+            .with_http()
+            .with_protocol(opentelemetry_otlp::Protocol::HttpBinary);
+        if let Some(url) = config.signal_url("/v1/traces") {
+            spans = spans.with_endpoint(url);
+        }
+        let spans = spans
+            .build()
+            .map_err(|e| OtelError::Exporter(e.to_string()))?;
+        let mut metrics = opentelemetry_otlp::MetricExporter::builder()
+            .with_http()
+            .with_protocol(opentelemetry_otlp::Protocol::HttpBinary);
+        if let Some(url) = config.signal_url("/v1/metrics") {
+            metrics = metrics.with_endpoint(url);
+        }
+        let metrics = metrics
+            .build()
+            .map_err(|e| OtelError::Exporter(e.to_string()))?;
+        let tracer = SdkTracerProvider::builder()
+            .with_batch_exporter(spans)
+            .with_resource(resource.clone())
+            .build();
+        let meter = SdkMeterProvider::builder()
+            .with_periodic_exporter(metrics)
+            .with_resource(resource)
+            .build();
+        let m = meter.meter("genmcp");
+        let bounds = DURATION_BUCKETS.to_vec();
+        let _ = INSTRUMENTS.set(Instruments {
+            operation: m
+                .f64_histogram("mcp.server.operation.duration")
+                .with_unit("s")
+                .with_description("Duration of MCP requests handled by the server")
+                .with_boundaries(bounds.clone())
+                .build(),
+            session: m
+                .f64_histogram("mcp.server.session.duration")
+                .with_unit("s")
+                .with_description("Duration of listen streams and 2025-era GET streams")
+                .with_boundaries(bounds)
+                .build(),
+        });
+        Ok(Otel { tracer, meter })
+    }
+
+    /// The `tracing-subscriber` layer exporting genmcp's request and stream
+    /// spans (the request spans are at DEBUG: this layer enables them for
+    /// itself, whatever the other layers' filters) and the events at INFO and
+    /// above inside them. Other crates' spans are not exported.
+    pub fn layer<S>(&self) -> impl Layer<S> + use<S>
+    where
+        S: tracing::Subscriber + for<'a> LookupSpan<'a>,
+    {
+        let tracer = self.tracer.tracer("genmcp");
+        tracing_opentelemetry::layer()
+            .with_tracer(tracer)
+            .with_location(false)
+            .with_threads(false)
+            .with_tracked_inactivity(false)
+            .with_filter(
+                filter_fn(|meta| {
+                    meta.target().starts_with("genmcp")
+                        && (meta.is_span() || *meta.level() <= tracing::Level::INFO)
+                })
+                // Nothing below DEBUG: `trace!` call sites everywhere stay
+                // off at the global level check (no per-call lookup).
+                .with_max_level_hint(tracing::level_filters::LevelFilter::DEBUG),
+            )
+    }
+
+    /// Sends whatever is buffered (spans and metrics) now.
+    pub fn flush(&self) {
+        let _ = self.tracer.force_flush();
+        let _ = self.meter.force_flush();
+    }
+
+    /// Sends what is buffered and stops the exporters.
+    pub fn shutdown(&self) {
+        let _ = self.tracer.shutdown();
+        let _ = self.meter.shutdown();
+    }
+}
+
+/// Makes the caller's span (`trace`) the parent of `span`.
+pub(crate) fn set_parent(span: &tracing::Span, trace: &TraceContext) {
+    let state = trace
+        .state
+        .as_deref()
+        .and_then(|s| s.parse::<TraceState>().ok())
+        .unwrap_or_default();
+    let remote = SpanContext::new(
+        TraceId::from_bytes(trace.parent.trace_id),
+        SpanId::from_bytes(trace.parent.parent_id),
+        TraceFlags::new(trace.parent.flags),
+        true,
+        state,
+    );
+    let _ = span.set_parent(opentelemetry::Context::new().with_remote_span_context(remote));
+}
+
+/// Records one request in `mcp.server.operation.duration` (once [`Otel::init`] ran).
+pub(crate) fn record_operation(labels: &OperationLabels, secs: f64) {
+    if let Some(i) = INSTRUMENTS.get() {
+        let mut attrs = vec![
+            KeyValue::new("mcp.method.name", labels.method),
+            KeyValue::new("network.transport", labels.transport.as_str()),
+            KeyValue::new("mcp.protocol.version", labels.version),
+        ];
+        if !labels.tool.is_empty() {
+            attrs.push(KeyValue::new("gen_ai.tool.name", labels.tool.to_string()));
+        }
+        if !labels.error_type.is_empty() {
+            attrs.push(KeyValue::new("error.type", labels.error_type));
+        }
+        i.operation.record(secs, &attrs);
+    }
+}
+
+/// Records one stream's life in `mcp.server.session.duration` (once
+/// [`Otel::init`] ran).
+pub(crate) fn record_session(labels: &SessionLabels, secs: f64) {
+    if let Some(i) = INSTRUMENTS.get() {
+        let mut attrs = vec![
+            KeyValue::new("mcp.session.kind", labels.kind),
+            KeyValue::new("network.transport", labels.transport.as_str()),
+            KeyValue::new("mcp.protocol.version", labels.version),
+        ];
+        if !labels.error_type.is_empty() {
+            attrs.push(KeyValue::new("error.type", labels.error_type));
+        }
+        i.session.record(secs, &attrs);
+    }
+}

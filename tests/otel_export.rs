@@ -1,0 +1,322 @@
+//! OTLP export (feature `otel`) end to end: a real server, a real client call
+//! carrying a W3C `traceparent` in `_meta`, and an OTLP/HTTP receiver in the
+//! test decoding what arrives with `opentelemetry-proto`. The span continues
+//! the client's trace (trace id, parent), is named `{method} {target}` with
+//! the conventions' attributes, the duration histogram arrives with its
+//! attributes, and nothing sensitive (arguments, results, tokens) is
+//! exported.
+
+mod common;
+#[path = "common/otlp_receiver.rs"]
+mod otlp_receiver;
+
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use common::{headers, post, request};
+use genmcp::otel::{Otel, OtelConfig};
+use genmcp::prelude::*;
+use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequest;
+use opentelemetry_proto::tonic::metrics::v1::metric;
+use otlp_receiver::{Received, attr, hex, receiver, spans};
+use prost::Message as _;
+use serde_json::{Value, json};
+use tracing_subscriber::layer::SubscriberExt as _;
+use tracing_subscriber::util::SubscriberInitExt as _;
+
+/// Only ever in tool arguments (and so in the echo's result).
+const SECRET: &str = "s3cret-argument-never-exported";
+/// Only ever in an `Authorization` header.
+const TOKEN: &str = "bearer-token-never-exported";
+
+const TRACE_ID: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
+const PARENT_ID: &str = "00f067aa0ba902b7";
+const HEADER_TRACE_ID: &str = "0af7651916cd43dd8448eb211c80319c";
+const HEADER_PARENT_ID: &str = "b7ad6b7169203331";
+const LISTEN_TRACE_ID: &str = "11112222333344445555666677778888";
+
+/// The demo suite (its listen streams) plus an `echo` tool.
+fn suite() -> Suite<genmcp_cli::demo::NotesSubscriptions> {
+    let (suite, _bus) = genmcp_cli::demo::suite();
+    suite.catalog().add_tool(
+        ToolBuilder::new("echo")
+            .description("echoes its arguments")
+            .handler(|c| async move {
+                Ok(CallToolResult::text(Value::Object(c.arguments).to_string()).into())
+            }),
+    );
+    suite
+}
+
+/// The process's exporter, sending to the in-test receiver, and what the
+/// receiver got.
+fn exporter() -> &'static (Otel, Received) {
+    static EXPORTER: OnceLock<(Otel, Received)> = OnceLock::new();
+    EXPORTER.get_or_init(|| {
+        let (collector, received) = receiver();
+        let otel = Otel::init(OtelConfig::from_env().endpoint(format!("http://{collector}")))
+            .expect("OTLP exporters");
+        tracing_subscriber::registry().with(otel.layer()).init();
+        (otel, received)
+    })
+}
+
+#[test]
+fn a_call_with_a_traceparent_is_exported_as_a_child_span_with_its_duration_metric() {
+    let (otel, received) = exporter();
+
+    let srv = genmcp::http::ServerThread::spawn(suite, common::config()).expect("starts");
+
+    // A call whose `_meta` carries the client's trace context.
+    let mut meta = common::meta();
+    meta["traceparent"] = json!(format!("00-{TRACE_ID}-{PARENT_ID}-01"));
+    meta["tracestate"] = json!("vendor=abc");
+    let mut h = headers("tools/call", Some("echo"));
+    h.push(("Authorization".into(), format!("Bearer {TOKEN}")));
+    let resp = post(
+        srv.addr,
+        &h,
+        &request(
+            json!("otel-1"),
+            "tools/call",
+            json!({"name": "echo", "arguments": {"password": SECRET}, "_meta": meta}),
+        ),
+    );
+    assert_eq!(resp.status, 200);
+    assert!(String::from_utf8_lossy(&resp.body).contains(SECRET));
+
+    // No trace context in `_meta`: the HTTP `traceparent` header is the parent.
+    let mut h = headers("tools/call", Some("echo"));
+    h.push((
+        "traceparent".into(),
+        format!("00-{HEADER_TRACE_ID}-{HEADER_PARENT_ID}-01"),
+    ));
+    let resp = post(
+        srv.addr,
+        &h,
+        &request(
+            json!(2),
+            "tools/call",
+            json!({"name": "echo", "arguments": {"password": SECRET}}),
+        ),
+    );
+    assert_eq!(resp.status, 200);
+
+    // A listen stream, parented the same way, for its whole life.
+    let mut listen_meta = common::meta();
+    listen_meta["traceparent"] = json!(format!("00-{LISTEN_TRACE_ID}-{PARENT_ID}-01"));
+    let mut stream = common::Exchange::open(
+        srv.addr,
+        &headers("subscriptions/listen", None),
+        request(
+            json!("otel-listen"),
+            "subscriptions/listen",
+            json!({"notifications": {"toolsListChanged": true}, "_meta": listen_meta}),
+        )
+        .to_string()
+        .as_bytes(),
+    );
+    stream.next_message().expect("ack");
+    srv.stop();
+    stream.next_message().expect("completion");
+
+    let mut found = Vec::new();
+    let complete = common::wait_until(Duration::from_secs(20), || {
+        otel.flush();
+        found = spans(received);
+        let names: Vec<&str> = found.iter().map(|s| s.name.as_str()).collect();
+        names.iter().filter(|n| **n == "tools/call echo").count() >= 2
+            && names.contains(&"subscriptions/listen")
+            && received
+                .lock()
+                .unwrap()
+                .iter()
+                .any(|(p, _)| p == "/v1/metrics")
+    });
+    assert!(complete, "spans received: {found:#?}");
+
+    let call = found
+        .iter()
+        .find(|s| attr(&s.attributes, "jsonrpc.request.id").as_deref() == Some("otel-1"))
+        .expect("the call's span");
+    assert_eq!(call.name, "tools/call echo");
+    assert_eq!(
+        hex(&call.trace_id),
+        TRACE_ID,
+        "the client's trace continues"
+    );
+    assert_eq!(
+        hex(&call.parent_span_id),
+        PARENT_ID,
+        "the client's span is the parent"
+    );
+    assert_eq!(call.trace_state, "vendor=abc");
+    assert_eq!(call.kind, 2, "SPAN_KIND_SERVER");
+    for (key, value) in [
+        ("mcp.method.name", "tools/call"),
+        ("gen_ai.tool.name", "echo"),
+        ("gen_ai.operation.name", "execute_tool"),
+        ("mcp.protocol.version", "2026-07-28"),
+        ("network.transport", "tcp"),
+    ] {
+        assert_eq!(
+            attr(&call.attributes, key).as_deref(),
+            Some(value),
+            "{key} in {:?}",
+            call.attributes
+        );
+    }
+    assert_eq!(attr(&call.attributes, "error.type"), None);
+
+    let by_header = found
+        .iter()
+        .find(|s| attr(&s.attributes, "jsonrpc.request.id").as_deref() == Some("2"))
+        .expect("the second call's span");
+    assert_eq!(hex(&by_header.trace_id), HEADER_TRACE_ID);
+    assert_eq!(hex(&by_header.parent_span_id), HEADER_PARENT_ID);
+
+    let listen = found
+        .iter()
+        .find(|s| s.name == "subscriptions/listen")
+        .expect("the stream's span");
+    assert_eq!(hex(&listen.trace_id), LISTEN_TRACE_ID);
+    assert_eq!(
+        attr(&listen.attributes, "mcp.subscription.filter").as_deref(),
+        Some("toolsListChanged")
+    );
+    assert_eq!(
+        attr(&listen.attributes, "reason").as_deref(),
+        Some("shutdown")
+    );
+    assert_eq!(attr(&listen.attributes, "frames").as_deref(), Some("2"));
+
+    // The duration histogram, with the conventions' attributes.
+    let metrics: Vec<_> = received
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|(p, _)| p == "/v1/metrics")
+        .filter_map(|(_, b)| ExportMetricsServiceRequest::decode(b.as_slice()).ok())
+        .flat_map(|r| r.resource_metrics)
+        .flat_map(|r| r.scope_metrics)
+        .flat_map(|s| s.metrics)
+        .collect();
+    let duration = metrics
+        .iter()
+        .find(|m| m.name == "mcp.server.operation.duration")
+        .unwrap_or_else(|| panic!("no duration metric in {metrics:#?}"));
+    assert_eq!(duration.unit, "s");
+    let Some(metric::Data::Histogram(h)) = &duration.data else {
+        panic!("not a histogram: {duration:?}");
+    };
+    let point = h
+        .data_points
+        .iter()
+        .find(|p| attr(&p.attributes, "gen_ai.tool.name").as_deref() == Some("echo"))
+        .expect("a data point for echo");
+    assert_eq!(point.count, 2);
+    assert_eq!(
+        attr(&point.attributes, "mcp.method.name").as_deref(),
+        Some("tools/call")
+    );
+    assert_eq!(
+        attr(&point.attributes, "network.transport").as_deref(),
+        Some("tcp")
+    );
+    assert_eq!(
+        attr(&point.attributes, "mcp.protocol.version").as_deref(),
+        Some("2026-07-28")
+    );
+    assert!(
+        metrics
+            .iter()
+            .any(|m| m.name == "mcp.server.session.duration"),
+        "the stream's life is recorded"
+    );
+
+    // Nothing sensitive left the process: no argument, result or token in
+    // any exported byte.
+    for (path, body) in received.lock().unwrap().iter() {
+        let body = String::from_utf8_lossy(body);
+        assert!(!body.contains(SECRET), "an argument or result in {path}");
+        assert!(!body.contains(TOKEN), "a token in {path}");
+    }
+}
+
+/// A tool that runs as a task and waits for input until cancelled.
+fn task_suite() -> Suite {
+    let catalog = Catalog::new();
+    catalog.add_tool(
+        ToolBuilder::new("waits")
+            .description("a task waiting for an answer")
+            .task_support(TaskSupport::Required)
+            .handler(|call| async move {
+                if let Some(task) = call.task() {
+                    let _ = task.elicit("word?", json!({"type": "object"})).await;
+                }
+                Ok(CallToolResult::text("done").into())
+            }),
+    );
+    Suite::builder(Implementation::new("otel-tasks", "1"))
+        .catalog(catalog)
+        .build()
+}
+
+#[test]
+fn a_task_links_to_the_call_that_created_it_and_a_listen_following_it_links_to_the_task() {
+    let (otel, received) = exporter();
+    let srv = genmcp::http::ServerThread::spawn(task_suite, common::tasks::bearer_config())
+        .expect("starts");
+    let id = common::tasks::start_task(srv.addr, "ada", "waits");
+    let body = request(
+        json!("otel-task-listen"),
+        "subscriptions/listen",
+        json!({"notifications": {"taskIds": [id]}, "_meta": common::tasks::meta(true)}),
+    );
+    let h = common::tasks::as_principal(headers("subscriptions/listen", None), "ada");
+    let mut stream = common::Exchange::open(srv.addr, &h, body.to_string().as_bytes());
+    stream.next_message().expect("ack");
+    let cancelled =
+        common::tasks::call_as(srv.addr, "ada", "tasks/cancel", &id, json!({"taskId": id}));
+    assert!(cancelled["result"].is_object(), "{cancelled}");
+    srv.stop();
+
+    let mut found = Vec::new();
+    let complete = common::wait_until(Duration::from_secs(20), || {
+        otel.flush();
+        found = spans(received);
+        found.iter().any(|s| s.name == "task")
+            && found.iter().any(|s| {
+                attr(&s.attributes, "jsonrpc.request.id").as_deref() == Some("otel-task-listen")
+            })
+    });
+    assert!(complete, "spans received: {found:#?}");
+    let call = found
+        .iter()
+        .find(|s| s.name == "tools/call waits")
+        .expect("the call's span");
+    let task = found
+        .iter()
+        .find(|s| s.name == "task" && s.links.iter().any(|l| l.span_id == call.span_id))
+        .unwrap_or_else(|| panic!("no task span linked to the call in {found:#?}"));
+    assert_ne!(
+        task.trace_id, call.trace_id,
+        "the task is a trace of its own"
+    );
+    let listen = found
+        .iter()
+        .find(|s| attr(&s.attributes, "jsonrpc.request.id").as_deref() == Some("otel-task-listen"))
+        .expect("the listen's span");
+    assert!(
+        listen
+            .links
+            .iter()
+            .any(|l| l.span_id == task.span_id && l.trace_id == task.trace_id),
+        "the listen links to the task it follows: {:?}",
+        listen.links
+    );
+    assert_eq!(
+        attr(&listen.attributes, "mcp.subscription.filter").as_deref(),
+        Some("taskIds:1")
+    );
+}
