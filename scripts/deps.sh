@@ -36,7 +36,9 @@ sets=(
   "default|genmcp = { path = \"$ROOT\" }|173|repo"
   "redis|genmcp = { path = \"$ROOT\", default-features = false, features = [\"redis\"] }|153|repo"
   "jwt|genmcp = { path = \"$ROOT\", default-features = false, features = [\"jwt\"] }|182|repo"
-  "all|genmcp = { path = \"$ROOT\", features = [\"jwt\", \"redis\", \"schema-validation\"] }|228|repo"
+  "skills|genmcp = { path = \"$ROOT\", default-features = false, features = [\"skills\"] }|144|repo"
+  "otel|genmcp = { path = \"$ROOT\", default-features = false, features = [\"otel\"] }|179|repo"
+  "all|genmcp = { path = \"$ROOT\", features = [\"jwt\", \"otel\", \"redis\", \"schema-validation\", \"skills\"] }|271|repo"
 )
 if [ -n "$compare" ]; then
   sets+=(
