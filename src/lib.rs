@@ -16,6 +16,7 @@
 //! | `schema-validation` | on | tool arguments and `structuredContent` checked against the tools' JSON Schemas (crate `jsonschema`); without it schemas are generated and served but nothing is checked against them |
 //! | `redis` | off | the Redis bus (`pubsub::redis`, `Bus::redis`) and what the nodes of one bus share: tasks (`SuiteBuilder::shared_tasks`), 2025 sessions, spent request states (`suite::shared_spent`); without it the bus is embedded and all state lives in one process |
 //! | `jwt` | off | [`http::auth`]'s `JwtAuthenticator` and `AuthConfig::jwt`: JWT access tokens checked against a JWKS file |
+//! | `skills` | off | the skills extension (SEP-2640): `suite::Skills` from a directory or from code, `skills/list`, `skills/get`, `resources/directory/read`, `skill://` resources (crate `saphyr` for the front matter) |
 //! | `otel` | off | the `otel` module: OTLP/HTTP export of the request and stream spans (OpenTelemetry MCP conventions, parented on the caller's `traceparent`) and of the convention histograms |
 //! | `loom` | off | the loom models of the queue; tests only |
 //!

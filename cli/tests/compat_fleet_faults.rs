@@ -280,7 +280,10 @@ fn events(redis: &RedisServer, prefix: &str) -> Events {
 /// The session id inside a session token (signed, not encrypted).
 fn sid_of(token: &str) -> String {
     use base64::Engine as _;
-    let body = token.split('.').nth(1).expect("a sealed token (kid.payload.tag)");
+    let body = token
+        .split('.')
+        .nth(1)
+        .expect("a sealed token (kid.payload.tag)");
     let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
         .decode(body)
         .expect("base64url");
