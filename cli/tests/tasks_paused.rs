@@ -400,3 +400,30 @@ fn a_node_cut_off_from_redis_past_its_lease_answers_no_status_it_cannot_confirm(
         b.status(&id)
     );
 }
+
+#[test]
+fn a_task_that_ends_while_its_copy_waits_on_a_paused_redis_is_not_shown_ended_yet() {
+    let redis = RedisServer::start();
+    let url = redis.url();
+    let a = Node::start(&url, &["--task-lease", "30"]);
+    let b = Node::start(&url, &["--task-lease", "30"]);
+    let id = a.slow(1.0);
+    assert!(wait_until(Duration::from_secs(10), || b.status(&id) == "working"));
+    // Redis answers nothing for 4 s; the task ends on A meanwhile, so its
+    // copy waits. A does not show the end before the other nodes can read it.
+    let paused = redis.command(&["CLIENT", "PAUSE", "4000", "ALL"]);
+    assert_eq!(paused.as_deref().map(str::trim), Some("+OK"));
+    std::thread::sleep(Duration::from_millis(1_500));
+    let during = a.get(&id);
+    assert!(
+        during["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("unavailable")),
+        "A answered {during} while its copy was on its way to a paused Redis"
+    );
+    // Once Redis answers, both nodes read the end.
+    let agreed = wait_until(Duration::from_secs(20), || {
+        b.status(&id) == "completed" && a.status(&id) == "completed"
+    });
+    assert!(agreed, "B reads {} (A: {})", b.status(&id), a.status(&id));
+}

@@ -46,6 +46,11 @@ pub(crate) struct Fleet {
     /// With `remote`: the ids of this node's tasks whose latest copy could
     /// not be written to Redis; the copy writer writes them again.
     pub(super) unwritten: std::sync::Mutex<std::collections::HashSet<String>>,
+    /// With `remote`: the ids of this node's tasks with a copy on its way
+    /// to Redis, and the newest revision sent (bounded like `unwritten`, by
+    /// the store's bound); until Redis took it, the task's node does not
+    /// show that change (see `shown_to_all`).
+    pub(super) pending: std::sync::Mutex<std::collections::HashMap<String, u64>>,
     /// With `remote`: what this node knows of its lease.
     pub(super) lease: super::lease::LeaseClock,
     /// With `remote`: this node's lease, copy writer and control topic run.
@@ -186,6 +191,15 @@ impl Tasks {
         let Some(tx) = self.shared.fleet.mirror.get() else {
             return;
         };
+        {
+            let mut pending = lock(&self.shared.fleet.pending);
+            if pending.len() < self.shared.config.max_retained_tasks
+                || pending.contains_key(&record.id)
+            {
+                let rev = pending.entry(record.id.clone()).or_insert(record.rev);
+                *rev = (*rev).max(record.rev);
+            }
+        }
         if let Err(tokio::sync::mpsc::error::TrySendError::Full(record)) = tx.try_send(record)
             && let Some(remote) = self.remote().cloned()
         {
@@ -203,6 +217,13 @@ impl Tasks {
         let put = remote.put(record).await;
         if put.is_ok() {
             lock(&self.shared.fleet.unwritten).remove(&record.id);
+            let mut pending = lock(&self.shared.fleet.pending);
+            if pending
+                .get(&record.id)
+                .is_some_and(|rev| *rev <= record.rev)
+            {
+                pending.remove(&record.id);
+            }
         }
         match put {
             Ok(Put::Stored) => remote.publish_status(record),
@@ -223,14 +244,21 @@ impl Tasks {
     /// cannot read, so no client sees a task end here and then read it
     /// `working` on another node.
     async fn shown_to_all(&self, id: &str) -> Result<(), McpError> {
-        if !lock(&self.shared.fleet.unwritten).contains(id) {
+        if !self.unconfirmed(id) {
             return Ok(());
         }
         self.copy_now(id).await;
-        if lock(&self.shared.fleet.unwritten).contains(id) {
+        if self.unconfirmed(id) {
             return Err(store_unavailable());
         }
         Ok(())
+    }
+
+    /// Whether task `id`'s latest change is not confirmed in Redis: its copy
+    /// failed, or is still on its way.
+    fn unconfirmed(&self, id: &str) -> bool {
+        lock(&self.shared.fleet.unwritten).contains(id)
+            || lock(&self.shared.fleet.pending).contains_key(id)
     }
 
     /// Remembers that task `record`'s latest copy is not in Redis: the copy
@@ -252,6 +280,7 @@ impl Tasks {
         let mut ids = ids.into_iter();
         while let Some(id) = ids.next() {
             let Some(record) = self.shared.store.get(&id, seal::now_ms()) else {
+                lock(&self.shared.fleet.pending).remove(&id);
                 continue;
             };
             self.write_copy(remote, &record).await;

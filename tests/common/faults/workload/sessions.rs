@@ -61,10 +61,16 @@ pub fn open_get(
             Ok(mut stream) => {
                 p.set_node(node_of(stream.local_port));
                 let body = stream.read_to_end().unwrap_or_default();
+                let status = stream.status;
                 p.end(
                     Outcome::Failed,
-                    json!({"status": stream.status, "body": String::from_utf8_lossy(&body)}),
+                    json!({"status": status, "body": String::from_utf8_lossy(&body)}),
                 );
+                if status == 404 {
+                    // The session is gone (a DELETE took effect though its
+                    // answer was an error): no GET stream will open.
+                    return None;
+                }
             }
             Err(e) => {
                 p.end(e.outcome(), json!({"http": e.to_string()}));
@@ -184,7 +190,9 @@ pub fn session_worker(ctx: Ctx, principal: &'static str, mut rng: Rng) {
                     o,
                     json!({"status": reply.status, "body": String::from_utf8_lossy(&reply.body)}),
                 );
-                o == Outcome::Ok
+                // 404: already gone (an earlier DELETE took effect though
+                // its answer was an error): a new session is started.
+                o == Outcome::Ok || reply.status == 404
             }
             Err(e) => {
                 p.end(e.outcome(), json!({"http": e.to_string()}));
