@@ -2,9 +2,9 @@
 //! real `redis-server`. The node holding a session's GET stream keeps its
 //! events in a Redis stream; a client that reconnects with `Last-Event-ID`
 //! to the other node gets every event published while it was away, then the
-//! live ones, each once and in order; Redis connections cut during the
-//! replay end the response (never a silent gap), and resuming after the last
-//! id received gets the rest.
+//! live ones, each once and in order; a resumption while the nodes' Redis
+//! connections are cut is 503, and once they are back it gets every event in
+//! order or 410, never a silent gap.
 
 mod common;
 
@@ -118,6 +118,33 @@ fn wait_kept(redis: &RedisServer, key: &str, n: usize) {
     panic!("the holder never kept {n} events in {key}");
 }
 
+/// The GET resumed after `last`, retried (at most 300 times, 100 ms apart)
+/// while it gets 503 (the nodes' Redis connections coming back after a
+/// cut): 200, or 410 when the stream ended meanwhile.
+fn resume_once_redis_is_back(addr: SocketAddr, session: &str, last: &str) -> Exchange {
+    for _ in 0..300 {
+        let resumed = get(addr, session, Some(last));
+        match resumed.status {
+            200 => return resumed,
+            503 => std::thread::sleep(Duration::from_millis(100)),
+            410 => return resumed,
+            other => panic!("resumed with {other}"),
+        }
+    }
+    let r = get(addr, session, Some(last)).into_response();
+    panic!("still 503 after 30 s: {}", String::from_utf8_lossy(&r.body));
+}
+
+/// Cuts every node's Redis connections (commands and subscriptions; the
+/// buses reconnect).
+fn cut(f: &Fleet) {
+    for kind in ["normal", "pubsub"] {
+        f.redis
+            .command(&["CLIENT", "KILL", "TYPE", kind])
+            .expect("redis answers");
+    }
+}
+
 struct Fleet {
     redis: RedisServer,
     a: ServerThread,
@@ -191,7 +218,7 @@ fn a_get_stream_resumed_on_another_node_replays_each_event_once_in_order() {
 }
 
 #[test]
-fn redis_connections_cut_during_the_replay_end_the_response_and_lose_nothing() {
+fn a_resumption_while_redis_connections_are_cut_is_an_error_never_a_gap() {
     let f = fleet("t-fresume-cut:");
     let (session, uris, stream) = session_with_notes(&f, 6);
     let seen = stream.last_id.clone().expect("events carry ids");
@@ -210,41 +237,24 @@ fn redis_connections_cut_during_the_replay_end_the_response_and_lose_nothing() {
     // The first update and the 50 made while away are kept.
     wait_kept(&f.redis, &ev, 51);
 
-    let mut resumed = get(f.b.addr, &session, Some(&seen));
-    assert_eq!(resumed.status, 200);
-    // Every node's command connections cut while the replay runs.
-    f.redis
-        .command(&["CLIENT", "KILL", "TYPE", "normal"])
-        .expect("redis-cli answers");
-    let mut got = Vec::new();
-    let mut last = seen.clone();
-    // Read until every event came (or the response ended); a response that
-    // ended is resumed after the last id it wrote, at most 20 times.
-    for _ in 0..20 {
-        while got.len() < expected.len() {
-            match next_updated(&mut resumed) {
-                Some(uri) => {
-                    got.push(uri);
-                    last = resumed.last_id.clone().expect("an id");
-                }
-                None => break,
-            }
-        }
-        // What came is exactly what was made, in order: no gap.
-        assert_eq!(got, expected[..got.len()].to_vec(), "a gap or a repeat");
-        if got.len() == expected.len() {
-            break;
-        }
-        resumed = get(f.b.addr, &session, Some(&last));
-        assert!(
-            resumed.status == 200 || resumed.status == 503,
-            "resumed with {}",
-            resumed.status
-        );
-        if resumed.status == 503 {
-            std::thread::sleep(Duration::from_millis(200));
-            resumed = get(f.b.addr, &session, Some(&last));
-        }
+    // Every node's Redis connections cut, then a resumption on node B:
+    // 503 (Redis could not be read; never answered as if there were nothing
+    // to replay).
+    cut(&f);
+    let refused = get(f.b.addr, &session, Some(&seen));
+    assert_eq!(refused.status, 503, "a resumption while Redis is cut");
+    drop(refused);
+
+    // Once the nodes are back: every event after the id, once and in order,
+    // or, when the cut ended the session's stream on its node (the bus ends
+    // streams when it loses Redis), 410, the documented answer; never a
+    // silent gap.
+    let mut resumed = resume_once_redis_is_back(f.b.addr, &session, &seen);
+    if resumed.status == 410 {
+        return;
     }
-    assert_eq!(got, expected);
+    let got: Vec<String> = (0..expected.len())
+        .map(|_| next_updated(&mut resumed).expect("an update"))
+        .collect();
+    assert_eq!(got, expected, "a gap or a repeat");
 }

@@ -195,9 +195,7 @@ async fn next(mut st: State) -> Option<(Result<Bytes, Infallible>, State)> {
         return Some((Ok(opening), st));
     }
     loop {
-        let Some(shared) = st.compat.shared.as_ref() else {
-            return None;
-        };
+        let shared = st.compat.shared.as_ref()?;
         let read = shared
             .read_events(&st.sid, &st.cursor, &st.reader, MAX_EVENTS_PER_READ)
             .await;
@@ -209,8 +207,7 @@ async fn next(mut st: State) -> Option<(Result<Bytes, Infallible>, State)> {
             // Events this client has not seen were trimmed: end; its
             // reconnection gets 410.
             Ok(Fetched::Gone) => return None,
-            Ok(Fetched::Events { holder, events }) if !events.is_empty() => {
-                let _ = holder;
+            Ok(Fetched::Events { events, .. }) if !events.is_empty() => {
                 let mut buf = BytesMut::new();
                 for (id, data) in &events {
                     buf.extend_from_slice(b"id: ");
