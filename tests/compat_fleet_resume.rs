@@ -84,9 +84,10 @@ fn get(addr: SocketAddr, session: &str, last_event_id: Option<&str>) -> Exchange
 }
 
 /// The URI of the next `notifications/resources/updated` (other
-/// notifications skipped), `None` when the stream ended.
+/// notifications and keep-alives skipped, at most 300 of them: about 30 s of
+/// keep-alives), `None` when the stream ended.
 fn next_updated(stream: &mut Exchange) -> Option<String> {
-    loop {
+    for _ in 0..300 {
         match stream.try_next_event().expect("an event within 10 s")? {
             Event::Message(m) if m["method"] == "notifications/resources/updated" => {
                 return Some(m["params"]["uri"].as_str().expect("a uri").to_owned());
@@ -94,6 +95,7 @@ fn next_updated(stream: &mut Exchange) -> Option<String> {
             _ => {}
         }
     }
+    panic!("no update within 300 events");
 }
 
 fn sid_of(token: &str) -> String {
