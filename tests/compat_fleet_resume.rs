@@ -100,7 +100,10 @@ fn next_updated(stream: &mut Exchange) -> Option<String> {
 
 fn sid_of(token: &str) -> String {
     use base64::Engine as _;
-    let body = token.split('.').next().expect("a sealed token");
+    let body = token
+        .split('.')
+        .nth(1)
+        .expect("a sealed token (kid.payload.tag)");
     let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
         .decode(body)
         .expect("base64url");
