@@ -126,7 +126,11 @@ fn a_call_with_a_traceparent_is_exported_as_a_child_span_with_its_duration_metri
         found = spans(received);
         let names: Vec<&str> = found.iter().map(|s| s.name.as_str()).collect();
         names.iter().filter(|n| **n == "tools/call echo").count() >= 2
-            && names.contains(&"subscriptions/listen")
+            // This test's listen (the other test of this file exports to
+            // the same receiver).
+            && found
+                .iter()
+                .any(|s| attr(&s.attributes, "jsonrpc.request.id").as_deref() == Some("otel-listen"))
             && received
                 .lock()
                 .unwrap()
@@ -177,7 +181,10 @@ fn a_call_with_a_traceparent_is_exported_as_a_child_span_with_its_duration_metri
 
     let listen = found
         .iter()
-        .find(|s| s.name == "subscriptions/listen")
+        .find(|s| {
+            s.name == "subscriptions/listen"
+                && attr(&s.attributes, "jsonrpc.request.id").as_deref() == Some("otel-listen")
+        })
         .expect("the stream's span");
     assert_eq!(hex(&listen.trace_id), LISTEN_TRACE_ID);
     assert_eq!(
