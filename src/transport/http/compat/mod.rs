@@ -18,8 +18,6 @@
 
 #[cfg(feature = "redis")]
 mod fleet;
-#[cfg(feature = "redis")]
-mod fleet_events;
 mod get_stream;
 mod requests;
 mod resumable;
