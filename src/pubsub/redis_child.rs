@@ -35,6 +35,15 @@ impl RedisChild {
     }
 }
 
+/// Runs `f` to its end on a current-thread runtime (timers and I/O on).
+pub(crate) fn block_on<F: std::future::Future>(f: F) -> F::Output {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a runtime")
+        .block_on(f)
+}
+
 impl Drop for RedisChild {
     fn drop(&mut self) {
         let _ = self.0.kill();

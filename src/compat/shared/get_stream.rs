@@ -233,18 +233,14 @@ mod tests {
     use super::*;
     use crate::compat::StoreBounds;
     use crate::mux::SharedNotification;
-    use crate::pubsub::redis_child::RedisChild;
+    use crate::pubsub::redis_child::{RedisChild, block_on};
     use crate::pubsub::{Bus, RedisBusConfig};
     use crate::suite::tasks::SharedTasks;
 
     #[test]
     fn a_released_holder_is_let_go_once_not_retried_until_the_session_expires() {
         let redis = RedisChild::start();
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .expect("a runtime");
-        runtime.block_on(async {
+        block_on(async {
             let bus: Bus<SharedNotification> = Bus::redis(RedisBusConfig::new(redis.url()))
                 .await
                 .expect("connected");

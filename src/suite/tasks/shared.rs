@@ -450,7 +450,7 @@ mod tests {
     use super::*;
     use crate::mux::{Assigns, OutboxReceiver, outbox};
     use crate::protocol::{RequestId, RequestMeta, SubscriptionFilter};
-    use crate::pubsub::redis_child::RedisChild;
+    use crate::pubsub::redis_child::{RedisChild, block_on};
 
     /// An acknowledged listen stream honouring task `id`.
     fn watching(id: &str) -> (Channel, OutboxReceiver) {
@@ -591,11 +591,7 @@ mod tests {
     #[test]
     fn the_lease_is_renewed_while_client_traffic_holds_every_redis_permit() {
         let redis = RedisChild::start();
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .expect("a runtime");
-        runtime.block_on(async {
+        block_on(async {
             let mut config =
                 crate::pubsub::RedisBusConfig::new(format!("redis://127.0.0.1:{}", redis.1));
             config.max_claims = 4;
@@ -624,11 +620,7 @@ mod tests {
     #[test]
     fn a_lost_copy_decided_before_the_node_wrote_again_is_fenced_off() {
         let redis = RedisChild::start();
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .expect("a runtime");
-        runtime.block_on(async {
+        block_on(async {
             let config =
                 crate::pubsub::RedisBusConfig::new(format!("redis://127.0.0.1:{}", redis.1));
             let bus: Bus<SharedNotification> = Bus::redis(config).await.expect("connected");
