@@ -9,6 +9,7 @@
 #   scripts/deps.sh --compare  # also count the comparison servers (rmcp with
 #                              # axum; actix-web alone), which need the
 #                              # crates.io index; never checked against a bound
+#   scripts/deps.sh --only=minimal,rmcp   # only these sets
 #
 # Each set is a throwaway server crate under ${CARGO_TARGET_DIR:-target}/deps/
 # depending on this checkout by path, pinned by a copy of Cargo.lock.
@@ -18,11 +19,13 @@ ROOT="$PWD"
 TARGET="${CARGO_TARGET_DIR:-$ROOT/target}"
 build=""
 compare=""
+only=""
 for arg in "$@"; do
   case "$arg" in
     --build) build=1 ;;
     --compare) compare=1 ;;
-    *) echo "usage: $0 [--build] [--compare]" >&2; exit 2 ;;
+    --only=*) only=",${arg#--only=}," ;;
+    *) echo "usage: $0 [--build] [--compare] [--only=SET,SET...]" >&2; exit 2 ;;
   esac
 done
 
@@ -32,13 +35,13 @@ TOKIO='tokio = { version = "1", features = ["sync", "time", "macros", "rt", "io-
 # name | dependency lines (\n between) | bound (crates; "-" for none) | lock
 # ("repo": a copy of this checkout's Cargo.lock; "fresh": resolved anew)
 sets=(
-  "minimal|genmcp = { path = \"$ROOT\", default-features = false }|138|repo"
-  "default|genmcp = { path = \"$ROOT\" }|173|repo"
-  "redis|genmcp = { path = \"$ROOT\", default-features = false, features = [\"redis\"] }|153|repo"
-  "jwt|genmcp = { path = \"$ROOT\", default-features = false, features = [\"jwt\"] }|182|repo"
-  "skills|genmcp = { path = \"$ROOT\", default-features = false, features = [\"skills\"] }|144|repo"
-  "otel|genmcp = { path = \"$ROOT\", default-features = false, features = [\"otel\"] }|179|repo"
-  "all|genmcp = { path = \"$ROOT\", features = [\"jwt\", \"otel\", \"redis\", \"schema-validation\", \"skills\"] }|271|repo"
+  "minimal|genmcp = { path = \"$ROOT\", default-features = false }|137|repo"
+  "default|genmcp = { path = \"$ROOT\" }|172|repo"
+  "redis|genmcp = { path = \"$ROOT\", default-features = false, features = [\"redis\"] }|152|repo"
+  "jwt|genmcp = { path = \"$ROOT\", default-features = false, features = [\"jwt\"] }|181|repo"
+  "skills|genmcp = { path = \"$ROOT\", default-features = false, features = [\"skills\"] }|143|repo"
+  "otel|genmcp = { path = \"$ROOT\", default-features = false, features = [\"otel\"] }|178|repo"
+  "all|genmcp = { path = \"$ROOT\", features = [\"jwt\", \"otel\", \"redis\", \"schema-validation\", \"skills\"] }|270|repo"
 )
 if [ -n "$compare" ]; then
   sets+=(
@@ -50,6 +53,7 @@ fi
 status=0
 for set in "${sets[@]}"; do
   IFS='|' read -r name dep bound lock <<<"$set"
+  if [ -n "$only" ] && [[ "$only" != *",$name,"* ]]; then continue; fi
   dir="$TARGET/deps/$name"
   mkdir -p "$dir/src"
   cat >"$dir/Cargo.toml" <<TOML
@@ -82,9 +86,13 @@ TOML
   [ "$bound" != - ] && line="$line (bound $bound)"
   if [ -n "$build" ]; then
     rm -rf "$dir/target"
-    start=$(date +%s)
-    (cd "$dir" && CARGO_TARGET_DIR="$dir/target" cargo build --release --quiet)
-    line="$line, clean release build $(( $(date +%s) - start )) s (load $(cut -d' ' -f1-3 /proc/loadavg), $(nproc) CPUs)"
+    load_before=$(cut -d' ' -f1 /proc/loadavg)
+    # Wall time depends on what else the machine runs; the CPU time (user +
+    # system, of cargo and every compiler it starts) much less.
+    times=$( { TIMEFORMAT='%R %U %S'; time (cd "$dir" && CARGO_TARGET_DIR="$dir/target" cargo build --release --quiet); } 2>&1 | tail -1)
+    read -r wall user sys <<<"$times"
+    cpu=$(python3 -c "print(round($user + $sys))")
+    line="$line, clean release build: ${cpu} CPU-s, ${wall%.*} s wall (load $load_before -> $(cut -d' ' -f1 /proc/loadavg), $(nproc) CPUs)"
     rm -rf "$dir/target"
   fi
   echo "$line"

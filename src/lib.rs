@@ -72,3 +72,28 @@ pub mod prelude {
 #[cfg(doctest)]
 #[doc = include_str!("../README.md")]
 pub struct ReadmeDoctests;
+
+/// The examples of the guides in `docs/`, compiled as doctests (those of a
+/// feature's guide with that feature).
+#[cfg(doctest)]
+mod docs_doctests {
+    #[doc = include_str!("../docs/apps.md")]
+    pub struct Apps;
+    #[cfg(feature = "jwt")]
+    #[doc = include_str!("../docs/auth.md")]
+    pub struct Auth;
+    #[doc = include_str!("../docs/http.md")]
+    pub struct Http;
+    #[cfg(feature = "otel")]
+    #[doc = include_str!("../docs/operations.md")]
+    pub struct Operations;
+    #[cfg(feature = "skills")]
+    #[doc = include_str!("../docs/skills.md")]
+    pub struct Skills;
+    #[doc = include_str!("../docs/subscriptions.md")]
+    pub struct Subscriptions;
+    #[doc = include_str!("../docs/suite.md")]
+    pub struct Suite;
+    #[doc = include_str!("../docs/tasks.md")]
+    pub struct Tasks;
+}

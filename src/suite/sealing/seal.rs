@@ -14,8 +14,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use base64::Engine as _;
-use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use data_encoding::BASE64URL_NOPAD as URL_SAFE_NO_PAD;
 use hmac::{Hmac, Mac};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
@@ -174,7 +173,7 @@ impl Sealer {
         format!(
             "{kid}.{}.{}",
             URL_SAFE_NO_PAD.encode(&body),
-            URL_SAFE_NO_PAD.encode(tag)
+            URL_SAFE_NO_PAD.encode(&tag)
         )
     }
 
@@ -193,8 +192,8 @@ impl Sealer {
         let body = match third {
             Some(tag) => {
                 let key = keys.get(first)?;
-                let body = URL_SAFE_NO_PAD.decode(second).ok()?;
-                let tag = URL_SAFE_NO_PAD.decode(tag).ok()?;
+                let body = URL_SAFE_NO_PAD.decode(second.as_bytes()).ok()?;
+                let tag = URL_SAFE_NO_PAD.decode(tag.as_bytes()).ok()?;
                 mac(key, &[purpose.as_bytes(), first.as_bytes(), &body])?
                     .verify_slice(&tag)
                     .ok()?;
@@ -202,8 +201,8 @@ impl Sealer {
             }
             // The earlier form, without a key id: any key of the set.
             None => {
-                let body = URL_SAFE_NO_PAD.decode(first).ok()?;
-                let tag = URL_SAFE_NO_PAD.decode(second).ok()?;
+                let body = URL_SAFE_NO_PAD.decode(first.as_bytes()).ok()?;
+                let tag = URL_SAFE_NO_PAD.decode(second.as_bytes()).ok()?;
                 keys.all().find(|key| {
                     mac(key, &[purpose.as_bytes(), &body])
                         .is_some_and(|m| m.verify_slice(&tag).is_ok())
@@ -385,18 +384,18 @@ mod tests {
         let old = Sealer::new([1; 32]);
         let old_token = old.seal(purpose::CURSOR, &payload);
         // Legacy tokens (no key id) still open with any key of the set.
-        let body = URL_SAFE_NO_PAD.encode(serde_json::to_vec(&payload).unwrap());
+        let body = URL_SAFE_NO_PAD.encode(&serde_json::to_vec(&payload).unwrap());
         let legacy_tag = mac(
             &[1; 32],
             &[
                 purpose::CURSOR.as_bytes(),
-                &URL_SAFE_NO_PAD.decode(&body).unwrap(),
+                &URL_SAFE_NO_PAD.decode(body.as_bytes()).unwrap(),
             ],
         )
         .unwrap()
         .finalize()
         .into_bytes();
-        let legacy = format!("{body}.{}", URL_SAFE_NO_PAD.encode(legacy_tag));
+        let legacy = format!("{body}.{}", URL_SAFE_NO_PAD.encode(&legacy_tag));
         let rotated = Sealer::with_keys(SealingKeys::new(KeySet::new([2; 32]).with_key([1; 32])));
         assert_eq!(
             rotated.open(purpose::CURSOR, &old_token),

@@ -4,7 +4,6 @@
 
 use std::ops::Bound;
 
-use base64::Engine as _;
 use serde_json::{Map, Value, json};
 
 use super::{DIRECTORY_MIME, SKILL_MD, Skills, Snapshot, uri};
@@ -169,7 +168,7 @@ impl ResourceProvider for SkillsProvider {
                     Err(_) => ResourceContents::blob(
                         read.uri.clone(),
                         file.mime.clone(),
-                        base64::engine::general_purpose::STANDARD.encode(&file.bytes),
+                        data_encoding::BASE64.encode(&file.bytes),
                     ),
                 };
                 ReadOutcome::Complete(ReadResult::new(vec![contents]))

@@ -3,7 +3,6 @@
 
 use actix_web::HttpRequest;
 use actix_web::http::header::{self, HeaderMap, HeaderName};
-use base64::Engine as _;
 
 use serde_json::{Map, Value};
 
@@ -166,8 +165,8 @@ pub fn decode_value(raw: &str) -> Result<String, McpError> {
         .strip_prefix("=?base64?")
         .and_then(|rest| rest.strip_suffix("?="))
     {
-        Some(encoded) => base64::engine::general_purpose::STANDARD
-            .decode(encoded)
+        Some(encoded) => data_encoding::BASE64
+            .decode(encoded.as_bytes())
             .ok()
             .and_then(|bytes| String::from_utf8(bytes).ok())
             .ok_or_else(|| {
