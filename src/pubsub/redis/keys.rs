@@ -14,8 +14,10 @@ use super::wire::BusKey;
 /// Most keys of a set (as many as a sealing key set holds); more are ignored.
 pub const MAX_BUS_KEYS: usize = 16;
 
-/// The live set of bus keys of one bus (see the [module](self)). Cheap to
-/// clone: every clone is the same set. `{:?}` never shows a key.
+/// The live set of bus keys of one bus: the current key's bus key tags what
+/// the node publishes, the bus key of any key of the set is accepted, and
+/// [`BusKeys::set`] applies to the next publish and the next message checked.
+/// Cheap to clone: every clone is the same set. `{:?}` never shows a key.
 ///
 /// ```
 /// use genmcp::pubsub::redis::BusKeys;

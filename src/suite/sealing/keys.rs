@@ -168,7 +168,7 @@ impl KeySet {
     }
 
     /// The current key's bytes (what seals; the bus's authentication keys
-    /// derive from the set, see [`KeySet::bus_keys`] with the `redis`
+    /// derive from the set, see `KeySet::bus_keys` with the `redis`
     /// feature).
     pub fn current_key(&self) -> [u8; 32] {
         self.keys[0].1
