@@ -3,15 +3,24 @@
 //! then make it current everywhere, then (once the old key's tokens have
 //! expired) drop the old one. At every step, a multi round-trip round
 //! (`requestState`) and a pagination cursor begun on any node complete on every
-//! node, and rounds begun before a step complete after it. The naive rotation
-//! (replacing the key node by node) is shown to lose them, so the check can
-//! fail.
+//! node, and rounds begun before a step complete after it; and the nodes'
+//! Redis bus, authenticated with keys derived from each node's set, carries
+//! every node's messages to every other node at every step (a node reloads
+//! its set as `SIGHUP` does, one restarts), while a message tagged with the
+//! dropped key is refused at the end. The naive rotation (replacing the key
+//! node by node) is shown to lose rounds, so the check can fail.
 
 mod common;
 
-use common::{call, headers, post, request};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use common::redis_server::{RedisServer, block_on, bus_config};
+use common::{call, headers, post, request, wait_until};
 use genmcp::http::ServerThread;
 use genmcp::prelude::*;
+use genmcp::pubsub::redis::{BusKeys, DropReason, dropped_messages};
+use genmcp::pubsub::{BusSubscription, DeliverFuture, Inbox, InboxError, InboxSink};
 use genmcp::suite::{InputRequired, KeySet, SealingKeys};
 use serde_json::{Value, json};
 
@@ -21,9 +30,127 @@ const NEW: [u8; 32] = [0x0b; 32];
 struct Node {
     srv: ServerThread,
     keys: SealingKeys,
+    bus: Option<NodeBus>,
+}
+
+/// Keeps what the bus delivers.
+#[derive(Default)]
+struct Heard(Mutex<Vec<u32>>);
+
+impl Heard {
+    fn has(&self, n: u32) -> bool {
+        self.0.lock().unwrap().contains(&n)
+    }
+}
+
+impl InboxSink<u32> for Heard {
+    fn try_deliver(&self, msg: u32) -> Result<(), InboxError> {
+        self.0.lock().unwrap().push(msg);
+        Ok(())
+    }
+
+    fn deliver(&self, msg: u32) -> DeliverFuture {
+        let r = self.try_deliver(msg);
+        Box::pin(async move { r })
+    }
+
+    fn is_closed(&self) -> bool {
+        false
+    }
+
+    fn complete(&self) {}
+}
+
+const PREFIX: &str = "t-rotation:";
+const TOPIC: &str = "flow";
+
+/// A node's Redis bus, authenticated with the bus keys of its key set as
+/// `genmcp serve --bus --key-file` starts it, listening on [`TOPIC`].
+struct NodeBus {
+    bus: Bus<u32>,
+    keys: BusKeys,
+    heard: Arc<Heard>,
+    _sub: BusSubscription<u32>,
+}
+
+impl NodeBus {
+    fn start(redis: &RedisServer, set: &KeySet) -> NodeBus {
+        let keys = set.bus_keys();
+        let bus: Bus<u32> = block_on(Bus::redis(
+            bus_config(&redis.url(), PREFIX).keys(keys.clone()),
+        ))
+        .expect("the bus connects");
+        let heard = Arc::new(Heard::default());
+        let sub = bus.subscribe(TOPIC, Inbox::from_sink(heard.clone()));
+        block_on(bus.subscribed());
+        NodeBus {
+            bus,
+            keys,
+            heard,
+            _sub: sub,
+        }
+    }
+}
+
+/// A new key set on `n`, as `genmcp serve` applies it on `SIGHUP`: to the
+/// suite's sealing keys and to the bus's keys.
+fn reload(n: &Node, set: KeySet) {
+    if let Some(bus) = &n.bus {
+        set.update_bus_keys(&bus.keys);
+    }
+    n.keys.replace(set);
+}
+
+/// Node `n` restarted with `set` (its key file): the bus is started again
+/// from it (the sealing keys are replaced as a start installs them).
+fn restart(redis: &RedisServer, n: &mut Node, set: KeySet) {
+    n.bus = Some(NodeBus::start(redis, &set));
+    n.keys.replace(set);
+}
+
+/// Every node's message reaches every other node over the bus. `tag` makes
+/// the messages of each check distinct.
+fn bus_flows(nodes: &[Node], tag: u32, step: &str) {
+    for (i, from) in nodes.iter().enumerate() {
+        let Some(from) = &from.bus else { return };
+        let msg = tag * 10 + u32::try_from(i).unwrap();
+        let heard = wait_until(Duration::from_secs(10), || {
+            let _ = from.bus.try_publish(TOPIC, msg);
+            std::thread::sleep(Duration::from_millis(20));
+            nodes
+                .iter()
+                .enumerate()
+                .filter(|(j, _)| *j != i)
+                .all(|(_, n)| n.bus.as_ref().is_some_and(|b| b.heard.has(msg)))
+        });
+        let deaf: Vec<usize> = nodes
+            .iter()
+            .enumerate()
+            .filter(|(j, n)| *j != i && !n.bus.as_ref().is_some_and(|b| b.heard.has(msg)))
+            .map(|(j, _)| j)
+            .collect();
+        assert!(
+            heard,
+            "{step}: node {i}'s bus messages do not reach nodes {deaf:?} (dropped as forged: {:?})",
+            dropped_messages()
+        );
+    }
+}
+
+fn forged() -> u64 {
+    dropped_messages()
+        .into_iter()
+        .find(|(r, _)| *r == DropReason::Forged)
+        .map_or(0, |(_, n)| n)
 }
 
 fn node(keys: KeySet) -> Node {
+    node_on(keys, None)
+}
+
+/// A node with `keys`, and with a bus on `redis` when given.
+fn node_on(keys: KeySet, redis: Option<&RedisServer>) -> Node {
+    let bus = redis.map(|r| NodeBus::start(r, &keys));
     let live = SealingKeys::new(keys);
     let handle = live.clone();
     let srv = ServerThread::spawn(
@@ -59,7 +186,11 @@ fn node(keys: KeySet) -> Node {
         common::config(),
     )
     .expect("node starts");
-    Node { srv, keys: live }
+    Node {
+        srv,
+        keys: live,
+        bus,
+    }
 }
 
 fn caps_meta() -> Value {
@@ -124,6 +255,12 @@ fn completes(n: &Node, b: &Begun) -> bool {
 /// once, so each round is used once per node). Returns rounds begun now, not
 /// used yet, to finish after the next step.
 fn all_complete(nodes: &[Node], pending: &[Begun], step: &str) -> Vec<Begun> {
+    static CHECKS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(1);
+    bus_flows(
+        nodes,
+        CHECKS.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+        step,
+    );
     for (i, b) in pending.iter().enumerate() {
         for (j, n) in nodes.iter().enumerate() {
             assert!(
@@ -146,17 +283,27 @@ fn all_complete(nodes: &[Node], pending: &[Begun], step: &str) -> Vec<Begun> {
 
 #[test]
 fn a_rolling_rotation_of_three_nodes_loses_no_round_or_cursor() {
-    let nodes: Vec<Node> = (0..3).map(|_| node(KeySet::new(OLD))).collect();
+    let redis = RedisServer::start();
+    let mut nodes: Vec<Node> = (0..3)
+        .map(|_| node_on(KeySet::new(OLD), Some(&redis)))
+        .collect();
     let mut pending = all_complete(&nodes, &[], "start");
 
-    // 1. The new key beside the current one, node by node.
+    // 1. The new key beside the current one, node by node (SIGHUP).
     for (i, n) in nodes.iter().enumerate() {
-        n.keys.replace(KeySet::new(OLD).with_key(NEW));
+        reload(n, KeySet::new(OLD).with_key(NEW));
         pending = all_complete(&nodes, &pending, &format!("adding the new key on node {i}"));
     }
-    // 2. The new key current, node by node.
-    for (i, n) in nodes.iter().enumerate() {
-        n.keys.replace(KeySet::new(NEW).with_key(OLD));
+    // 2. The new key current, node by node: nodes 0 and 1 by SIGHUP, node 2
+    // restarted with the new file. In between, nodes publish under different
+    // current keys.
+    for i in 0..nodes.len() {
+        let set = KeySet::new(NEW).with_key(OLD);
+        if i == 2 {
+            restart(&redis, &mut nodes[i], set);
+        } else {
+            reload(&nodes[i], set);
+        }
         pending = all_complete(&nodes, &pending, &format!("making it current on node {i}"));
     }
     // Every token sealed from now on names the new key.
@@ -173,9 +320,9 @@ fn a_rolling_rotation_of_three_nodes_loses_no_round_or_cursor() {
     // (Wait for the old key's tokens to expire: the rounds begun from here on
     // are sealed with the new key.)
     pending = all_complete(&nodes, &[], "after the wait");
-    // 3. The old key dropped, node by node.
+    // 3. The old key dropped, node by node (SIGHUP).
     for (i, n) in nodes.iter().enumerate() {
-        n.keys.replace(KeySet::new(NEW));
+        reload(n, KeySet::new(NEW));
         pending = all_complete(
             &nodes,
             &pending,
@@ -184,6 +331,29 @@ fn a_rolling_rotation_of_three_nodes_loses_no_round_or_cursor() {
     }
     drop(pending);
     assert_eq!(nodes[2].keys.get().ids(), [genmcp::suite::key_id(&NEW)]);
+
+    // The dropped key no longer authenticates anything on the bus: a node
+    // still on the old key is heard by none (each drops its message as forged).
+    let stale = NodeBus::start(&redis, &KeySet::new(OLD));
+    let before = forged();
+    let refused = wait_until(Duration::from_secs(10), || {
+        let _ = stale.bus.try_publish(TOPIC, 7);
+        std::thread::sleep(Duration::from_millis(20));
+        forged() >= before + 3
+            || nodes
+                .iter()
+                .any(|n| n.bus.as_ref().is_some_and(|b| b.heard.has(7)))
+    });
+    assert!(
+        refused,
+        "the old key's message was neither refused nor heard"
+    );
+    for (j, n) in nodes.iter().enumerate() {
+        assert!(
+            !n.bus.as_ref().is_some_and(|b| b.heard.has(7)),
+            "node {j} accepted a message tagged with the dropped key"
+        );
+    }
 }
 
 #[test]

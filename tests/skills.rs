@@ -3,7 +3,8 @@
 //! the bytes `resources/read` returns, `resources/directory/read` with
 //! pagination, `-32602` for URIs it does not serve, nothing outside the root
 //! (symbolic links out of it, traversal, encoded separators and invalid
-//! escapes), and a change on disk reaching a listen stream.
+//! escapes), a change on disk reaching a listen stream, and a skill whose files
+//! are produced at read time (`"resources": "dynamic"`).
 
 mod common;
 
@@ -13,7 +14,7 @@ use std::time::Duration;
 use common::{call, listen};
 use genmcp::http::ServerThread;
 use genmcp::prelude::*;
-use genmcp::suite::Skills;
+use genmcp::suite::{Skill, Skills};
 use serde_json::{Value, json};
 use sha2::{Digest as _, Sha256};
 
@@ -409,4 +410,143 @@ fn a_change_on_disk_is_served_with_new_digests_and_told_to_listeners() {
         "notifications/resources/list_changed"
     );
     assert_eq!(skills.uris(), ["skill://pdf-processing/SKILL.md"]);
+}
+
+#[test]
+fn a_dynamic_skill_produces_its_files_when_they_are_read() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    const ON_CALL_MD: &str =
+        "---\nname: on-call\ndescription: Who is on call\n---\nRead roster/today.md\n";
+    let root = skills_dir("dynamic");
+    let skills = Skills::from_dir(&root).unwrap().directory_read(true);
+    let reads = Arc::new(AtomicUsize::new(0));
+    let asked = Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let (r, a) = (reads.clone(), asked.clone());
+    skills
+        .add(
+            Skill::new("on-call")
+                .file("SKILL.md", ON_CALL_MD)
+                .file("static.md", "fixed\n")
+                .dynamic(move |path: String| {
+                    let n = r.fetch_add(1, Ordering::SeqCst) + 1;
+                    a.lock().unwrap().push(path.clone());
+                    async move {
+                        match path.as_str() {
+                            "roster/today.md" => Ok(Some(format!("read {n}: Alice").into_bytes())),
+                            "badge.bin" => Ok(Some(vec![0xff, 0x00, 0xfe])),
+                            "broken.md" => Err(McpError::internal("the roster is unavailable")),
+                            _ => Ok(None),
+                        }
+                    }
+                }),
+        )
+        .unwrap();
+    let srv = serve(skills, 500);
+
+    // The entry lists no file: its resources are "dynamic".
+    let list = result(&srv, "skills/list", json!({}));
+    let entry = list["skills"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["uri"] == "skill://on-call/SKILL.md")
+        .expect("the dynamic skill is listed")
+        .clone();
+    assert_eq!(entry["resources"], "dynamic");
+    assert_eq!(
+        entry["frontmatter"],
+        json!({"name": "on-call", "description": "Who is on call"})
+    );
+    let get = result(
+        &srv,
+        "skills/get",
+        json!({"uri": "skill://on-call/SKILL.md"}),
+    );
+    assert_eq!(get["skill"], entry);
+    // The directory's skills keep their digested entries.
+    let pdf = result(
+        &srv,
+        "skills/get",
+        json!({"uri": "skill://pdf-processing/SKILL.md"}),
+    );
+    assert!(pdf["skill"]["resources"].is_array());
+
+    // Files given up front are served as given, without the producer.
+    let md = result(
+        &srv,
+        "resources/read",
+        json!({"uri": "skill://on-call/SKILL.md"}),
+    );
+    assert_eq!(md["contents"][0]["text"], ON_CALL_MD);
+    let fixed = result(
+        &srv,
+        "resources/read",
+        json!({"uri": "skill://on-call/static.md"}),
+    );
+    assert_eq!(fixed["contents"][0]["text"], "fixed\n");
+    assert_eq!(reads.load(Ordering::SeqCst), 0);
+
+    // The others are produced at each read.
+    for n in 1..=2 {
+        let read = result(
+            &srv,
+            "resources/read",
+            json!({"uri": "skill://on-call/roster/today.md"}),
+        );
+        let c = &read["contents"][0];
+        assert_eq!(c["text"], format!("read {n}: Alice"));
+        assert_eq!(c["mimeType"], "text/markdown");
+        assert_eq!(c["uri"], "skill://on-call/roster/today.md");
+    }
+    let bin = result(
+        &srv,
+        "resources/read",
+        json!({"uri": "skill://on-call/badge.bin"}),
+    );
+    assert_eq!(bin["contents"][0]["blob"], "/wD+");
+    assert_eq!(bin["contents"][0]["mimeType"], "application/octet-stream");
+
+    // No such file: -32602; the producer's error reaches the client.
+    assert_eq!(
+        error_code(
+            &srv,
+            "resources/read",
+            json!({"uri": "skill://on-call/nope.md"})
+        ),
+        -32602
+    );
+    let broken = call(
+        srv.addr,
+        json!(1),
+        "resources/read",
+        json!({"uri": "skill://on-call/broken.md"}),
+    )
+    .json();
+    assert_eq!(broken["error"]["code"], -32603, "{broken}");
+
+    // Traversal never reaches the producer.
+    for uri in [
+        "skill://on-call/../pdf-processing/SKILL.md",
+        "skill://on-call/%2e%2e/x",
+        "skill://on-call/a%2Fb",
+        "skill://on-call//x",
+    ] {
+        assert_eq!(
+            error_code(&srv, "resources/read", json!({"uri": uri})),
+            -32602,
+            "{uri}"
+        );
+    }
+    assert_eq!(
+        *asked.lock().unwrap(),
+        [
+            "roster/today.md",
+            "roster/today.md",
+            "badge.bin",
+            "nope.md",
+            "broken.md"
+        ]
+    );
 }

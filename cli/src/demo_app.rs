@@ -13,8 +13,10 @@ use crate::notes::Notes;
 pub const BOARD_URI: &str = "ui://notes/board";
 
 /// The view: an HTML5 document speaking the MCP Apps `postMessage` protocol
-/// (it announces itself with `ui/initialize` and renders the
-/// `ui/notifications/tool-result` the host sends).
+/// (spec 2026-01-26): it sends `ui/initialize`, then
+/// `ui/notifications/initialized` once the host answered, renders the
+/// `ui/notifications/tool-result` the host sends, reports its size with
+/// `ui/notifications/size-changed` and answers `ui/resource-teardown`.
 pub const BOARD_HTML: &str = r#"<!doctype html>
 <html lang="en">
 <head>
@@ -30,7 +32,12 @@ pub const BOARD_HTML: &str = r#"<!doctype html>
 <h1>Notes</h1>
 <ul id="notes"><li>Waiting for the tool result...</li></ul>
 <script>
+  // MCP Apps (spec 2026-01-26): JSON-RPC over postMessage with the host.
+  // ui/initialize, then ui/notifications/initialized once the host answered;
+  // the host sends the tool's result in ui/notifications/tool-result.
   const list = document.getElementById("notes");
+  const host = window.parent;
+  const send = (msg) => host.postMessage({ jsonrpc: "2.0", ...msg }, "*");
   function render(result) {
     const notes = (result && result.structuredContent && result.structuredContent.notes) || [];
     list.replaceChildren(...notes.map((n) => {
@@ -44,11 +51,29 @@ pub const BOARD_HTML: &str = r#"<!doctype html>
     if (notes.length === 0) list.innerHTML = "<li>No notes yet.</li>";
   }
   window.addEventListener("message", (event) => {
-    const msg = event.data;
-    if (msg && msg.method === "ui/notifications/tool-result") render(msg.params);
+    if (event.source !== host) return;
+    const msg = event.data || {};
+    if (msg.jsonrpc !== "2.0") return;
+    if (msg.id === 1 && !msg.method) {
+      if (msg.result) {
+        send({ method: "ui/notifications/initialized", params: {} });
+        new ResizeObserver(() => send({ method: "ui/notifications/size-changed",
+          params: { width: document.documentElement.scrollWidth,
+                    height: document.documentElement.scrollHeight } }))
+          .observe(document.documentElement);
+      } else {
+        list.innerHTML = "<li>The host refused the view.</li>";
+      }
+    } else if (msg.method === "ui/notifications/tool-result") {
+      render(msg.params);
+    } else if (msg.method === "ui/resource-teardown" || msg.method === "ping") {
+      send({ id: msg.id, result: {} });
+    } else if (msg.method && msg.id !== undefined) {
+      send({ id: msg.id, error: { code: -32601, message: "Method not found" } });
+    }
   });
-  window.parent.postMessage({ jsonrpc: "2.0", id: 1, method: "ui/initialize",
-    params: { appInfo: { name: "notes-board", version: "1.0.0" }, appCapabilities: {} } }, "*");
+  send({ id: 1, method: "ui/initialize", params: { protocolVersion: "2026-01-26",
+    appInfo: { name: "notes-board", version: "1.0.0" }, appCapabilities: {} } });
 </script>
 </body>
 </html>

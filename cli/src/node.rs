@@ -21,7 +21,7 @@ use std::path::PathBuf;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use genmcp::pubsub::redis::display_url;
+use genmcp::pubsub::redis::{BusKeys, display_url};
 use genmcp::pubsub::{Bus, BusError, BusHealth, RedisBusConfig, StartMode};
 use genmcp::suite::secret::{self, KEY_ENV, SecretError};
 use genmcp::suite::{KeySet, KeySetError};
@@ -134,8 +134,19 @@ impl NodeConfig {
     where
         M: Clone + Send + Serialize + DeserializeOwned + 'static,
     {
+        self.bus_with_keys(secret.map(BusKeys::new)).await
+    }
+
+    /// [`NodeConfig::bus`] authenticated with a key set (the bus keys of
+    /// [`NodeConfig::keys`], [`KeySet::bus_keys`]): messages are tagged with
+    /// the current key's bus key and accepted under any key of the set; keep
+    /// a clone of `keys` to follow a reload ([`KeySet::update_bus_keys`]).
+    pub async fn bus_with_keys<M>(&self, keys: Option<BusKeys>) -> Result<Bus<M>, BusError>
+    where
+        M: Clone + Send + Serialize + DeserializeOwned + 'static,
+    {
         let Some(url) = &self.bus else {
-            if secret.is_some() {
+            if keys.is_some() {
                 tracing::info!(
                     "a sealing key without --bus: spent requestStates are recorded per \
                      node (in memory), so a state sealed here may be honoured once on \
@@ -150,8 +161,8 @@ impl NodeConfig {
             StartMode::Require
         };
         let mut config = RedisBusConfig::new(url.clone()).start(start);
-        if let Some(secret) = secret {
-            config = config.key(secret);
+        if let Some(keys) = keys {
+            config = config.keys(keys);
         }
         let bus = Bus::redis(config).await?;
         if bus.health() == BusHealth::Disconnected {

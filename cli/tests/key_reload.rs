@@ -1,7 +1,9 @@
 //! `genmcp serve --key-file` with several keys, re-read on `SIGHUP`: a round
 //! begun under the old key completes after the new key became current, the
 //! new current key seals from then on, a dropped key's rounds are refused, and
-//! an unusable file leaves the keys in use unchanged.
+//! an unusable file leaves the keys in use unchanged. With `--bus`, the reload
+//! applies to the bus too: the node tags its messages under the new current
+//! key and accepts messages tagged under any key of the new set.
 
 #![cfg(unix)]
 
@@ -11,8 +13,14 @@ mod common;
 use std::process::Child;
 use std::time::Duration;
 
-use common::{headers, post, request};
+use common::redis_server::{RedisServer, block_on, bus_config};
+use common::{headers, listen, post, request, wait_until};
+use genmcp::mux::SharedNotification;
+use genmcp::prelude::*;
+use genmcp::pubsub::{DeliverFuture, Inbox, InboxError, InboxSink};
+use genmcp::suite::KeySet;
 use genmcp::suite::key_id;
+use genmcp_cli::demo::topics;
 use serde_json::{Value, json};
 
 const STATE_TOOL: &str = "test_input_required_result_request_state";
@@ -124,6 +132,122 @@ fn sighup_rereads_the_key_file() {
     assert!(sealed_with(addr, &key_id(&third)));
     let refused = finish(addr, &dropped_later);
     assert_eq!(refused["error"]["code"], -32602, "{refused}");
+
+    let _ = child.kill();
+    let _ = child.wait();
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Counts what a bus delivers.
+#[derive(Default)]
+struct Count(std::sync::atomic::AtomicUsize);
+
+impl Count {
+    fn get(&self) -> usize {
+        self.0.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+impl InboxSink<SharedNotification> for Count {
+    fn try_deliver(&self, _msg: SharedNotification) -> Result<(), InboxError> {
+        self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        Ok(())
+    }
+
+    fn deliver(&self, msg: SharedNotification) -> DeliverFuture {
+        let r = self.try_deliver(msg);
+        Box::pin(async move { r })
+    }
+
+    fn is_closed(&self) -> bool {
+        false
+    }
+
+    fn complete(&self) {}
+}
+
+/// A bus on `redis` (the prefix `genmcp serve` uses) authenticated with `set`.
+fn keyed_bus(redis: &RedisServer, set: &KeySet) -> Bus<SharedNotification> {
+    block_on(Bus::redis(
+        bus_config(&redis.url(), "genmcp:").keys(set.bus_keys()),
+    ))
+    .expect("the bus connects")
+}
+
+/// Adds notes on `addr` until `heard` counts one more (bounded).
+fn heard_after_add_note(addr: std::net::SocketAddr, heard: &Count) -> bool {
+    let before = heard.get();
+    wait_until(Duration::from_secs(10), || {
+        let _ = common::call(
+            addr,
+            json!(9),
+            "tools/call",
+            json!({"name": "add_note", "arguments": {"text": "n"}}),
+        );
+        std::thread::sleep(Duration::from_millis(50));
+        heard.get() > before
+    })
+}
+
+#[test]
+fn sighup_rotates_the_bus_key_too() {
+    let (old, new) = ([0x41u8; 32], [0x42u8; 32]);
+    let redis = RedisServer::start();
+    let dir = std::env::temp_dir().join(format!("genmcp-bus-keys-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("keys");
+    std::fs::write(&file, format!("{}\n", hex(&old))).unwrap();
+    let (mut child, addr) = common::serve_child::spawn_serve(
+        &[
+            "--port",
+            "0",
+            "--bus",
+            &redis.url(),
+            "--key-file",
+            file.to_str().unwrap(),
+        ],
+        &[],
+    );
+    // Listeners that accept only one key each.
+    let under_old = std::sync::Arc::new(Count::default());
+    let under_new = std::sync::Arc::new(Count::default());
+    let old_bus = keyed_bus(&redis, &KeySet::new(old));
+    let new_bus = keyed_bus(&redis, &KeySet::new(new));
+    let _o = old_bus.subscribe(topics::NOTES, Inbox::from_sink(under_old.clone()));
+    let _n = new_bus.subscribe(topics::NOTES, Inbox::from_sink(under_new.clone()));
+    block_on(old_bus.subscribed());
+    block_on(new_bus.subscribed());
+    assert!(
+        heard_after_add_note(addr, &under_old),
+        "the node tags under the key it started with"
+    );
+
+    // The new key current, the old one kept: the node's messages are tagged
+    // under the new key from the reload on.
+    std::fs::write(&file, format!("{}\n{}\n", hex(&new), hex(&old))).unwrap();
+    hangup(&child);
+    assert!(
+        heard_after_add_note(addr, &under_new),
+        "after SIGHUP the node tags its bus messages under the new current key"
+    );
+
+    // And it accepts messages tagged under the new key (a node that switched
+    // before it would send those).
+    let mut stream = listen(addr, json!(1), json!({"toolsListChanged": true}));
+    stream.next_message().expect("acknowledged");
+    stream.set_timeout(Duration::from_secs(10));
+    assert!(wait_until(Duration::from_secs(10), || redis
+        .subscribers("genmcp:tools")
+        >= 1));
+    assert!(
+        new_bus
+            .try_publish(topics::TOOLS, Notification::tools_list_changed().into())
+            .is_ok()
+    );
+    let got = stream
+        .next_message()
+        .expect("a message tagged under the new key is delivered after SIGHUP");
+    assert_eq!(got["method"], "notifications/tools/list_changed", "{got}");
 
     let _ = child.kill();
     let _ = child.wait();

@@ -3,7 +3,8 @@
 
 use std::time::Duration;
 
-use super::wire::{BusKey, HEADER_LEN};
+use super::keys::BusKeys;
+use super::wire::HEADER_LEN;
 use crate::pubsub::BusError;
 
 /// What to do when Redis cannot be reached when the bus starts.
@@ -55,13 +56,14 @@ pub struct RedisBusConfig {
     /// subscribers only, and fails with [`BusError::TooLarge`]; a larger
     /// message from Redis is dropped (counted as `oversized`).
     pub max_payload: usize,
-    /// The key authenticating every message between the nodes (default
+    /// The keys authenticating every message between the nodes (default
     /// none: messages are not authenticated, and the bus says so in the log
-    /// when it starts). Set it with [`RedisBusConfig::key`] from the nodes'
-    /// shared sealing key: a message without a valid tag is dropped
-    /// (`forged`), one sent again is dropped (`replayed`). See
-    /// [`super::wire`].
-    pub key: Option<BusKey>,
+    /// when it starts). Set them with [`RedisBusConfig::key`] from the nodes'
+    /// shared sealing key, or [`RedisBusConfig::keys`] from a key set (a
+    /// live [`BusKeys`]: the current key tags, any key of the set is
+    /// accepted): a message without a valid tag is dropped (`forged`), one
+    /// sent again is dropped (`replayed`). See [`super::wire`].
+    pub key: Option<BusKeys>,
     /// Messages from Redis checked and waiting for delivery to this node's
     /// streams (default 1,024). One more means the node cannot keep up: it is
     /// dropped (`backlog`), the connection is treated as lost (the streams
@@ -155,9 +157,18 @@ impl RedisBusConfig {
     }
 
     /// Authenticates the bus's messages with a key derived from `secret`,
-    /// the sealing key every node shares ([`BusKey::derive`]).
+    /// the sealing key every node shares ([`super::wire::BusKey::derive`]).
     pub fn key(mut self, secret: &[u8; 32]) -> Self {
-        self.key = Some(BusKey::derive(secret));
+        self.key = Some(BusKeys::new(secret));
+        self
+    }
+
+    /// Authenticates the bus's messages with a key set: tagged with its
+    /// current key's bus key, accepted under any of its keys; a later
+    /// [`BusKeys::set`] on a clone applies at once (a key rotation without a
+    /// reconnection).
+    pub fn keys(mut self, keys: BusKeys) -> Self {
+        self.key = Some(keys);
         self
     }
 
@@ -351,6 +362,6 @@ mod tests {
         let config = RedisBusConfig::new("redis+unix:///run/r.sock?pass=s3cret").key(&[3; 32]);
         let debug = format!("{config:?}");
         assert!(!debug.contains("s3cret"), "{debug}");
-        assert!(debug.contains("BusKey(***)"), "{debug}");
+        assert!(debug.contains("BusKeys(*** x1)"), "{debug}");
     }
 }

@@ -9,7 +9,8 @@ use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
 
 use super::dropped::{self, DropReason};
-use super::wire::{self, BusKey};
+use super::keys::BusKeys;
+use super::wire;
 
 /// What to do with one message.
 #[derive(Debug, PartialEq, Eq)]
@@ -31,7 +32,7 @@ struct Seen {
 /// The checks of one bus; lives as long as the bus (across reconnections,
 /// so a reconnection does not open a window for replays).
 pub(super) struct Verifier {
-    key: Option<BusKey>,
+    key: Option<BusKeys>,
     own: u64,
     max_frame: usize,
     window_ms: u64,
@@ -44,7 +45,7 @@ impl Verifier {
     /// The checks of node `own`: frames up to `max_frame` bytes, authenticated
     /// with `key` if there is one, at most `max_nodes` nodes remembered.
     pub(super) fn new(
-        key: Option<BusKey>,
+        key: Option<BusKeys>,
         own: u64,
         max_frame: usize,
         window: Duration,
@@ -81,10 +82,16 @@ impl Verifier {
         if h.node == self.own {
             return Verdict::Own;
         }
-        let Some(key) = &self.key else {
+        let Some(keys) = &self.key else {
             return Verdict::Deliver(frame.body);
         };
-        if frame.verify(Some(key), channel).is_err() {
+        // Any key of the set (the current first): during a rolling rotation
+        // the other nodes may tag with another key of the set.
+        if !keys
+            .keys()
+            .iter()
+            .any(|key| frame.verify(Some(key), channel).is_ok())
+        {
             return Verdict::Drop(DropReason::Forged);
         }
         if h.sent_ms.saturating_add(self.window_ms) < now_ms
@@ -175,7 +182,7 @@ pub(super) fn check_and_queue(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::pubsub::redis::wire::{Header, buffer, seal};
+    use crate::pubsub::redis::wire::{BusKey, Header, buffer, seal};
 
     const NOW: u64 = 1_800_000_000_000;
 
@@ -186,14 +193,20 @@ mod tests {
         f
     }
 
-    fn verifier(key: Option<BusKey>, max_nodes: usize) -> Verifier {
-        Verifier::new(key, 1, 1024, Duration::from_secs(60), max_nodes)
+    fn verifier(secret: Option<&[u8; 32]>, max_nodes: usize) -> Verifier {
+        Verifier::new(
+            secret.map(BusKeys::new),
+            1,
+            1024,
+            Duration::from_secs(60),
+            max_nodes,
+        )
     }
 
     #[test]
     fn with_a_key_only_fresh_authentic_messages_pass() {
         let key = BusKey::derive(&[9; 32]);
-        let mut v = verifier(Some(key.clone()), 16);
+        let mut v = verifier(Some(&[9; 32]), 16);
         let t = Instant::now();
         let f = frame(Some(&key), 2, 5, NOW);
         assert_eq!(v.check(b"c", &f, NOW, t), Verdict::Deliver(b"[]"));
@@ -252,7 +265,7 @@ mod tests {
     #[test]
     fn the_table_of_nodes_is_bounded_and_keeps_the_recent_ones() {
         let key = BusKey::derive(&[9; 32]);
-        let mut v = verifier(Some(key.clone()), 3);
+        let mut v = verifier(Some(&[9; 32]), 3);
         let t = Instant::now();
         for node in 10..20 {
             let f = frame(Some(&key), node, 1, NOW);
@@ -264,6 +277,40 @@ mod tests {
         assert_eq!(
             v.check(b"c", &f, NOW, t),
             Verdict::Drop(DropReason::Replayed)
+        );
+    }
+
+    #[test]
+    fn any_key_of_the_set_is_accepted_and_a_change_applies_at_once() {
+        let (old, new) = ([9u8; 32], [8u8; 32]);
+        let keys = BusKeys::new(&old);
+        let mut v = Verifier::new(Some(keys.clone()), 1, 1024, Duration::from_secs(60), 16);
+        let t = Instant::now();
+        let (k_old, k_new) = (BusKey::derive(&old), BusKey::derive(&new));
+        assert_eq!(
+            v.check(b"c", &frame(Some(&k_new), 2, 1, NOW), NOW, t),
+            Verdict::Drop(DropReason::Forged),
+            "a key not in the set"
+        );
+        // The rotation's middle: the new key current, the old still accepted.
+        keys.set(&new, [&old]);
+        assert_eq!(
+            v.check(b"c", &frame(Some(&k_new), 2, 2, NOW), NOW, t),
+            Verdict::Deliver(b"[]")
+        );
+        assert_eq!(
+            v.check(b"c", &frame(Some(&k_old), 3, 1, NOW), NOW, t),
+            Verdict::Deliver(b"[]")
+        );
+        // The old key dropped: its messages are forged from now on.
+        keys.set(&new, []);
+        assert_eq!(
+            v.check(b"c", &frame(Some(&k_old), 3, 2, NOW), NOW, t),
+            Verdict::Drop(DropReason::Forged)
+        );
+        assert_eq!(
+            v.check(b"c", &frame(Some(&k_new), 2, 3, NOW), NOW, t),
+            Verdict::Deliver(b"[]")
         );
     }
 }

@@ -108,6 +108,7 @@ mod config;
 mod conn;
 mod dropped;
 mod inbound;
+mod keys;
 mod lifecycle;
 mod link;
 mod once;
@@ -125,6 +126,7 @@ use tokio::sync::{mpsc, oneshot};
 
 pub use config::{RedisBusConfig, StartMode, display_url};
 pub use dropped::{DropReason, dropped_messages};
+pub use keys::{BusKeys, MAX_BUS_KEYS};
 pub use once::RedisOnce;
 
 use super::{Bus, BusError};

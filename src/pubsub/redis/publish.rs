@@ -8,9 +8,10 @@ use ::redis::aio::MultiplexedConnection;
 use tokio::sync::mpsc;
 
 use super::RedisBusConfig;
+use super::keys::BusKeys;
 use super::link::{Link, Outgoing};
 use super::task::{End, now_ms};
-use super::wire::{self, BusKey, Header};
+use super::wire::{self, Header};
 
 /// Publishes taken from the queue per pipeline at most.
 const BATCH: usize = 256;
@@ -21,7 +22,7 @@ pub(super) struct Publisher<'a> {
     verb: &'static str,
     /// This node's id, in every header.
     node: u64,
-    key: Option<&'a BusKey>,
+    key: Option<&'a BusKeys>,
     command_timeout: Duration,
 }
 
@@ -53,13 +54,16 @@ impl<'a> Publisher<'a> {
             }
             let mut pipe = ::redis::pipe();
             let sent_ms = now_ms();
+            // The set now (a SIGHUP may have changed it): its current key tags.
+            let keys = self.key.map(BusKeys::keys);
+            let key = keys.as_deref().and_then(<[_]>::first);
             for mut out in batch.drain(..) {
                 let header = Header {
                     node: self.node,
                     seq: next_seq(),
                     sent_ms,
                 };
-                wire::seal(&mut out.payload, header, self.key, out.channel.as_bytes());
+                wire::seal(&mut out.payload, header, key, out.channel.as_bytes());
                 pipe.cmd(self.verb)
                     .arg(out.channel)
                     .arg(out.payload)

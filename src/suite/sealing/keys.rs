@@ -167,8 +167,9 @@ impl KeySet {
         self.keys.iter().any(|(i, _)| i == id)
     }
 
-    /// The current key's bytes (what seals; `genmcp serve` also derives the
-    /// bus's authentication key from the current key it starts with).
+    /// The current key's bytes (what seals; the bus's authentication keys
+    /// derive from the set, see `KeySet::bus_keys` with the `redis`
+    /// feature).
     pub fn current_key(&self) -> [u8; 32] {
         self.keys[0].1
     }

@@ -8,6 +8,8 @@
 
 // Talks to Redis: gated with the `redis` feature as a whole.
 #[cfg(feature = "redis")]
+mod bus_keys;
+#[cfg(feature = "redis")]
 #[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
 pub mod fleet_keys;
 pub mod keys;

@@ -2,7 +2,7 @@
 //! metadata fingerprint that tells whether anything changed, and the reading
 //! of each file once.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::io::Read as _;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -184,10 +184,7 @@ impl Disk {
                     "skills: over the extension's limits (512 files, 16 MiB); not served");
                 continue;
             }
-            let mut skill = Skill {
-                path: dir.to_owned(),
-                files: BTreeMap::new(),
-            };
+            let mut skill = Skill::new(dir);
             let mut failed = false;
             for f in files {
                 let bytes = match bytes_of.get(f.rel.as_str()) {

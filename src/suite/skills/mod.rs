@@ -19,7 +19,10 @@
 //!
 //! Every file is read once, when the catalog is built or reloaded, and served
 //! from memory with the digest computed then: a read always matches its
-//! entry, and no request ever touches the file system. See `docs/skills.md`.
+//! entry, and no request ever touches the file system. A skill registered in
+//! code may instead produce its files when they are read
+//! ([`Skill::dynamic`]): its entry says `"resources": "dynamic"`. See
+//! `docs/skills.md`.
 
 mod disk;
 mod frontmatter;
@@ -27,6 +30,7 @@ mod serve;
 mod uri;
 
 use std::collections::BTreeMap;
+use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
@@ -34,8 +38,9 @@ use std::time::Duration;
 use serde_json::{Map, Value};
 use sha2::{Digest as _, Sha256};
 
-use crate::protocol::CacheHint;
+use crate::protocol::{CacheHint, McpError};
 use crate::suite::catalog::WeakCatalog;
+use crate::suite::common::BoxFuture;
 
 pub use frontmatter::MAX_FRONTMATTER_BYTES;
 pub(crate) use serve::SkillsProvider;
@@ -158,6 +163,10 @@ fn mime_of(name: &str, bytes: &[u8]) -> String {
     }
 }
 
+/// Produces a file of a dynamic skill when it is read: given the file's path
+/// inside the skill, its bytes, or `None` when there is no such file.
+type Generator = Arc<dyn Fn(String) -> BoxFuture<Result<Option<Vec<u8>>, McpError>> + Send + Sync>;
+
 /// A skill registered in code: its path and its files.
 ///
 /// ```
@@ -172,10 +181,38 @@ fn mime_of(name: &str, bytes: &[u8]) -> String {
 /// assert_eq!(skills.len(), 1);
 /// # }
 /// ```
-#[derive(Clone, Debug)]
+///
+/// A skill whose files are produced when read, not known up front
+/// ([`Skill::dynamic`]):
+///
+/// ```
+/// # #[cfg(feature = "skills")] {
+/// use genmcp::suite::{Skill, Skills};
+/// let skills = Skills::new();
+/// skills.add(
+///     Skill::new("on-call")
+///         .file("SKILL.md", "---\nname: on-call\ndescription: Who is on call\n---\nRead roster/today.md\n")
+///         .dynamic(|path: String| async move {
+///             Ok((path == "roster/today.md").then(|| b"Alice".to_vec()))
+///         }),
+/// ).unwrap();
+/// # }
+/// ```
+#[derive(Clone)]
 pub struct Skill {
     path: String,
     files: BTreeMap<String, Arc<[u8]>>,
+    dynamic: Option<Generator>,
+}
+
+impl std::fmt::Debug for Skill {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Skill")
+            .field("path", &self.path)
+            .field("files", &self.files.keys().collect::<Vec<_>>())
+            .field("dynamic", &self.dynamic.is_some())
+            .finish()
+    }
 }
 
 impl Skill {
@@ -184,6 +221,7 @@ impl Skill {
         Skill {
             path: path.into(),
             files: BTreeMap::new(),
+            dynamic: None,
         }
     }
 
@@ -193,16 +231,36 @@ impl Skill {
         self.files.insert(path.into(), Arc::from(bytes.into()));
         self
     }
+
+    /// Makes the skill dynamic: its entry says `"resources": "dynamic"` (no
+    /// file is listed or digested up front), and a `resources/read` of one of
+    /// its files that was not given with [`file`](Skill::file) calls
+    /// `produce` with the file's path inside the skill (decoded, checked like
+    /// every path: no `.`, `..` or empty segment). `produce` answers the bytes
+    /// (served as text when UTF-8, else as a base64 blob, the MIME type by
+    /// extension), `None` for no such file (`-32602` "Resource not found"), or
+    /// an error, which the client gets. Bytes over [`MAX_BYTES_PER_SKILL`] are
+    /// not served (an internal error). `SKILL.md` is still required as a file:
+    /// its front matter is the entry's.
+    pub fn dynamic<F, Fut>(mut self, produce: F) -> Self
+    where
+        F: Fn(String) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<Option<Vec<u8>>, McpError>> + Send + 'static,
+    {
+        self.dynamic = Some(Arc::new(move |path| Box::pin(produce(path))));
+        self
+    }
 }
 
-/// A checked skill of a snapshot: its front matter and where its files are.
-#[derive(Debug)]
+/// A checked skill of a snapshot: its front matter and, for a dynamic
+/// skill, what produces its files.
 pub(crate) struct SkillEntry {
     frontmatter: Map<String, Value>,
+    dynamic: Option<Generator>,
 }
 
 /// What is served at one moment: skills by path, files by full path.
-#[derive(Debug, Default)]
+#[derive(Default)]
 pub(crate) struct Snapshot {
     skills: BTreeMap<String, SkillEntry>,
     files: BTreeMap<String, Arc<SkillFile>>,
@@ -216,6 +274,27 @@ impl Snapshot {
             .map(|(p, f)| (p.as_str(), f.digest.as_str()))
             .collect()
     }
+
+    /// The dynamic skills and their producers, by identity.
+    fn producers(&self) -> Vec<(&str, *const ())> {
+        self.skills
+            .iter()
+            .filter_map(|(p, s)| Some((p.as_str(), Arc::as_ptr(s.dynamic.as_ref()?).cast::<()>())))
+            .collect()
+    }
+
+    /// The deepest skill holding `path` (a full file path) if it is dynamic:
+    /// its path and producer.
+    fn producer_of<'s>(&'s self, path: &str) -> Option<(&'s str, &'s Generator)> {
+        let mut at = path;
+        while let Some((parent, _)) = at.rsplit_once('/') {
+            if let Some((key, skill)) = self.skills.get_key_value(parent) {
+                return skill.dynamic.as_ref().map(|g| (key.as_str(), g));
+            }
+            at = parent;
+        }
+        None
+    }
 }
 
 /// A checked skill: path, front matter and files (relative path, file).
@@ -223,6 +302,7 @@ struct Checked {
     path: String,
     frontmatter: Map<String, Value>,
     files: Vec<(String, Arc<SkillFile>)>,
+    dynamic: Option<Generator>,
 }
 
 /// Checks a skill: its path and file paths, its `SKILL.md` front matter and
@@ -281,6 +361,7 @@ fn check(skill: &Skill) -> Result<Checked, SkillError> {
         path,
         frontmatter,
         files,
+        dynamic: skill.dynamic.clone(),
     })
 }
 
@@ -562,6 +643,7 @@ impl Skills {
                 path,
                 SkillEntry {
                     frontmatter: checked.frontmatter.clone(),
+                    dynamic: checked.dynamic.clone(),
                 },
             );
         }
@@ -574,6 +656,7 @@ impl Skills {
                 .unwrap_or_else(|p| p.into_inner());
             if current.fingerprint() == next.fingerprint()
                 && current.skills.keys().eq(next.skills.keys())
+                && current.producers() == next.producers()
             {
                 return Ok(false);
             }

@@ -6,11 +6,11 @@ use std::ops::Bound;
 
 use serde_json::{Map, Value, json};
 
-use super::{DIRECTORY_MIME, SKILL_MD, Skills, Snapshot, uri};
+use super::{DIRECTORY_MIME, MAX_BYTES_PER_SKILL, SKILL_MD, Skills, Snapshot, uri};
 use crate::mux::Channel;
 use crate::protocol::{CacheHint, McpError};
 use crate::suite::common::{BoxFuture, ResourceContents};
-use crate::suite::resources::{ReadOutcome, ReadResult, Resource, ResourceProvider, ResourceRead};
+use crate::suite::resources::{ReadOutcome, Resource, ResourceProvider, ResourceRead};
 
 /// The files below `dir` (full paths starting with `dir/`), in path order.
 fn below<'s>(
@@ -25,12 +25,16 @@ fn below<'s>(
 }
 
 /// The entry of the skill at `path`: `uri`, verbatim `frontmatter`, and every
-/// file below it with digest and size.
+/// file below it with digest and size, or `"dynamic"` for a dynamic skill.
 fn entry(snapshot: &Snapshot, path: &str) -> Option<Value> {
     let skill = snapshot.skills.get(path)?;
-    let resources: Vec<Value> = below(snapshot, path)
-        .map(|(p, f)| json!({"uri": uri::to_uri(p), "digest": f.digest, "size": f.size()}))
-        .collect();
+    let resources = if skill.dynamic.is_some() {
+        Value::from("dynamic")
+    } else {
+        below(snapshot, path)
+            .map(|(p, f)| json!({"uri": uri::to_uri(p), "digest": f.digest, "size": f.size()}))
+            .collect()
+    };
     Some(json!({
         "uri": uri::to_uri(&format!("{path}/{SKILL_MD}")),
         "frontmatter": Value::Object(skill.frontmatter.clone()),
@@ -127,6 +131,18 @@ impl Skills {
     }
 }
 
+/// The contents of a read: text when `bytes` are UTF-8, else a base64 blob.
+fn contents(uri: String, mime: &str, bytes: &[u8]) -> ResourceContents {
+    match std::str::from_utf8(bytes) {
+        Ok(text) => ResourceContents::text(uri, mime, text),
+        Err(_) => ResourceContents::blob(
+            uri,
+            mime,
+            data_encoding::BASE64.encode(bytes),
+        ),
+    }
+}
+
 /// The `skill://` resources of a [`Skills`], as a resource provider of the
 /// suite's catalog: each `SKILL.md` listed (name and description from its
 /// front matter), every file readable.
@@ -160,21 +176,33 @@ impl ResourceProvider for SkillsProvider {
 
     fn read(&self, read: ResourceRead) -> BoxFuture<Result<ReadOutcome, McpError>> {
         let snapshot = self.0.snapshot();
-        let outcome = match uri::parse(&read.uri).and_then(|p| snapshot.files.get(&p).cloned()) {
-            None => ReadOutcome::NotFound,
-            Some(file) => {
-                let contents = match std::str::from_utf8(&file.bytes) {
-                    Ok(text) => ResourceContents::text(read.uri.clone(), file.mime.clone(), text),
-                    Err(_) => ResourceContents::blob(
-                        read.uri.clone(),
-                        file.mime.clone(),
-                        data_encoding::BASE64.encode(&file.bytes),
-                    ),
-                };
-                ReadOutcome::Complete(ReadResult::new(vec![contents]))
-            }
+        let Some(path) = uri::parse(&read.uri) else {
+            return Box::pin(async { Ok(ReadOutcome::NotFound) });
         };
-        Box::pin(async move { Ok(outcome) })
+        if let Some(file) = snapshot.files.get(&path) {
+            let contents = contents(read.uri, &file.mime, &file.bytes);
+            return Box::pin(async move { Ok(contents.into()) });
+        }
+        let Some((skill, produce)) = snapshot.producer_of(&path) else {
+            return Box::pin(async { Ok(ReadOutcome::NotFound) });
+        };
+        let rel = path[skill.len() + 1..].to_owned();
+        let produced = produce(rel.clone());
+        Box::pin(async move {
+            let Some(bytes) = produced.await? else {
+                return Ok(ReadOutcome::NotFound);
+            };
+            if bytes.len() as u64 > MAX_BYTES_PER_SKILL {
+                tracing::error!(uri = %read.uri, bytes = bytes.len(),
+                    "skills: a dynamic file over 16 MiB; not served");
+                return Err(McpError::internal(format!(
+                    "{} is larger than {MAX_BYTES_PER_SKILL} bytes",
+                    read.uri
+                )));
+            }
+            let mime = super::mime_of(&rel, &bytes);
+            Ok(contents(read.uri, &mime, &bytes).into())
+        })
     }
 
     fn cache(&self) -> Option<CacheHint> {

@@ -1,13 +1,16 @@
 //! The sealing key set of `genmcp serve`: installed in the suite at start and
 //! re-read from `--key-file` on `SIGHUP` (tokens sealed from then on use the
-//! new current key; tokens naming any key of the new set open). A file that
-//! cannot be read or parsed leaves the set in use unchanged (logged).
+//! new current key; tokens naming any key of the new set open; the bus's
+//! messages are tagged with the new current key's bus key and accepted under
+//! any key of the new set). A file that cannot be read or parsed leaves the
+//! set in use unchanged (logged).
 
 use std::path::PathBuf;
 
 use std::sync::{Arc, OnceLock};
 
 use genmcp::pubsub::RedisOnce;
+use genmcp::pubsub::redis::BusKeys;
 use genmcp::suite::{FleetKeys, KeySet, SealingKeys};
 
 /// The fleet check of this node's key ids (with `--bus` and configured keys),
@@ -36,18 +39,24 @@ impl FleetSlot {
 
 /// Puts `keys` in the suite's live set, and when they came from a file that
 /// stays (`--key-file`, not the one-shot hand-over of `GENMCP_KEY`), re-reads
-/// it on every `SIGHUP`.
-pub(crate) fn install(live: SealingKeys, keys: Option<KeySet>, reload_from: Option<PathBuf>) {
+/// it on every `SIGHUP`, into the suite's set and the bus's (`bus`, the bus
+/// keys of `keys` the bus was started with).
+pub(crate) fn install(
+    live: SealingKeys,
+    keys: Option<KeySet>,
+    reload_from: Option<PathBuf>,
+    bus: Option<BusKeys>,
+) {
     if let Some(keys) = keys {
         live.replace(keys);
     }
     if let Some(path) = reload_from {
-        reload_on_hangup(live, path);
+        reload_on_hangup(live, path, bus);
     }
 }
 
 #[cfg(unix)]
-fn reload_on_hangup(live: SealingKeys, path: PathBuf) {
+fn reload_on_hangup(live: SealingKeys, path: PathBuf, bus: Option<BusKeys>) {
     use tokio::signal::unix::{SignalKind, signal};
     let mut hangups = match signal(SignalKind::hangup()) {
         Ok(s) => s,
@@ -56,7 +65,6 @@ fn reload_on_hangup(live: SealingKeys, path: PathBuf) {
             return;
         }
     };
-    let start_id = live.get().current_id().to_owned();
     actix_rt::spawn(async move {
         while hangups.recv().await.is_some() {
             let read = {
@@ -67,14 +75,13 @@ fn reload_on_hangup(live: SealingKeys, path: PathBuf) {
                 Ok(Ok(keys)) => {
                     let ids = keys.ids();
                     let current = keys.current_id().to_owned();
+                    if let Some(bus) = &bus {
+                        keys.update_bus_keys(bus);
+                    }
                     let old = live.replace(keys);
                     tracing::info!(file = %path.display(), current = %current, keys = ?ids,
-                        previous = %old.current_id(), "SIGHUP: sealing keys re-read");
-                    if current != start_id {
-                        tracing::info!(
-                            "the bus keeps authenticating with the key this node started with until it restarts (docs/auth.md)"
-                        );
-                    }
+                        previous = %old.current_id(), bus = bus.is_some(),
+                        "SIGHUP: sealing keys re-read (and the bus's)");
                 }
                 Ok(Err(e)) => tracing::error!(file = %path.display(), error = %e,
                     "SIGHUP: the key file is not usable; the keys in use are unchanged"),
@@ -85,4 +92,4 @@ fn reload_on_hangup(live: SealingKeys, path: PathBuf) {
 }
 
 #[cfg(not(unix))]
-fn reload_on_hangup(_live: SealingKeys, _path: PathBuf) {}
+fn reload_on_hangup(_live: SealingKeys, _path: PathBuf, _bus: Option<BusKeys>) {}

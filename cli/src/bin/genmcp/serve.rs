@@ -161,6 +161,8 @@ pub(crate) fn run(args: ServeArgs) -> ExitCode {
         }
     };
     let secret = key_set.as_ref().map(genmcp::suite::KeySet::current_key);
+    // The bus's keys follow the key set (re-read on SIGHUP with it).
+    let bus_keys = key_set.as_ref().map(genmcp::suite::KeySet::bus_keys);
     // The file stays to be re-read on SIGHUP unless it was a one-shot hand-over.
     let reload_from = serve
         .node
@@ -177,7 +179,7 @@ pub(crate) fn run(args: ServeArgs) -> ExitCode {
         }
         let bus = serve
             .node
-            .bus(secret.as_ref())
+            .bus_with_keys(bus_keys.clone())
             .await
             .map_err(std::io::Error::other)?;
         if let Some(keys) = bus.once() {
@@ -221,7 +223,7 @@ pub(crate) fn run(args: ServeArgs) -> ExitCode {
                     Some(&bus),
                     skills,
                 );
-                crate::keys::install(suite.sealing_keys(), key_set, reload_from);
+                crate::keys::install(suite.sealing_keys(), key_set, reload_from, bus_keys);
                 fleet.start(fleet_once, suite.sealing_keys()).await;
                 http::serve(suite, serve.config).await
             }
@@ -233,21 +235,21 @@ pub(crate) fn run(args: ServeArgs) -> ExitCode {
                     Some(&bus),
                     skills,
                 );
-                crate::keys::install(suite.sealing_keys(), key_set, reload_from);
+                crate::keys::install(suite.sealing_keys(), key_set, reload_from, bus_keys);
                 fleet.start(fleet_once, suite.sealing_keys()).await;
                 genmcp::transport::stdio::serve(suite, stdio_config).await
             }
             (false, false) => {
                 let suite =
                     genmcp_cli::demo::suite_with_options(bus, secret, serve.tasks, skills, apps).0;
-                crate::keys::install(suite.sealing_keys(), key_set, reload_from);
+                crate::keys::install(suite.sealing_keys(), key_set, reload_from, bus_keys);
                 fleet.start(fleet_once, suite.sealing_keys()).await;
                 http::serve(suite, serve.config).await
             }
             (false, true) => {
                 let suite =
                     genmcp_cli::demo::suite_with_options(bus, secret, serve.tasks, skills, apps).0;
-                crate::keys::install(suite.sealing_keys(), key_set, reload_from);
+                crate::keys::install(suite.sealing_keys(), key_set, reload_from, bus_keys);
                 fleet.start(fleet_once, suite.sealing_keys()).await;
                 genmcp::transport::stdio::serve(suite, stdio_config).await
             }

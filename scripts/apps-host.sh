@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# Renders the notes demo's MCP Apps view (genmcp serve --apps) in a real
+# browser: tests/apps-host/ is a minimal MCP Apps web host (host page, sandbox
+# proxy on another origin, the CSP from _meta.ui.csp, the ui/initialize ->
+# ui/notifications/initialized handshake, then tool-input and tool-result),
+# driven in headless Chromium by playwright-core. It checks that the view
+# shows the notes of the tool result (DOM) and saves a screenshot.
+#
+# Needs: Node >= 18 with npm, the npm registry, Chromium (the Debian package
+# `chromium`, installed with apt-get when absent). Builds nothing unless
+# GENMCP_BIN is unset and target/debug/genmcp is missing.
+#
+# Environment:
+#   GENMCP_BIN   server binary (default: target/debug/genmcp)
+#   SCREENSHOT   where to save the screenshot (default: .cache/apps-host/notes-board.png)
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+CACHE="$ROOT/.cache/apps-host"
+log() { printf '[apps-host.sh] %s\n' "$*" >&2; }
+die() { log "error: $*"; exit 1; }
+
+GENMCP_BIN="${GENMCP_BIN:-${CARGO_TARGET_DIR:-$ROOT/target}/debug/genmcp}"
+[[ "$GENMCP_BIN" = /* ]] || GENMCP_BIN="$ROOT/$GENMCP_BIN"
+if [[ ! -x "$GENMCP_BIN" ]]; then
+  (cd "$ROOT" && cargo build --bin genmcp --quiet)
+fi
+[[ -x "$GENMCP_BIN" ]] || die "server binary not found: $GENMCP_BIN"
+
+command -v node >/dev/null 2>&1 || die "node not found (need Node >= 18)"
+command -v npm >/dev/null 2>&1 || die "npm not found"
+CHROMIUM="$(command -v chromium || true)"
+if [[ -z "$CHROMIUM" ]]; then
+  SUDO=""
+  if [[ "$(id -u)" != 0 ]]; then SUDO="sudo"; fi
+  log "installing chromium (apt-get)"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq chromium >/dev/null
+  CHROMIUM="$(command -v chromium)" || die "chromium did not install"
+fi
+export CHROMIUM
+
+want_stamp="$(sha256sum "$ROOT/tests/apps-host/package.json" | cut -d' ' -f1)"
+stamp_file="$CACHE/.apps-host-stamp"
+if [[ -f "$stamp_file" && "$(cat "$stamp_file")" == "$want_stamp" && -d "$CACHE/node_modules/playwright-core" ]]; then
+  log "reusing $CACHE"
+else
+  log "installing playwright-core into $CACHE"
+  rm -rf "$CACHE"
+  mkdir -p "$CACHE"
+  cp "$ROOT/tests/apps-host/package.json" "$CACHE/package.json"
+  (cd "$CACHE" && PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 npm install --no-audit --no-fund --loglevel=error) \
+    || die "npm install failed"
+  printf '%s\n' "$want_stamp" > "$stamp_file"
+fi
+export APPS_HOST_CACHE="$CACHE"
+export SCREENSHOT="${SCREENSHOT:-$CACHE/notes-board.png}"
+
+PORT="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()')"
+"$GENMCP_BIN" serve --host 127.0.0.1 --port "$PORT" --apps >/dev/null 2>&1 &
+SERVER=$!
+trap 'kill "$SERVER" 2>/dev/null || true; wait "$SERVER" 2>/dev/null || true' EXIT
+for _ in $(seq 1 100); do
+  if python3 -c 'import socket,sys; socket.create_connection(("127.0.0.1", int(sys.argv[1])), 0.2)' "$PORT" 2>/dev/null; then
+    break
+  fi
+  kill -0 "$SERVER" 2>/dev/null || die "genmcp serve --apps exited"
+  sleep 0.1
+done
+export GENMCP_URL="http://127.0.0.1:$PORT/mcp"
+log "host page against genmcp serve --apps at $GENMCP_URL ($("$CHROMIUM" --version 2>/dev/null | head -1))"
+node "$ROOT/tests/apps-host/run.mjs"
