@@ -12,6 +12,7 @@ use serde_json::{Map, Value};
 use tokio::sync::{OwnedSemaphorePermit, oneshot};
 
 use super::headers;
+use super::refused::Seen;
 use super::reply::{error_response, json_response, overloaded, refusal, too_large};
 use super::sse::{AbortOnDrop, SseBody};
 use super::state::AppState;
@@ -83,10 +84,27 @@ pub(super) async fn read_body_within(
     }
 }
 
+/// The POST handler: [`serve`], and the span and duration metric of a
+/// request it refused before dispatch ([`Seen`]).
 pub(crate) async fn post<H: SubscriptionHandler>(
     req: HttpRequest,
     payload: web::Payload,
     state: web::Data<AppState<H>>,
+) -> HttpResponse {
+    let mut seen = Seen::new(&req);
+    let resp = serve(&req, payload, &state, &mut seen).await;
+    seen.finish(
+        &state.server,
+        |name| state.suite.catalog().tool(name).is_some(),
+        resp,
+    )
+}
+
+async fn serve<H: SubscriptionHandler>(
+    req: &HttpRequest,
+    payload: web::Payload,
+    state: &web::Data<AppState<H>>,
+    seen: &mut Seen,
 ) -> HttpResponse {
     let config = &state.config;
     if let Err(why) = headers::check_host_and_origin(&req, &config.allowed_hosts) {
@@ -130,14 +148,24 @@ pub(crate) async fn post<H: SubscriptionHandler>(
     if let Some(compat) = &state.compat
         && let Some(legacy) = super::compat::legacy_body(&req, &body)
     {
-        return super::compat::post(&state, compat, &req, legacy, assigns, permit).await;
+        return super::compat::post(state, compat, &req, legacy, assigns, permit, seen).await;
     }
     let request = match Incoming::parse(&body) {
         Ok(Incoming::Request(r)) => r,
-        Ok(Incoming::Notification(_)) => return HttpResponse::Accepted().finish(),
-        Err(e) => return error_response(e.id.as_ref(), &e.error, Phase::Validation),
+        Ok(Incoming::Notification(_)) => {
+            seen.taken();
+            return HttpResponse::Accepted().finish();
+        }
+        Err(e) => {
+            if let Some(id) = &e.id {
+                seen.id(id);
+            }
+            return error_response(e.id.as_ref(), &e.error, Phase::Validation);
+        }
     };
     drop(body);
+    seen.read(&request.method, request.params.as_ref());
+    seen.id(&request.id);
     let id = request.id.clone();
     let method = method_label(&request.method);
     let (tx, rx) = outbox(state.server.limits().outbox_capacity);
@@ -148,7 +176,8 @@ pub(crate) async fn post<H: SubscriptionHandler>(
             channel,
         }) => {
             let origin = http_origin(&req);
-            unary(&state, method, params, channel, rx, permit, origin).await
+            seen.taken();
+            unary(state, method, params, channel, rx, permit, origin).await
         }
         Ok(Routed::Listen(listen_request)) => {
             let ListenRequest {
@@ -162,7 +191,7 @@ pub(crate) async fn post<H: SubscriptionHandler>(
                     "Not Acceptable: subscriptions/listen answers with text/event-stream".into(),
                 );
             }
-            let response = listen(&state, id, meta, assigns, filter).await;
+            let response = listen(state, id, meta, assigns, filter, seen).await;
             drop(permit);
             response
         }
@@ -297,6 +326,7 @@ pub(super) async fn listen<H: SubscriptionHandler>(
     meta: RequestMeta,
     assigns: Assigns,
     filter: SubscriptionFilter,
+    seen: &mut Seen,
 ) -> HttpResponse {
     let server = &state.server;
     let (tx, mut rx) = outbox(server.limits().outbox_capacity);
@@ -323,6 +353,8 @@ pub(super) async fn listen<H: SubscriptionHandler>(
         return error_response(Some(&id), &error, Phase::Dispatch);
     }
     server.record_request(methods::LISTEN, RequestOutcome::Ok, None);
+    // The stream's span and session duration from here on.
+    seen.taken();
     drop(connection);
     let Some(first) = rx.recv().await else {
         return error_response(
