@@ -105,7 +105,9 @@ pub(super) async fn initialize<H: SubscriptionHandler>(
     let result = compat::initialize_result(pipe.suite, &init.version, probe)
         .instrument(op.span().clone())
         .await;
+    let span = op.span().clone();
     op.finish(pipe.server, Ok(&result), RequestOutcome::Ok);
+    span.in_scope(|| tracing::debug!("request answered"));
     pipe.server
         .record_request("initialize", RequestOutcome::Ok, None);
     reply(pipe, &id, result).await;
@@ -273,7 +275,9 @@ async fn serve<H: SubscriptionHandler>(
                 Ok(()) => RequestOutcome::Ok,
                 Err(_) => RequestOutcome::Refused,
             };
+            let span = op.span().clone();
             op.finish(pipe.server, result.as_ref().map(|()| &empty), outcome);
+            span.in_scope(|| tracing::debug!("request answered"));
             pipe.server
                 .record_request(method_label(method), outcome, None);
             match result {

@@ -367,11 +367,13 @@ pub(super) async fn post<H: SubscriptionHandler>(
             .instrument(op.span().clone())
             .await;
             let empty = Map::new();
+            let span = op.span().clone();
             op.finish(
                 &state.server,
                 result.as_ref().map(|()| &empty),
                 outcome_of(&result),
             );
+            span.in_scope(|| tracing::debug!("request answered"));
             done(result)
         }
         LegacyRoute::Unary => {
@@ -514,7 +516,9 @@ async fn initialize<H: SubscriptionHandler>(
     let result = crate::compat::initialize_result(&state.suite, &session.init.version, channel)
         .instrument(op.span().clone())
         .await;
+    let span = op.span().clone();
     op.finish(&state.server, Ok(&result), RequestOutcome::Ok);
+    span.in_scope(|| tracing::debug!("request answered"));
     HttpResponse::Ok()
         .content_type("application/json")
         .insert_header((header::HeaderName::from_static(SESSION_HEADER), token))
