@@ -211,6 +211,26 @@ fn requests_refused_on_the_2026_post_get_a_span_and_a_duration() {
         Some("-32600"),
     );
 
+    // An id longer than the envelope allows: refused, and not repeated in
+    // the span.
+    let long = "i".repeat(300);
+    let resp = post(
+        srv.addr,
+        &with_token(headers("tools/list", None)),
+        &request(json!(long), "tools/list", json!({})),
+    );
+    assert_eq!(resp.status, 400);
+    span_where("request refused", |s| {
+        s["error.type"] == "-32600" && s["mcp.method.name"] == "tools/list"
+    });
+    assert!(
+        !capture()
+            .lines()
+            .iter()
+            .any(|l| l.to_string().contains(&long)),
+        "an oversized id reached a span"
+    );
+
     // A method not routed: -32601, its name folded into `_OTHER`.
     let resp = post(
         srv.addr,
@@ -228,6 +248,7 @@ fn requests_refused_on_the_2026_post_get_a_span_and_a_duration() {
         ("tools/list", "", "-32700", v),
         ("tools/list", "", "-32020", v),
         ("tools/list", "", "-32022", "_OTHER"),
+        ("tools/list", "", "-32600", v),
         ("tools/call", "echo", "413", v),
         ("subscriptions/listen", "", "406", v),
         ("_OTHER", "", "-32601", v),

@@ -119,6 +119,34 @@ impl Refused {
         }
     }
 
+    /// Notes the request's id (not one longer than the envelope allows: it
+    /// was refused for that, and is not repeated in a span).
+    pub(crate) fn set_id(&mut self, id: &RequestId) {
+        let fits = match id {
+            RequestId::String(s) => s.len() <= crate::protocol::jsonrpc::MAX_ID_LEN,
+            RequestId::Number(_) => true,
+        };
+        if fits {
+            self.id = Some(id.clone());
+        }
+    }
+
+    /// Notes what can be read of the JSON-RPC message `bytes` (a request
+    /// refused after it was parsed, whose parsed form is gone): its method,
+    /// target, `_meta` trace context, version and id. Anything unreadable
+    /// is left as it was.
+    pub(crate) fn read_message(&mut self, bytes: &[u8]) {
+        let Ok(Value::Object(message)) = serde_json::from_slice::<Value>(bytes) else {
+            return;
+        };
+        if let Some(method) = message.get("method").and_then(Value::as_str) {
+            self.read(method, message.get("params").and_then(Value::as_object));
+        }
+        if let Some(id) = message.get("id").and_then(RequestId::from_value) {
+            self.set_id(&id);
+        }
+    }
+
     /// Notes the method (and target, `_meta` trace context and protocol
     /// version) read from a request.
     pub(crate) fn read(&mut self, method: &str, params: Option<&Map<String, Value>>) {

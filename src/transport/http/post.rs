@@ -157,19 +157,23 @@ async fn serve<H: SubscriptionHandler>(
             return HttpResponse::Accepted().finish();
         }
         Err(e) => {
+            seen.read_message(&body);
             if let Some(id) = &e.id {
                 seen.id(id);
             }
             return error_response(e.id.as_ref(), &e.error, Phase::Validation);
         }
     };
-    drop(body);
-    seen.read(&request.method, request.params.as_ref());
-    seen.id(&request.id);
     let id = request.id.clone();
     let method = method_label(&request.method);
     let (tx, rx) = outbox(state.server.limits().outbox_capacity);
-    match validate(&state.suite, &req, request, assigns, &state.server, tx) {
+    let routed = validate(&state.suite, req, request, assigns, &state.server, tx);
+    if routed.is_err() {
+        // Read again for its span: the parsed request went into `validate`.
+        seen.read_message(&body);
+    }
+    drop(body);
+    match routed {
         Ok(Routed::Unary {
             method,
             params,
@@ -185,6 +189,13 @@ async fn serve<H: SubscriptionHandler>(
                 assigns,
                 filter,
             } = *listen_request;
+            // Noted in case the stream is refused before it opens (listens
+            // are few: this costs nothing on the unary path).
+            seen.read(methods::LISTEN, None);
+            seen.id(&id);
+            if let Some(trace) = TraceContext::from_meta(&meta.extra) {
+                seen.trace(trace);
+            }
             if !headers::accepts(req.headers(), "text/event-stream") {
                 return refusal(
                     StatusCode::NOT_ACCEPTABLE,

@@ -85,7 +85,7 @@ pub(super) async fn initialize<H: SubscriptionHandler>(
                 .record_request("initialize", RequestOutcome::Refused, None);
             let mut refused = refused_of(version);
             refused.read("initialize", Some(&params));
-            refused.id = Some(id.clone());
+            refused.set_id(&id);
             super::refuse(pipe, refused, &e, started);
             reply_error(pipe, Some(&id), "initialize", &e).await;
             return None;
@@ -200,7 +200,10 @@ pub(super) async fn handle_line<H: SubscriptionHandler>(
         }
         Err(e) => {
             let mut refused = refused_of(version);
-            refused.id = e.id.clone();
+            refused.read_message(text);
+            if let Some(id) = &e.id {
+                refused.set_id(id);
+            }
             super::refuse(pipe, refused, &e.error, started);
             return reply_error(pipe, e.id.as_ref(), "", &e.error).await;
         }
@@ -210,9 +213,6 @@ pub(super) async fn handle_line<H: SubscriptionHandler>(
     }
     let Request { id, method, params } = request;
     let label = method_label(&method);
-    let mut refused = refused_of(version);
-    refused.read(&method, params.as_ref());
-    refused.id = Some(id.clone());
     if let Err(error) = serve(
         pipe,
         session,
@@ -224,6 +224,9 @@ pub(super) async fn handle_line<H: SubscriptionHandler>(
     {
         pipe.server
             .record_request(label, RequestOutcome::Refused, None);
+        // Read again from the line: nothing is read for a request served.
+        let mut refused = refused_of(version);
+        refused.read_message(text);
         super::refuse(pipe, refused, &error, started);
         reply_error(pipe, Some(&id), &method, &error).await;
     }

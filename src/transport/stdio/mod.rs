@@ -387,7 +387,10 @@ async fn handle_line<H: SubscriptionHandler>(pipe: &Pipe<'_, H>, era: &mut Era, 
         }
         Err(e) => {
             let mut refused = Refused::unread(NetworkTransport::Pipe, None);
-            refused.id = e.id.clone();
+            refused.read_message(text);
+            if let Some(id) = &e.id {
+                refused.set_id(id);
+            }
             refuse(pipe, refused, &e.error, started);
             send_error(outbox, stall, e.id.as_ref(), &e.error).await;
             return;
@@ -406,20 +409,24 @@ async fn handle_line<H: SubscriptionHandler>(pipe: &Pipe<'_, H>, era: &mut Era, 
     }
     let id = request.id.clone();
     let method = method_label(&request.method);
-    let mut refused = Refused::unread(NetworkTransport::Pipe, None);
-    refused.read(&request.method, request.params.as_ref());
-    refused.id = Some(id.clone());
+    // What a refusal's span says, read again from the line (the parsed
+    // request goes into `admit`): nothing is read for a request served.
+    let refused = || {
+        let mut refused = Refused::unread(NetworkTransport::Pipe, None);
+        refused.read_message(text);
+        refused
+    };
     let routed = match admit(pipe, request) {
         Ok(routed) => routed,
         Err(error) => {
             server.record_request(method, RequestOutcome::Refused, None);
-            refuse(pipe, refused, &error, started);
+            refuse(pipe, refused(), &error, started);
             send_error(outbox, stall, Some(&id), &error).await;
             return;
         }
     };
     if let Err(error) = dispatch(pipe, id.clone(), routed).await {
-        refuse(pipe, refused, &error, started);
+        refuse(pipe, refused(), &error, started);
         send_error(outbox, stall, Some(&id), &error).await;
     }
 }
