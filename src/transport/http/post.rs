@@ -107,7 +107,7 @@ async fn serve<H: SubscriptionHandler>(
     seen: &mut Seen,
 ) -> HttpResponse {
     let config = &state.config;
-    if let Err(why) = headers::check_host_and_origin(&req, &config.allowed_hosts) {
+    if let Err(why) = headers::check_host_and_origin(req, &config.allowed_hosts) {
         return refusal(StatusCode::FORBIDDEN, format!("Forbidden: {why}"));
     }
     // Held until a unary request is answered, or until a listen is set up.
@@ -136,7 +136,7 @@ async fn serve<H: SubscriptionHandler>(
     }
     // Authentication and the rate limit look at the head only, before any
     // body is read.
-    let assigns = match super::auth::admit(&req, &state).await {
+    let assigns = match super::auth::admit(req, state).await {
         Ok(a) => a,
         Err(resp) => return resp,
     };
@@ -146,9 +146,9 @@ async fn serve<H: SubscriptionHandler>(
         Err(resp) => return resp,
     };
     if let Some(compat) = &state.compat
-        && let Some(legacy) = super::compat::legacy_body(&req, &body)
+        && let Some(legacy) = super::compat::legacy_body(req, &body)
     {
-        return super::compat::post(state, compat, &req, legacy, assigns, permit, seen).await;
+        return super::compat::post(state, compat, req, legacy, assigns, permit, seen).await;
     }
     let request = match Incoming::parse(&body) {
         Ok(Incoming::Request(r)) => r,
@@ -179,7 +179,7 @@ async fn serve<H: SubscriptionHandler>(
             params,
             channel,
         }) => {
-            let origin = http_origin(&req);
+            let origin = http_origin(req);
             seen.taken();
             unary(state, method, params, channel, rx, permit, origin).await
         }
