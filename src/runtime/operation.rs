@@ -161,9 +161,10 @@ impl Refused {
         if let Some(trace) = meta.and_then(TraceContext::from_meta) {
             self.trace = Some(trace);
         }
+        // The `_meta` version is the 2026-07-28 key: a 2025-era version in
+        // it is not served (`_OTHER`).
         if let Some(version) = crate::protocol::RequestMeta::raw_version(params) {
-            self.version =
-                super::conventions::version_label(version, crate::compat::LEGACY_VERSIONS);
+            self.version = super::conventions::version_label(version, &[]);
         }
     }
 }

@@ -30,8 +30,10 @@ use actix_web::http::{StatusCode, header};
 use actix_web::{HttpRequest, HttpResponse};
 use serde_json::{Map, Value, json};
 use tokio::sync::OwnedSemaphorePermit;
+use tracing::Instrument as _;
 
 use super::headers::{self, METHOD_HEADER, NAME_HEADER, PROTOCOL_VERSION_HEADER};
+use super::refused::Seen;
 use super::reply::with_retry_after;
 use super::state::{AppState, Compat};
 use crate::compat::{
@@ -41,11 +43,8 @@ use crate::mux::{Assigns, Channel, Principal, limit_key, outbox};
 use crate::protocol::jsonrpc::{MAX_ID_LEN, encode_result, parse_value};
 use crate::protocol::{McpError, RequestId, RequestMeta};
 use crate::runtime::{CloseReason, RequestOutcome, StopStream, UriOutcome, version_label};
-use crate::transport::dispatch::operation;
-use tracing::Instrument as _;
-
-use super::refused::Seen;
 use crate::subscription::SubscriptionHandler;
+use crate::transport::dispatch::operation;
 
 pub(super) use expiry::SessionClock;
 pub(super) use get_stream::{delete, get};
