@@ -200,13 +200,14 @@ fn tool_label(method: &str, target: Option<(&str, &str)>, tool_known: bool) -> C
     }
 }
 
-/// The request span, at DEBUG (see the module documentation).
+/// The request span, at DEBUG (see the module documentation). `principal`
+/// and `trace` are asked only when the span is enabled.
 #[allow(clippy::too_many_arguments)]
 fn request_span(
     log_method: &'static str,
     method: &'static str,
     id: Option<&RequestId>,
-    principal: Option<String>,
+    principal: impl FnOnce() -> Option<String>,
     target: Option<(&'static str, &str)>,
     transport: NetworkTransport,
     version: &'static str,
@@ -233,7 +234,7 @@ fn request_span(
         rpc.response.status_code = tracing::field::Empty,
     );
     if !span.is_disabled() {
-        if let Some(principal) = principal {
+        if let Some(principal) = principal() {
             span.record("principal", principal.as_str());
         }
         match target {
@@ -266,7 +267,7 @@ impl Operation {
             super::requests::method_label(start.method),
             method,
             Some(channel.id()),
-            server.principal(channel.assigns()),
+            || server.principal(channel.assigns()),
             target,
             start.transport,
             start.version,
@@ -316,7 +317,7 @@ impl Operation {
             log_method,
             method,
             id.as_ref(),
-            None,
+            || None,
             target,
             transport,
             version,
