@@ -578,8 +578,20 @@ async fn requests_refused_on_stdio_of_both_eras_get_a_span_and_a_duration() {
         1,
         "{text}"
     );
-    let text = legacy_admin.metrics_text();
     let l = "2025-06-18";
+    // The session's stream, ended by EOF, under the session's version.
+    let stream = format!(
+        "mcp_server_session_duration_seconds_count{{mcp_session_kind=\"get\",error_type=\"\",\
+         network_transport=\"pipe\",mcp_protocol_version=\"{l}\"}} 1"
+    );
+    assert!(
+        common::wait_until(Duration::from_secs(10), || legacy_admin
+            .metrics_text()
+            .contains(&stream)),
+        "{}",
+        legacy_admin.metrics_text()
+    );
+    let text = legacy_admin.metrics_text();
     for (method, error) in [
         ("initialize", ""),
         ("ping", ""),
