@@ -327,3 +327,66 @@ fn a_task_links_to_the_call_that_created_it_and_a_listen_following_it_links_to_t
         Some("taskIds:1")
     );
 }
+
+const REFUSED_TRACE_ID: &str = "99998888777766665555444433332222";
+
+#[test]
+fn a_refused_request_is_exported_with_its_error_and_the_clients_trace() {
+    let (otel, received) = exporter();
+    let srv = genmcp::http::ServerThread::spawn(suite, common::config()).expect("starts");
+    // A required header missing (-32020): refused before any handler ran,
+    // still a child of the client's span.
+    let mut meta = common::meta();
+    meta["traceparent"] = json!(format!("00-{REFUSED_TRACE_ID}-{PARENT_ID}-01"));
+    let mut h = headers("tools/list", None);
+    h.retain(|(k, _)| k != "Mcp-Method");
+    let resp = post(
+        srv.addr,
+        &h,
+        &request(json!("otel-refused"), "tools/list", json!({"_meta": meta})),
+    );
+    assert_eq!(resp.status, 400);
+    srv.stop();
+
+    let mut found = Vec::new();
+    let complete = common::wait_until(Duration::from_secs(20), || {
+        otel.flush();
+        found = spans(received);
+        found
+            .iter()
+            .any(|s| attr(&s.attributes, "jsonrpc.request.id").as_deref() == Some("otel-refused"))
+            && received.lock().unwrap().iter().any(|(p, b)| {
+                p == "/v1/metrics"
+                    && ExportMetricsServiceRequest::decode(b.as_slice())
+                        .is_ok_and(|r| format!("{r:?}").contains("-32020"))
+            })
+    });
+    assert!(complete, "spans received: {found:#?}");
+    let span = found
+        .iter()
+        .find(|s| attr(&s.attributes, "jsonrpc.request.id").as_deref() == Some("otel-refused"))
+        .expect("the refused request's span");
+    assert_eq!(span.name, "tools/list");
+    assert_eq!(hex(&span.trace_id), REFUSED_TRACE_ID);
+    assert_eq!(hex(&span.parent_span_id), PARENT_ID);
+    assert_eq!(span.kind, 2, "SPAN_KIND_SERVER");
+    for (key, value) in [
+        ("mcp.method.name", "tools/list"),
+        ("error.type", "-32020"),
+        ("rpc.response.status_code", "-32020"),
+        ("mcp.protocol.version", "2026-07-28"),
+        ("network.transport", "tcp"),
+    ] {
+        assert_eq!(
+            attr(&span.attributes, key).as_deref(),
+            Some(value),
+            "{key} in {:?}",
+            span.attributes
+        );
+    }
+    assert_eq!(
+        span.status.as_ref().map(|s| s.code),
+        Some(2),
+        "STATUS_CODE_ERROR"
+    );
+}

@@ -54,15 +54,20 @@ pub(crate) struct LegacyStream {
     assigns: Assigns,
     running: Option<SessionStreamControl>,
     generation: u64,
+    /// The session's bounded protocol version label (its stream's span and
+    /// session duration).
+    version: &'static str,
 }
 
 impl LegacyStream {
-    /// A stream not yet opened; `meta` is the session's ([`super::ClientInit::meta`]).
+    /// A stream not yet opened; `meta` is the session's ([`super::ClientInit::meta`]),
+    /// `version` its negotiated version (`crate::runtime::version_label`).
     pub(crate) fn new(
         connection: Addr<Connection>,
         outbox: Outbox,
         meta: RequestMeta,
         assigns: Assigns,
+        version: &'static str,
     ) -> Self {
         LegacyStream {
             connection,
@@ -71,6 +76,7 @@ impl LegacyStream {
             assigns,
             running: None,
             generation: 0,
+            version,
         }
     }
 
@@ -128,6 +134,7 @@ impl LegacyStream {
             self.assigns.clone(),
             legacy_filter(&caps, uris),
             self.is_running(),
+            self.version,
         )
         .await
         .map(Some)

@@ -74,10 +74,16 @@ pub(crate) fn version_label(version: &str, also: &[&'static str]) -> &'static st
 pub fn operation_method_label(method: &str) -> &'static str {
     use crate::suite::tasks::{METHOD_CANCEL, METHOD_GET, METHOD_UPDATE};
     match super::method_label(method) {
-        super::OTHER_METHOD => [METHOD_GET, METHOD_UPDATE, METHOD_CANCEL]
-            .into_iter()
-            .find(|m| *m == method)
-            .unwrap_or(OTHER),
+        super::OTHER_METHOD => [
+            METHOD_GET,
+            METHOD_UPDATE,
+            METHOD_CANCEL,
+            "resources/subscribe",
+            "resources/unsubscribe",
+        ]
+        .into_iter()
+        .find(|m| *m == method)
+        .unwrap_or(OTHER),
         label => label,
     }
 }
@@ -100,6 +106,27 @@ pub fn code_label(code: i64) -> &'static str {
         -32021 => "-32021",
         -32022 => "-32022",
         -32042 => "-32042",
+        _ => OTHER,
+    }
+}
+
+/// `error.type` of a request refused at the HTTP level (authentication, a
+/// limit, a body too large, an unknown session...): its status as text for
+/// the 4xx and 5xx statuses this crate answers with, [`OTHER`] for any other.
+pub fn status_label(status: u16) -> &'static str {
+    match status {
+        400 => "400",
+        401 => "401",
+        403 => "403",
+        404 => "404",
+        405 => "405",
+        406 => "406",
+        408 => "408",
+        413 => "413",
+        415 => "415",
+        429 => "429",
+        500 => "500",
+        503 => "503",
         _ => OTHER,
     }
 }
@@ -235,6 +262,12 @@ mod tests {
         assert_eq!(operation_method_label("tools/call"), "tools/call");
         assert_eq!(operation_method_label("tasks/get"), "tasks/get");
         assert_eq!(operation_method_label("made/up"), OTHER);
+        assert_eq!(
+            operation_method_label("resources/subscribe"),
+            "resources/subscribe"
+        );
+        assert_eq!(status_label(401), "401");
+        assert_eq!(status_label(418), OTHER);
         let metrics = ConventionMetrics::default();
         for i in 0..(MAX_SERIES + 500) {
             metrics.record_operation(labels(&format!("t{i}")), Duration::from_millis(1));

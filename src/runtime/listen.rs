@@ -95,7 +95,7 @@ pub async fn spawn_listen<H: SubscriptionHandler>(
     // JSON tree of small allocations.
     let completion = encode_result(&id, &completion).into();
     open(
-        suite, server, connection, channel, id, filter, completion, on_open, false,
+        suite, server, connection, channel, id, filter, completion, on_open, false, None,
     )
     .await
     .map(drop)
@@ -107,7 +107,8 @@ pub async fn spawn_listen<H: SubscriptionHandler>(
 /// subscription ids and no final frame. Returns the stream's controls (to
 /// change its URIs, or stop it when its session ends). `replaces`:
 /// it replaces the running stream of the same GET (see
-/// [`OpenStream::replaces`]).
+/// [`OpenStream::replaces`]). `version`: the session's bounded protocol
+/// version label, for its span and `mcp.server.session.duration`.
 #[allow(clippy::too_many_arguments)]
 pub(crate) async fn spawn_legacy_stream<H: SubscriptionHandler>(
     suite: &Suite<H>,
@@ -119,6 +120,7 @@ pub(crate) async fn spawn_legacy_stream<H: SubscriptionHandler>(
     assigns: Assigns,
     filter: SubscriptionFilter,
     replaces: bool,
+    version: &'static str,
 ) -> Result<SessionStreamControl, McpError> {
     let channel = Channel::for_legacy_listen(
         id.clone(),
@@ -137,6 +139,7 @@ pub(crate) async fn spawn_legacy_stream<H: SubscriptionHandler>(
         Box::default(),
         None,
         replaces,
+        Some(version),
     )
     .await
     .map(SessionStreamControl::new)
@@ -155,6 +158,7 @@ async fn open<H: SubscriptionHandler>(
     completion: Box<[u8]>,
     on_open: Option<OnOpen>,
     replaces: bool,
+    version: Option<&'static str>,
 ) -> Result<Addr<Stream<H>>, McpError> {
     let handler = suite.handler();
     let advertised = suite.subscription_capabilities(&channel);
@@ -165,6 +169,7 @@ async fn open<H: SubscriptionHandler>(
         completion,
         server: server.clone(),
         on_open,
+        version,
     };
     let (tx, rx) = tokio::sync::oneshot::channel();
     let spawn = Box::new(move |slot: StreamSlot| -> Recipient<StopStream> {

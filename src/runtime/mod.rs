@@ -29,12 +29,12 @@ pub use connection::{
 pub(crate) use conventions::version_label;
 pub use conventions::{
     DURATION_BUCKETS, MAX_SERIES, MAX_TOOL_LABEL_LEN, NetworkTransport, OTHER, OperationLabels,
-    SessionLabels, TOOL_ERROR, code_label, error_type, operation_method_label,
+    SessionLabels, TOOL_ERROR, code_label, error_type, operation_method_label, status_label,
 };
 pub(crate) use listen::spawn_legacy_stream;
 pub use listen::{listen_filter, spawn_listen};
 pub use operation::MAX_TARGET_LEN;
-pub(crate) use operation::{Operation, OperationStart};
+pub(crate) use operation::{Operation, OperationStart, Refusal, Refused};
 pub use requests::{
     METHOD_LABELS, OTHER_METHOD, RequestOutcome, TIMED_OUT, duration_buckets, method_label,
 };

@@ -14,8 +14,10 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Map, Value};
 
-use super::conventions::operation_method_label;
-use super::conventions::{NetworkTransport, OTHER, OperationLabels, TOOL_ERROR, error_type};
+use super::conventions::{
+    NetworkTransport, OTHER, OperationLabels, TOOL_ERROR, code_label, error_type,
+    operation_method_label, status_label,
+};
 use super::requests::RequestOutcome;
 use super::server::Server;
 use crate::mux::Channel;
@@ -79,62 +81,198 @@ pub(crate) struct Operation {
     started: Instant,
 }
 
+/// What is known of a request its transport refused before any handler saw
+/// it (malformed JSON, headers, authentication, a limit, an unknown session, a
+/// method not routed): whatever had been read when it was refused. Its
+/// [`Operation::refused`] span and duration carry no more than that.
+#[derive(Clone, Debug)]
+pub(crate) struct Refused {
+    /// `mcp.method.name`, bounded ([`operation_method_label`]); [`OTHER`]
+    /// when the method was not read.
+    pub(crate) method: &'static str,
+    /// The `method` label of the logs ([`super::requests::method_label`]).
+    pub(crate) log_method: &'static str,
+    /// The request's id, when read.
+    pub(crate) id: Option<RequestId>,
+    /// The span attribute and value of the target (tool, prompt, URI).
+    pub(crate) target: Option<(&'static str, String)>,
+    /// `_meta`'s trace context, else the HTTP headers'.
+    pub(crate) trace: Option<TraceContext>,
+    /// The bounded protocol version label.
+    pub(crate) version: &'static str,
+    /// How the client reached the server.
+    pub(crate) transport: NetworkTransport,
+}
+
+impl Refused {
+    /// A request of which nothing but its transport (and HTTP trace headers)
+    /// is known yet.
+    pub(crate) fn unread(transport: NetworkTransport, trace: Option<TraceContext>) -> Self {
+        Refused {
+            method: OTHER,
+            log_method: super::requests::OTHER_METHOD,
+            id: None,
+            target: None,
+            trace,
+            version: OTHER,
+            transport,
+        }
+    }
+
+    /// Notes the request's id (not one longer than the envelope allows: it
+    /// was refused for that, and is not repeated in a span).
+    pub(crate) fn set_id(&mut self, id: &RequestId) {
+        let fits = match id {
+            RequestId::String(s) => s.len() <= crate::protocol::jsonrpc::MAX_ID_LEN,
+            RequestId::Number(_) => true,
+        };
+        if fits {
+            self.id = Some(id.clone());
+        }
+    }
+
+    /// Notes what can be read of the JSON-RPC message `bytes` (a request
+    /// refused after it was parsed, whose parsed form is gone): its method,
+    /// target, `_meta` trace context, version and id. Anything unreadable
+    /// is left as it was.
+    pub(crate) fn read_message(&mut self, bytes: &[u8]) {
+        let Ok(Value::Object(message)) = serde_json::from_slice::<Value>(bytes) else {
+            return;
+        };
+        if let Some(method) = message.get("method").and_then(Value::as_str) {
+            self.read(method, message.get("params").and_then(Value::as_object));
+        }
+        if let Some(id) = message.get("id").and_then(RequestId::from_value) {
+            self.set_id(&id);
+        }
+    }
+
+    /// Notes the method (and target, `_meta` trace context and protocol
+    /// version) read from a request.
+    pub(crate) fn read(&mut self, method: &str, params: Option<&Map<String, Value>>) {
+        self.method = operation_method_label(method);
+        self.log_method = super::requests::method_label(method);
+        self.target = params
+            .and_then(|p| target(method, p))
+            .map(|(field, value)| (field, value.to_owned()));
+        let meta = params
+            .and_then(|p| p.get("_meta"))
+            .and_then(Value::as_object);
+        if let Some(trace) = meta.and_then(TraceContext::from_meta) {
+            self.trace = Some(trace);
+        }
+        // The `_meta` version is the 2026-07-28 key: a 2025-era version in
+        // it is not served (`_OTHER`).
+        if let Some(version) = crate::protocol::RequestMeta::raw_version(params) {
+            self.version = super::conventions::version_label(version, &[]);
+        }
+    }
+}
+
+/// How a refused request was answered, for its `error.type` and
+/// `rpc.response.status_code`.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Refusal {
+    /// A JSON-RPC error with this code (`error.type` is the code).
+    Rpc(i64),
+    /// An HTTP refusal saying why by its status (401, 403, 404, 413, 429...):
+    /// `error.type` is the status; `code` is the JSON-RPC error code of its
+    /// body, if it has one.
+    Http {
+        /// The HTTP status.
+        status: u16,
+        /// The body's JSON-RPC error code.
+        code: Option<i64>,
+    },
+}
+
+/// The `gen_ai.tool.name` label: the name of a tool the catalog knows,
+/// [`OTHER`] for any other `tools/call`, empty for other methods.
+fn tool_label(method: &str, target: Option<(&str, &str)>, tool_known: bool) -> Cow<'static, str> {
+    match (method, target) {
+        (methods::TOOLS_CALL, Some((_, name)))
+            if tool_known && name.len() <= super::conventions::MAX_TOOL_LABEL_LEN =>
+        {
+            Cow::Owned(name.to_owned())
+        }
+        (methods::TOOLS_CALL, _) => Cow::Borrowed(OTHER),
+        _ => Cow::Borrowed(""),
+    }
+}
+
+/// The request span, at DEBUG (see the module documentation). `principal`
+/// and `trace` are asked only when the span is enabled.
+#[allow(clippy::too_many_arguments)]
+fn request_span(
+    log_method: &'static str,
+    method: &'static str,
+    id: Option<&RequestId>,
+    principal: impl FnOnce() -> Option<String>,
+    target: Option<(&'static str, &str)>,
+    transport: NetworkTransport,
+    version: &'static str,
+    trace: impl FnOnce() -> Option<TraceContext>,
+) -> tracing::Span {
+    let span = tracing::debug_span!(
+        "request",
+        method = log_method,
+        request_id = id.map(tracing::field::display),
+        principal = tracing::field::Empty,
+        outcome = tracing::field::Empty,
+        otel.name = tracing::field::Empty,
+        otel.kind = "server",
+        otel.status_code = tracing::field::Empty,
+        mcp.method.name = method,
+        mcp.protocol.version = version,
+        jsonrpc.request.id = id.map(|id| tracing::field::display(IdAttr(id))),
+        gen_ai.operation.name = tracing::field::Empty,
+        gen_ai.tool.name = tracing::field::Empty,
+        gen_ai.prompt.name = tracing::field::Empty,
+        mcp.resource.uri = tracing::field::Empty,
+        network.transport = transport.as_str(),
+        error.type = tracing::field::Empty,
+        rpc.response.status_code = tracing::field::Empty,
+    );
+    if !span.is_disabled() {
+        if let Some(principal) = principal() {
+            span.record("principal", principal.as_str());
+        }
+        match target {
+            Some((field, value)) => {
+                span.record("otel.name", format!("{method} {value}").as_str());
+                span.record(field, value);
+            }
+            None => {
+                span.record("otel.name", method);
+            }
+        }
+        if method == methods::TOOLS_CALL {
+            span.record("gen_ai.operation.name", "execute_tool");
+        }
+        if let Some(trace) = trace() {
+            set_parent(&span, &trace);
+        }
+    }
+    span
+}
+
 impl Operation {
     /// Starts the operation of the request on `channel`: makes its span (a
     /// child of the caller's trace context when the `otel` feature is on).
     pub(crate) fn start(server: &Server, channel: &Channel, start: OperationStart<'_>) -> Self {
         let method = operation_method_label(start.method);
         let target = target(start.method, start.params);
-        let tool: Cow<'static, str> = match (start.method, target) {
-            (methods::TOOLS_CALL, Some((_, name)))
-                if start.tool_known && name.len() <= super::conventions::MAX_TOOL_LABEL_LEN =>
-            {
-                Cow::Owned(name.to_owned())
-            }
-            (methods::TOOLS_CALL, _) => Cow::Borrowed(OTHER),
-            _ => Cow::Borrowed(""),
-        };
-        let span = tracing::debug_span!(
-            "request",
-            method = super::requests::method_label(start.method),
-            request_id = %channel.id(),
-            principal = tracing::field::Empty,
-            outcome = tracing::field::Empty,
-            otel.name = tracing::field::Empty,
-            otel.kind = "server",
-            otel.status_code = tracing::field::Empty,
-            mcp.method.name = method,
-            mcp.protocol.version = start.version,
-            jsonrpc.request.id = %IdAttr(channel.id()),
-            gen_ai.operation.name = tracing::field::Empty,
-            gen_ai.tool.name = tracing::field::Empty,
-            gen_ai.prompt.name = tracing::field::Empty,
-            mcp.resource.uri = tracing::field::Empty,
-            network.transport = start.transport.as_str(),
-            error.type = tracing::field::Empty,
-            rpc.response.status_code = tracing::field::Empty,
+        let tool = tool_label(start.method, target, start.tool_known);
+        let span = request_span(
+            super::requests::method_label(start.method),
+            method,
+            Some(channel.id()),
+            || server.principal(channel.assigns()),
+            target,
+            start.transport,
+            start.version,
+            || TraceContext::from_meta(&channel.meta().extra).or(start.header_trace),
         );
-        if !span.is_disabled() {
-            if let Some(principal) = server.principal(channel.assigns()) {
-                span.record("principal", principal.as_str());
-            }
-            match target {
-                Some((field, value)) => {
-                    span.record("otel.name", format!("{method} {value}").as_str());
-                    span.record(field, value);
-                }
-                None => {
-                    span.record("otel.name", method);
-                }
-            }
-            if start.method == methods::TOOLS_CALL {
-                span.record("gen_ai.operation.name", "execute_tool");
-            }
-            let trace = TraceContext::from_meta(&channel.meta().extra).or(start.header_trace);
-            if let Some(trace) = trace {
-                set_parent(&span, &trace);
-            }
-        }
         Operation {
             span,
             labels: OperationLabels {
@@ -146,6 +284,68 @@ impl Operation {
             },
             started: Instant::now(),
         }
+    }
+
+    /// Records a request refused before any handler saw it, as
+    /// [`Operation::start`] and [`Operation::finish`] would have: its span
+    /// (with `error.type`, `rpc.response.status_code` when the answer has a
+    /// JSON-RPC code, `outcome = refused`) and its duration since `started`
+    /// (when the transport began reading it). The span is made at the refusal.
+    /// `tool_known`: whether the catalog has the tool named (asked of a
+    /// `tools/call` only).
+    pub(crate) fn refused(
+        server: &Server,
+        refused: Refused,
+        how: Refusal,
+        started: Instant,
+        tool_known: impl FnOnce(&str) -> bool,
+    ) {
+        let Refused {
+            method,
+            log_method,
+            id,
+            target,
+            trace,
+            version,
+            transport,
+        } = refused;
+        let target = target.as_ref().map(|(f, v)| (*f, v.as_str()));
+        let known =
+            method == methods::TOOLS_CALL && target.is_some_and(|(_, name)| tool_known(name));
+        let tool = tool_label(method, target, known);
+        let span = request_span(
+            log_method,
+            method,
+            id.as_ref(),
+            || None,
+            target,
+            transport,
+            version,
+            || trace,
+        );
+        let (error_type, code) = match how {
+            Refusal::Rpc(code) => (code_label(code), Some(code)),
+            Refusal::Http { status, code } => (status_label(status), code),
+        };
+        if !span.is_disabled() {
+            span.record("outcome", RequestOutcome::Refused.as_str());
+            span.record("error.type", error_type);
+            span.record("otel.status_code", "ERROR");
+            if let Some(code) = code {
+                span.record("rpc.response.status_code", code.to_string().as_str());
+            }
+            span.in_scope(|| tracing::debug!("request refused"));
+        }
+        server.conventions().record_operation(
+            OperationLabels {
+                method,
+                tool,
+                error_type,
+                transport,
+                version,
+            },
+            started.elapsed(),
+        );
     }
 
     /// The span, to instrument the request's future with.

@@ -184,15 +184,19 @@ pub(crate) struct StreamSetup {
     pub(crate) server: Server,
     /// Run once the stream is open.
     pub(crate) on_open: Option<OnOpen>,
+    /// The bounded protocol version label of a 2025-era GET stream's
+    /// session (its channel's `_meta` is the translated 2026-07-28 one);
+    /// `None` for a listen (its channel's version).
+    pub(crate) version: Option<&'static str>,
 }
 
 impl<H: SubscriptionHandler> Stream<H> {
     pub(crate) fn new(handler: Arc<H>, setup: StreamSetup, slot: StreamSlot) -> Self {
         let limits = setup.server.limits().clone();
         // A 2025-era GET stream (no completion frame) serves a translated
-        // session: its negotiated version is not known here.
+        // session: its negotiated version is the session's.
         let (kind, version) = if setup.completion.is_empty() {
-            ("get", super::conventions::OTHER)
+            ("get", setup.version.unwrap_or(super::conventions::OTHER))
         } else {
             (
                 "listen",

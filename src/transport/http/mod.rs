@@ -31,6 +31,7 @@ mod headers;
 mod mount;
 mod post;
 mod rate;
+mod refused;
 mod reply;
 mod server;
 mod sse;

@@ -12,6 +12,7 @@ use serde_json::{Map, Value};
 use tokio::sync::{OwnedSemaphorePermit, oneshot};
 
 use super::headers;
+use super::refused::Seen;
 use super::reply::{error_response, json_response, overloaded, refusal, too_large};
 use super::sse::{AbortOnDrop, SseBody};
 use super::state::AppState;
@@ -83,13 +84,30 @@ pub(super) async fn read_body_within(
     }
 }
 
+/// The POST handler: [`serve`], and the span and duration metric of a
+/// request it refused before dispatch ([`Seen`]).
 pub(crate) async fn post<H: SubscriptionHandler>(
     req: HttpRequest,
     payload: web::Payload,
     state: web::Data<AppState<H>>,
 ) -> HttpResponse {
+    let mut seen = Seen::new(&req);
+    let resp = serve(&req, payload, &state, &mut seen).await;
+    seen.finish(
+        &state.server,
+        |name| state.suite.catalog().tool(name).is_some(),
+        resp,
+    )
+}
+
+async fn serve<H: SubscriptionHandler>(
+    req: &HttpRequest,
+    payload: web::Payload,
+    state: &web::Data<AppState<H>>,
+    seen: &mut Seen,
+) -> HttpResponse {
     let config = &state.config;
-    if let Err(why) = headers::check_host_and_origin(&req, &config.allowed_hosts) {
+    if let Err(why) = headers::check_host_and_origin(req, &config.allowed_hosts) {
         return refusal(StatusCode::FORBIDDEN, format!("Forbidden: {why}"));
     }
     // Held until a unary request is answered, or until a listen is set up.
@@ -118,7 +136,7 @@ pub(crate) async fn post<H: SubscriptionHandler>(
     }
     // Authentication and the rate limit look at the head only, before any
     // body is read.
-    let assigns = match super::auth::admit(&req, &state).await {
+    let assigns = match super::auth::admit(req, state).await {
         Ok(a) => a,
         Err(resp) => return resp,
     };
@@ -128,27 +146,42 @@ pub(crate) async fn post<H: SubscriptionHandler>(
         Err(resp) => return resp,
     };
     if let Some(compat) = &state.compat
-        && let Some(legacy) = super::compat::legacy_body(&req, &body)
+        && let Some(legacy) = super::compat::legacy_body(req, &body)
     {
-        return super::compat::post(&state, compat, &req, legacy, assigns, permit).await;
+        return super::compat::post(state, compat, req, legacy, assigns, permit, seen).await;
     }
     let request = match Incoming::parse(&body) {
         Ok(Incoming::Request(r)) => r,
-        Ok(Incoming::Notification(_)) => return HttpResponse::Accepted().finish(),
-        Err(e) => return error_response(e.id.as_ref(), &e.error, Phase::Validation),
+        Ok(Incoming::Notification(_)) => {
+            seen.taken();
+            return HttpResponse::Accepted().finish();
+        }
+        Err(e) => {
+            seen.read_message(&body);
+            if let Some(id) = &e.id {
+                seen.id(id);
+            }
+            return error_response(e.id.as_ref(), &e.error, Phase::Validation);
+        }
     };
-    drop(body);
     let id = request.id.clone();
     let method = method_label(&request.method);
     let (tx, rx) = outbox(state.server.limits().outbox_capacity);
-    match validate(&state.suite, &req, request, assigns, &state.server, tx) {
+    let routed = validate(&state.suite, req, request, assigns, &state.server, tx);
+    if routed.is_err() {
+        // Read again for its span: the parsed request went into `validate`.
+        seen.read_message(&body);
+    }
+    drop(body);
+    match routed {
         Ok(Routed::Unary {
             method,
             params,
             channel,
         }) => {
-            let origin = http_origin(&req);
-            unary(&state, method, params, channel, rx, permit, origin).await
+            let origin = http_origin(req);
+            seen.taken();
+            unary(state, method, params, channel, rx, permit, origin).await
         }
         Ok(Routed::Listen(listen_request)) => {
             let ListenRequest {
@@ -156,13 +189,20 @@ pub(crate) async fn post<H: SubscriptionHandler>(
                 assigns,
                 filter,
             } = *listen_request;
+            // Noted in case the stream is refused before it opens (listens
+            // are few: this costs nothing on the unary path).
+            seen.read(methods::LISTEN, None);
+            seen.id(&id);
+            if let Some(trace) = TraceContext::from_meta(&meta.extra) {
+                seen.trace(trace);
+            }
             if !headers::accepts(req.headers(), "text/event-stream") {
                 return refusal(
                     StatusCode::NOT_ACCEPTABLE,
                     "Not Acceptable: subscriptions/listen answers with text/event-stream".into(),
                 );
             }
-            let response = listen(&state, id, meta, assigns, filter).await;
+            let response = listen(state, id, meta, assigns, filter, seen).await;
             drop(permit);
             response
         }
@@ -297,6 +337,7 @@ pub(super) async fn listen<H: SubscriptionHandler>(
     meta: RequestMeta,
     assigns: Assigns,
     filter: SubscriptionFilter,
+    seen: &mut Seen,
 ) -> HttpResponse {
     let server = &state.server;
     let (tx, mut rx) = outbox(server.limits().outbox_capacity);
@@ -323,6 +364,8 @@ pub(super) async fn listen<H: SubscriptionHandler>(
         return error_response(Some(&id), &error, Phase::Dispatch);
     }
     server.record_request(methods::LISTEN, RequestOutcome::Ok, None);
+    // The stream's span and session duration from here on.
+    seen.taken();
     drop(connection);
     let Some(first) = rx.recv().await else {
         return error_response(

@@ -66,6 +66,9 @@ pub(crate) struct Compat {
     pub(crate) pending: Arc<Pending>,
     /// The events of the sessions' SSE streams, for `Last-Event-ID` replay.
     pub(crate) events: Arc<EventStore>,
+    /// Live sessions by expiry, to record the duration of those never
+    /// DELETEd (`None` with shared sessions).
+    pub(crate) clock: Option<Arc<super::compat::SessionClock>>,
     generation: AtomicU64,
 }
 
@@ -80,7 +83,14 @@ impl Compat {
             per_owner_sessions: config.max_session_states_per_principal,
             per_owner_uris: config.max_subscribed_uris_per_principal,
         };
+        let clock = node.is_none().then(|| {
+            Arc::new(super::compat::SessionClock::new(
+                config.max_session_states,
+                config.session_ttl,
+            ))
+        });
         Compat {
+            clock,
             sessions: SessionStore::new(bounds),
             shared: node.map(|node| SharedSessions::new(node, bounds)),
             pending: Arc::new(Pending::new(

@@ -28,7 +28,7 @@ use crate::mux::{Assigns, Channel, outbox};
 use crate::protocol::jsonrpc::encode_result;
 use crate::protocol::{Incoming, McpError, Request, RequestId, methods};
 use crate::runtime::version_label;
-use crate::runtime::{RequestOutcome, UriOutcome, method_label};
+use crate::runtime::{NetworkTransport, Refused, RequestOutcome, UriOutcome, method_label};
 use crate::subscription::SubscriptionHandler;
 use crate::transport::dispatch::{Origin, operation};
 
@@ -73,20 +73,41 @@ pub(super) async fn initialize<H: SubscriptionHandler>(
     pipe: &Pipe<'_, H>,
     request: Request,
 ) -> Option<Session> {
+    let started = Instant::now();
     let Request { id, params, .. } = request;
-    let init = ClientInit::from_params(&params.unwrap_or_default());
+    let params = params.unwrap_or_default();
+    let init = ClientInit::from_params(&params);
+    let version = version_label(&init.version, crate::compat::LEGACY_VERSIONS);
     let meta = match init.meta(None, None) {
         Ok((_, meta)) => meta,
         Err(e) => {
             pipe.server
                 .record_request("initialize", RequestOutcome::Refused, None);
+            let mut refused = refused_of(version);
+            refused.read("initialize", Some(&params));
+            refused.set_id(&id);
+            super::refuse(pipe, refused, &e, started);
             reply_error(pipe, Some(&id), "initialize", &e).await;
             return None;
         }
     };
     let (probe_tx, _probe_rx) = outbox(1);
     let probe = Channel::for_request(id.clone(), meta.clone(), Assigns::new(), probe_tx);
-    let result = compat::initialize_result(pipe.suite, &init.version, probe).await;
+    let op = operation(
+        pipe.suite,
+        pipe.server,
+        &probe,
+        "initialize",
+        &params,
+        Origin::PIPE,
+        version,
+    );
+    let result = compat::initialize_result(pipe.suite, &init.version, probe)
+        .instrument(op.span().clone())
+        .await;
+    let span = op.span().clone();
+    op.finish(pipe.server, Ok(&result), RequestOutcome::Ok);
+    span.in_scope(|| tracing::debug!("request answered"));
     pipe.server
         .record_request("initialize", RequestOutcome::Ok, None);
     reply(pipe, &id, result).await;
@@ -96,6 +117,7 @@ pub(super) async fn initialize<H: SubscriptionHandler>(
             pipe.outbox.clone(),
             meta,
             Assigns::new(),
+            version,
         ),
         asker: Asker {
             // One pipe, one principal: its bound is the pipe's.
@@ -121,16 +143,27 @@ async fn open_stream<H: SubscriptionHandler>(pipe: &Pipe<'_, H>, session: &mut S
     }
 }
 
+/// What is known of a request of a session at version `version` before it
+/// is read.
+fn refused_of(version: &'static str) -> Refused {
+    let mut refused = Refused::unread(NetworkTransport::Pipe, None);
+    refused.version = version;
+    refused
+}
+
 /// Serves one line of a 2025-era pipe.
 pub(super) async fn handle_line<H: SubscriptionHandler>(
     pipe: &Pipe<'_, H>,
     session: &mut Session,
     text: &[u8],
 ) {
+    let started = Instant::now();
+    let version = version_label(&session.init.version, crate::compat::LEGACY_VERSIONS);
     let mut value: Value = match serde_json::from_slice(text) {
         Ok(v) => v,
         Err(e) => {
             let error = McpError::Parse(format!("Invalid JSON: {e}"));
+            super::refuse(pipe, refused_of(version), &error, started);
             return reply_error(pipe, None, "", &error).await;
         }
     };
@@ -165,7 +198,15 @@ pub(super) async fn handle_line<H: SubscriptionHandler>(
             }
             return;
         }
-        Err(e) => return reply_error(pipe, e.id.as_ref(), "", &e.error).await,
+        Err(e) => {
+            let mut refused = refused_of(version);
+            refused.read_message(text);
+            if let Some(id) = &e.id {
+                refused.set_id(id);
+            }
+            super::refuse(pipe, refused, &e.error, started);
+            return reply_error(pipe, e.id.as_ref(), "", &e.error).await;
+        }
     };
     if !session.stream.is_running() {
         open_stream(pipe, session).await;
@@ -183,6 +224,10 @@ pub(super) async fn handle_line<H: SubscriptionHandler>(
     {
         pipe.server
             .record_request(label, RequestOutcome::Refused, None);
+        // Read again from the line: nothing is read for a request served.
+        let mut refused = refused_of(version);
+        refused.read_message(text);
+        super::refuse(pipe, refused, &error, started);
         reply_error(pipe, Some(&id), &method, &error).await;
     }
 }
@@ -213,36 +258,35 @@ async fn serve<H: SubscriptionHandler>(
         .meta(session.state.log_level, params.remove("_meta"))?;
     params.insert("_meta".into(), Value::Object(meta));
     let channel = Channel::for_request(id.clone(), parsed, Assigns::new(), pipe.outbox.clone());
-    let ok = |label| pipe.server.record_request(label, RequestOutcome::Ok, None);
     match compat::legacy_route(method) {
-        LegacyRoute::Ping => {
-            ok("ping");
-            reply(pipe, &id, Map::new()).await;
-        }
-        LegacyRoute::SetLevel => {
-            session.state.log_level = Some(compat::set_level(pipe.suite, &params, &channel)?);
-            ok("logging/setLevel");
-            reply(pipe, &id, Map::new()).await;
-        }
-        LegacyRoute::Subscription(subscribe) => {
-            let uri = compat::subscription_uri(pipe.suite, &params, &channel, subscribe)?;
-            let max = pipe.server.limits().max_resource_uris;
-            if session.state.change_uri(uri, subscribe, max)? {
-                // The new filter is in place before the reply: no update for an
-                // unsubscribed URI follows the `unsubscribe` response. One URI
-                // in place when the handler takes it, else a new stream.
-                match session.stream.change(uri, subscribe).await {
-                    Ok(UriOutcome::Applied) => {}
-                    Ok(UriOutcome::Restart) => open_stream(pipe, session).await,
-                    Err(error) => {
-                        // Refused: the session's set stays what the stream serves.
-                        let _ = session.state.change_uri(uri, !subscribe, max);
-                        return Err(error);
-                    }
-                }
+        route @ (LegacyRoute::Ping | LegacyRoute::SetLevel | LegacyRoute::Subscription(_)) => {
+            // Answered here: their span and duration, as a suite's request.
+            let op = operation(
+                pipe.suite,
+                pipe.server,
+                &channel,
+                method,
+                &params,
+                Origin::PIPE,
+                version_label(&session.init.version, crate::compat::LEGACY_VERSIONS),
+            );
+            let result = answer_here(pipe, session, route, &params, &channel)
+                .instrument(op.span().clone())
+                .await;
+            let empty = Map::new();
+            let outcome = match &result {
+                Ok(()) => RequestOutcome::Ok,
+                Err(_) => RequestOutcome::Refused,
+            };
+            let span = op.span().clone();
+            op.finish(pipe.server, result.as_ref().map(|()| &empty), outcome);
+            span.in_scope(|| tracing::debug!("request answered"));
+            pipe.server
+                .record_request(method_label(method), outcome, None);
+            match result {
+                Ok(()) => reply(pipe, &id, Map::new()).await,
+                Err(error) => reply_error(pipe, Some(&id), method, &error).await,
             }
-            ok(method_label(method));
-            reply(pipe, &id, Map::new()).await;
         }
         LegacyRoute::Unary => {
             pipe.suite.route(method, &channel)?;
@@ -259,6 +303,42 @@ async fn serve<H: SubscriptionHandler>(
             );
         }
         LegacyRoute::NotRouted => return Err(McpError::MethodNotFound(method.to_owned())),
+    }
+    Ok(())
+}
+
+/// `ping`, `logging/setLevel`, `resources/subscribe` / `unsubscribe`: the
+/// session's own state.
+async fn answer_here<H: SubscriptionHandler>(
+    pipe: &Pipe<'_, H>,
+    session: &mut Session,
+    route: LegacyRoute,
+    params: &Map<String, Value>,
+    channel: &Channel,
+) -> Result<(), McpError> {
+    match route {
+        LegacyRoute::SetLevel => {
+            session.state.log_level = Some(compat::set_level(pipe.suite, params, channel)?);
+        }
+        LegacyRoute::Subscription(subscribe) => {
+            let uri = compat::subscription_uri(pipe.suite, params, channel, subscribe)?;
+            let max = pipe.server.limits().max_resource_uris;
+            if session.state.change_uri(uri, subscribe, max)? {
+                // The new filter is in place before the reply: no update for an
+                // unsubscribed URI follows the `unsubscribe` response. One URI
+                // in place when the handler takes it, else a new stream.
+                match session.stream.change(uri, subscribe).await {
+                    Ok(UriOutcome::Applied) => {}
+                    Ok(UriOutcome::Restart) => open_stream(pipe, session).await,
+                    Err(error) => {
+                        // Refused: the session's set stays what the stream serves.
+                        let _ = session.state.change_uri(uri, !subscribe, max);
+                        return Err(error);
+                    }
+                }
+            }
+        }
+        _ => {}
     }
     Ok(())
 }

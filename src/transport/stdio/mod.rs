@@ -18,7 +18,7 @@ use std::cell::RefCell;
 use std::collections::HashMap;
 use std::io;
 use std::rc::Rc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use actix::prelude::*;
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, BufReader};
@@ -36,8 +36,8 @@ use crate::mux::{Assigns, Frame, Outbox, outbox};
 use crate::protocol::jsonrpc::encode_error;
 use crate::protocol::{Incoming, McpError, Request, RequestId, methods};
 use crate::runtime::{
-    CancelStream, CloseTransport, Connection, HoldsId, Limits, RequestOutcome, Server,
-    method_label, spawn_listen,
+    CancelStream, CloseTransport, Connection, HoldsId, Limits, NetworkTransport, Operation,
+    Refusal, Refused, RequestOutcome, Server, method_label, spawn_listen,
 };
 use crate::subscription::SubscriptionHandler;
 use crate::suite::Suite;
@@ -283,6 +283,12 @@ where
             Ok(Some(Line::TooLong)) => {
                 let error =
                     McpError::InvalidRequest(format!("line longer than {} bytes", config.max_line));
+                refuse(
+                    &pipe,
+                    Refused::unread(NetworkTransport::Pipe, None),
+                    &error,
+                    Instant::now(),
+                );
                 send_error(&tx, server.limits().stall_timeout, None, &error).await;
             }
             Ok(None) => break,
@@ -336,10 +342,28 @@ struct Pipe<'a, H: SubscriptionHandler> {
     in_flight: &'a InFlight,
 }
 
+/// Records a request refused before any handler saw it: its span and
+/// duration (since `started`), with what is known of it (`refused`).
+fn refuse<H: SubscriptionHandler>(
+    pipe: &Pipe<'_, H>,
+    refused: Refused,
+    error: &McpError,
+    started: Instant,
+) {
+    Operation::refused(
+        pipe.server,
+        refused,
+        Refusal::Rpc(error.code()),
+        started,
+        |name| pipe.suite.catalog().tool(name).is_some(),
+    );
+}
+
 async fn handle_line<H: SubscriptionHandler>(pipe: &Pipe<'_, H>, era: &mut Era, text: &[u8]) {
     if let Era::Legacy(session) = era {
         return legacy::handle_line(pipe, session, text).await;
     }
+    let started = Instant::now();
     let Pipe {
         server,
         connection,
@@ -362,6 +386,12 @@ async fn handle_line<H: SubscriptionHandler>(pipe: &Pipe<'_, H>, era: &mut Era, 
             return;
         }
         Err(e) => {
+            let mut refused = Refused::unread(NetworkTransport::Pipe, None);
+            refused.read_message(text);
+            if let Some(id) = &e.id {
+                refused.set_id(id);
+            }
+            refuse(pipe, refused, &e.error, started);
             send_error(outbox, stall, e.id.as_ref(), &e.error).await;
             return;
         }
@@ -379,15 +409,24 @@ async fn handle_line<H: SubscriptionHandler>(pipe: &Pipe<'_, H>, era: &mut Era, 
     }
     let id = request.id.clone();
     let method = method_label(&request.method);
+    // What a refusal's span says, read again from the line (the parsed
+    // request goes into `admit`): nothing is read for a request served.
+    let refused = || {
+        let mut refused = Refused::unread(NetworkTransport::Pipe, None);
+        refused.read_message(text);
+        refused
+    };
     let routed = match admit(pipe, request) {
         Ok(routed) => routed,
         Err(error) => {
             server.record_request(method, RequestOutcome::Refused, None);
+            refuse(pipe, refused(), &error, started);
             send_error(outbox, stall, Some(&id), &error).await;
             return;
         }
     };
     if let Err(error) = dispatch(pipe, id.clone(), routed).await {
+        refuse(pipe, refused(), &error, started);
         send_error(outbox, stall, Some(&id), &error).await;
     }
 }

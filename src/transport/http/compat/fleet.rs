@@ -240,7 +240,9 @@ pub(super) async fn get<H: SubscriptionHandler>(
     };
     let (done_tx, done_rx) = oneshot::channel();
     let connection = Connection::exchange(server.clone(), tx.clone(), done_tx).start();
-    let mut stream = LegacyStream::new(connection, tx, meta, assigns);
+    let version =
+        crate::runtime::version_label(&session.init.version, crate::compat::LEGACY_VERSIONS);
+    let mut stream = LegacyStream::new(connection, tx, meta, assigns, version);
     let id = RequestId::String(format!("get-{generation}"));
     let started = match stream.start(&state.suite, server, uris.clone(), id).await {
         Ok(Some(started)) => started,

@@ -256,7 +256,9 @@ pub(in crate::transport::http) async fn get<H: SubscriptionHandler>(
     };
     let (done_tx, done_rx) = oneshot::channel();
     let connection = Connection::exchange(server.clone(), tx.clone(), done_tx).start();
-    let mut stream = LegacyStream::new(connection, tx, meta, assigns);
+    let version =
+        crate::runtime::version_label(&session.init.version, crate::compat::LEGACY_VERSIONS);
+    let mut stream = LegacyStream::new(connection, tx, meta, assigns, version);
     let uris = compat.sessions.uris(&key);
     let id = RequestId::String(format!("get-{generation}"));
     let started = match stream.start(&state.suite, server, uris, id).await {
@@ -414,6 +416,9 @@ pub(in crate::transport::http) async fn delete<H: SubscriptionHandler>(
         Err(e) => return state_refusal(&e),
     };
     compat.events.remove_session(&session.sid);
+    if let Some(clock) = &compat.clock {
+        clock.ended(&session.sid);
+    }
     record_session_end(&state.server, &compat.config.session_ttl, &session);
     if let Some(running) = live.as_ref().and_then(LegacyStream::running) {
         let _ = running
@@ -427,7 +432,7 @@ pub(in crate::transport::http) async fn delete<H: SubscriptionHandler>(
 
 /// `mcp.server.session.duration` of a session its client ended: from its
 /// `initialize` (its token's expiry less the session TTL) to now. A session
-/// left to expire is not seen (the server keeps nothing of it).
+/// left to expire is recorded by the endpoint's `SessionClock` instead.
 fn record_session_end(
     server: &crate::runtime::Server,
     ttl: &std::time::Duration,

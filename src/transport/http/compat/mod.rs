@@ -16,6 +16,7 @@
 //! request). Modern requests always carry `Mcp-Method`, so they are decided
 //! from the headers alone: the body is parsed here only for legacy candidates.
 
+mod expiry;
 #[cfg(feature = "redis")]
 mod fleet;
 mod get_stream;
@@ -29,8 +30,10 @@ use actix_web::http::{StatusCode, header};
 use actix_web::{HttpRequest, HttpResponse};
 use serde_json::{Map, Value, json};
 use tokio::sync::OwnedSemaphorePermit;
+use tracing::Instrument as _;
 
 use super::headers::{self, METHOD_HEADER, NAME_HEADER, PROTOCOL_VERSION_HEADER};
+use super::refused::Seen;
 use super::reply::with_retry_after;
 use super::state::{AppState, Compat};
 use crate::compat::{
@@ -39,9 +42,11 @@ use crate::compat::{
 use crate::mux::{Assigns, Channel, Principal, limit_key, outbox};
 use crate::protocol::jsonrpc::{MAX_ID_LEN, encode_result, parse_value};
 use crate::protocol::{McpError, RequestId, RequestMeta};
-use crate::runtime::{CloseReason, StopStream, UriOutcome};
+use crate::runtime::{CloseReason, RequestOutcome, StopStream, UriOutcome, version_label};
 use crate::subscription::SubscriptionHandler;
+use crate::transport::dispatch::operation;
 
+pub(super) use expiry::SessionClock;
 pub(super) use get_stream::{delete, get};
 use session::{SESSION_HEADER, SESSION_HEADER_NAME, Session};
 
@@ -186,6 +191,7 @@ pub(super) async fn post<H: SubscriptionHandler>(
     body: Value,
     assigns: Assigns,
     permit: OwnedSemaphorePermit,
+    seen: &mut Seen,
 ) -> HttpResponse {
     let Value::Object(mut msg) = body else {
         return refusal(
@@ -203,6 +209,12 @@ pub(super) async fn post<H: SubscriptionHandler>(
     }
     let method = msg.get("method").and_then(Value::as_str).map(str::to_owned);
     let raw_id = msg.remove("id");
+    if let Some(method) = &method {
+        seen.read(method, msg.get("params").and_then(Value::as_object));
+    }
+    if let Some(id) = raw_id.as_ref().and_then(RequestId::from_value) {
+        seen.id(&id);
+    }
     if let Some(Value::String(long)) = &raw_id
         && long.len() > MAX_ID_LEN
     {
@@ -234,7 +246,7 @@ pub(super) async fn post<H: SubscriptionHandler>(
             Some(Value::Object(p)) => p,
             _ => Map::new(),
         };
-        return initialize(state, compat, id, params, assigns).await;
+        return initialize(state, compat, req, id, params, assigns, seen).await;
     }
     if let Some(version) = req
         .headers()
@@ -252,7 +264,10 @@ pub(super) async fn post<H: SubscriptionHandler>(
         );
     }
     let session = match session_of(req, state, compat, &assigns).await {
-        Ok(s) => s,
+        Ok(s) => {
+            seen.version(&s.init.version);
+            s
+        }
         Err(SessionRefused::Http(resp)) => return resp,
         Err(SessionRefused::Unavailable(e)) => {
             let id = raw_id.as_ref().and_then(RequestId::from_value);
@@ -267,10 +282,12 @@ pub(super) async fn post<H: SubscriptionHandler>(
         if let Some(id) = raw_id.as_ref() {
             compat.pending.answer(&session.sid, id, msg);
         }
+        seen.taken();
         return HttpResponse::Accepted().finish();
     };
     let Some(raw_id) = raw_id else {
         // notifications/initialized, cancelled, roots/list_changed: nothing to do.
+        seen.taken();
         return HttpResponse::Accepted().finish();
     };
     let Some(id) = RequestId::from_value(&raw_id) else {
@@ -317,19 +334,46 @@ pub(super) async fn post<H: SubscriptionHandler>(
         Ok(()) => result_response(&id, Map::new()),
         Err(e) => error_response(Some(&id), &method, &e),
     };
-    match legacy_route(&method) {
-        LegacyRoute::Ping => result_response(&id, Map::new()),
-        LegacyRoute::SetLevel => done(
-            match crate::compat::set_level(&state.suite, &params, &channel) {
-                Ok(level) => match &compat.shared {
-                    Some(shared) => shared.set_log_level(&session.key(), level).await,
-                    None => compat.sessions.set_log_level(&session.key(), level),
-                },
-                Err(e) => Err(e),
-            },
-        ),
-        LegacyRoute::Subscription(subscribe) => {
-            done(subscription(state, compat, &session, &params, &channel, subscribe).await)
+    let route = legacy_route(&method);
+    match route {
+        LegacyRoute::Ping | LegacyRoute::SetLevel | LegacyRoute::Subscription(_) => {
+            // Answered here: their span and duration, as a suite's request.
+            let op = operation(
+                &state.suite,
+                &state.server,
+                &channel,
+                &method,
+                &params,
+                super::post::http_origin(req),
+                version_label(&session.init.version, LEGACY_VERSIONS),
+            );
+            seen.taken();
+            let result = async {
+                match route {
+                    LegacyRoute::SetLevel => {
+                        let level = crate::compat::set_level(&state.suite, &params, &channel)?;
+                        match &compat.shared {
+                            Some(shared) => shared.set_log_level(&session.key(), level).await,
+                            None => compat.sessions.set_log_level(&session.key(), level),
+                        }
+                    }
+                    LegacyRoute::Subscription(subscribe) => {
+                        subscription(state, compat, &session, &params, &channel, subscribe).await
+                    }
+                    _ => Ok(()),
+                }
+            }
+            .instrument(op.span().clone())
+            .await;
+            let empty = Map::new();
+            let span = op.span().clone();
+            op.finish(
+                &state.server,
+                result.as_ref().map(|()| &empty),
+                outcome_of(&result),
+            );
+            span.in_scope(|| tracing::debug!("request answered"));
+            done(result)
         }
         LegacyRoute::Unary => {
             if let Err(e) = state.suite.route(&method, &channel) {
@@ -343,6 +387,7 @@ pub(super) async fn post<H: SubscriptionHandler>(
                 }
                 Err(e) => return error_response(Some(&id), &method, &e),
             }
+            seen.taken();
             requests::unary(
                 state,
                 compat.clone(),
@@ -413,14 +458,27 @@ async fn subscription<H: SubscriptionHandler>(
     Err(error)
 }
 
+/// How a request answered here ended, for `genmcp_requests_total` and its
+/// span.
+fn outcome_of<T>(result: &Result<T, McpError>) -> RequestOutcome {
+    match result {
+        Ok(_) => RequestOutcome::Ok,
+        Err(e) if e.retry_after().is_some() => RequestOutcome::Limited,
+        Err(_) => RequestOutcome::Error,
+    }
+}
+
 async fn initialize<H: SubscriptionHandler>(
     state: &AppState<H>,
     compat: &Compat,
+    req: &HttpRequest,
     id: RequestId,
     params: Map<String, Value>,
     assigns: Assigns,
+    seen: &mut Seen,
 ) -> HttpResponse {
     let init = ClientInit::from_params(&params);
+    seen.version(&init.version);
     let (token, session) = match session::mint(
         state.suite.sealer(),
         compat.config.session_ttl,
@@ -436,8 +494,30 @@ async fn initialize<H: SubscriptionHandler>(
     };
     let (tx, _rx) = outbox(1);
     let channel = Channel::for_request(id.clone(), meta, assigns, tx);
-    let result =
-        crate::compat::initialize_result(&state.suite, &session.init.version, channel).await;
+    if let Some(clock) = &compat.clock {
+        clock.start(
+            &state.server,
+            &session.sid,
+            session.expires,
+            version_label(&session.init.version, LEGACY_VERSIONS),
+        );
+    }
+    let op = operation(
+        &state.suite,
+        &state.server,
+        &channel,
+        "initialize",
+        &params,
+        super::post::http_origin(req),
+        version_label(&session.init.version, LEGACY_VERSIONS),
+    );
+    seen.taken();
+    let result = crate::compat::initialize_result(&state.suite, &session.init.version, channel)
+        .instrument(op.span().clone())
+        .await;
+    let span = op.span().clone();
+    op.finish(&state.server, Ok(&result), RequestOutcome::Ok);
+    span.in_scope(|| tracing::debug!("request answered"));
     HttpResponse::Ok()
         .content_type("application/json")
         .insert_header((header::HeaderName::from_static(SESSION_HEADER), token))
