@@ -707,3 +707,56 @@ fn a_delete_whose_control_message_was_lost_still_ends_the_get_stream() {
         assert_eq!(r.status, 404, "{}", String::from_utf8_lossy(&r.body));
     }
 }
+
+/// The `mcp.server.session.duration` series of 2025 sessions that ended.
+fn sessions_ended(node: &ServerThread) -> String {
+    let text = genmcp::admin::Admin::new(node.server.clone(), Vec::new()).metrics_text();
+    let series = format!(
+        "mcp_server_session_duration_seconds_count{{mcp_session_kind=\"session\",error_type=\"\",\
+         network_transport=\"tcp\",mcp_protocol_version=\"{LEGACY}\"}} "
+    );
+    text.lines()
+        .find_map(|l| l.strip_prefix(&series))
+        .unwrap_or("0")
+        .to_owned()
+}
+
+/// A session's end is recorded once in the fleet: by the node that took its
+/// DELETE, or, for one left to expire, by the node that began it (which reads
+/// the deleted mark first, so a session DELETEd elsewhere is not recorded a
+/// second time at its expiry).
+#[test]
+fn a_sessions_end_is_recorded_once_in_the_fleet() {
+    let redis = RedisServer::start();
+    let buses: Vec<Events> = (0..2)
+        .map(|_| redis_bus(&redis.url(), "t-fleet-expiry:"))
+        .collect();
+    let mut compat = CompatConfig::default();
+    // The expiry is read 2 s ahead: the DELETE below lands well before.
+    compat.session_ttl = Duration::from_secs(5);
+    let nodes: Vec<ServerThread> = buses
+        .iter()
+        .map(|b| fixture_node(b, Some(compat.clone())))
+        .collect();
+    let deleted = legacy::initialize(nodes[0].addr);
+    assert_eq!(legacy::delete(nodes[1].addr, &deleted).status, 200);
+    assert_eq!(
+        sessions_ended(&nodes[1]),
+        "1",
+        "the DELETE is recorded where it landed"
+    );
+    let _left = legacy::initialize(nodes[0].addr);
+    // Both sessions began on node 0; the one left to expire is recorded there
+    // once its time comes (the deleted one's came first).
+    assert!(
+        common::wait_until(Duration::from_secs(20), || sessions_ended(&nodes[0]) != "0"),
+        "node 0 never recorded the session left to expire"
+    );
+    std::thread::sleep(Duration::from_secs(1));
+    assert_eq!(
+        sessions_ended(&nodes[0]),
+        "1",
+        "recorded once, the DELETEd one not again"
+    );
+    assert_eq!(sessions_ended(&nodes[1]), "1");
+}

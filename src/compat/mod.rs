@@ -43,6 +43,14 @@ pub(crate) use single::SharedSessions;
 pub(crate) use state::SessionState;
 pub(crate) use store::{Reservation, Reserve, SessionStore, StateKey, StoreBounds};
 
+/// Reads whether a shared session was DELETEd on any node: `Ok(true)` when
+/// it was, `Err` when the shared store cannot say now.
+pub(crate) type DeletedMarks = std::sync::Arc<
+    dyn Fn(String) -> crate::suite::BoxFuture<Result<bool, crate::protocol::McpError>>
+        + Send
+        + Sync,
+>;
+
 /// The 2025-era versions served, newest first.
 pub const LEGACY_VERSIONS: &[&str] = &["2025-11-25", "2025-06-18"];
 

@@ -4,7 +4,7 @@
 //! the calls below are never made; they give the transports one code path
 //! for both builds.
 
-use super::{LegacyStream, StateKey, StoreBounds};
+use super::{DeletedMarks, LegacyStream, StateKey, StoreBounds};
 use crate::protocol::{LogLevel, McpError};
 use crate::suite::tasks::SharedTasks;
 
@@ -30,6 +30,11 @@ pub(crate) struct Deleted {
 impl SharedSessions {
     /// Never called: no [`SharedTasks`] exists either.
     pub(crate) fn new(node: SharedTasks, _bounds: StoreBounds) -> Self {
+        match node {}
+    }
+
+    /// Reads whether a session is marked deleted.
+    pub(crate) fn deleted_marks(node: SharedTasks) -> DeletedMarks {
         match node {}
     }
 

@@ -1,12 +1,15 @@
 //! What a session sets at run time, shared by every node: its level, its
 //! URIs, its deleted mark.
 
-use super::super::{LegacyStream, StateKey};
+use std::sync::Arc;
+
+use super::super::{DeletedMarks, LegacyStream, StateKey};
 use super::SharedSessions;
 use super::control::Control;
 use super::owner::unexpected;
 use super::scripts::{CHANGE_URI, DELETE, SET_LEVEL, session_keys};
 use crate::protocol::{LogLevel, McpError};
+use crate::suite::tasks::SharedTasks;
 
 /// How long a DELETE waits for the node holding the session's GET stream to
 /// confirm it ended it.
@@ -28,6 +31,24 @@ pub(crate) struct Deleted {
 }
 
 impl SharedSessions {
+    /// Reads, through `node` alone, whether a session is marked deleted (on
+    /// any node): for the session clock, which outlives any borrow. The mark
+    /// lives until the session's expiry.
+    pub(crate) fn deleted_marks(node: SharedTasks) -> DeletedMarks {
+        Arc::new(move |sid: String| {
+            let node = node.clone();
+            Box::pin(async move {
+                let [hash, _] = session_keys(&node, &sid);
+                let mut cmd = ::redis::cmd("HEXISTS");
+                cmd.arg(hash).arg("d");
+                node.keys()
+                    .query::<bool>(cmd)
+                    .await
+                    .map_err(|e| super::unavailable(&e))
+            })
+        })
+    }
+
     /// The session's deleted mark and level: one round trip.
     pub(crate) async fn load(&self, sid: &str) -> Result<Loaded, McpError> {
         let [hash, _] = session_keys(&self.node, sid);

@@ -67,8 +67,8 @@ pub(crate) struct Compat {
     /// The events of the sessions' SSE streams, for `Last-Event-ID` replay.
     pub(crate) events: Arc<EventStore>,
     /// Live sessions by expiry, to record the duration of those never
-    /// DELETEd (`None` with shared sessions).
-    pub(crate) clock: Option<Arc<super::compat::SessionClock>>,
+    /// DELETEd.
+    pub(crate) clock: Arc<super::compat::SessionClock>,
     generation: AtomicU64,
 }
 
@@ -83,12 +83,14 @@ impl Compat {
             per_owner_sessions: config.max_session_states_per_principal,
             per_owner_uris: config.max_subscribed_uris_per_principal,
         };
-        let clock = node.is_none().then(|| {
-            Arc::new(super::compat::SessionClock::new(
-                config.max_session_states,
-                config.session_ttl,
-            ))
-        });
+        // With shared sessions, an expiry is recorded only for a session no
+        // other node deleted.
+        let elsewhere = node.clone().map(SharedSessions::deleted_marks);
+        let clock = Arc::new(super::compat::SessionClock::new(
+            config.max_session_states,
+            config.session_ttl,
+            elsewhere,
+        ));
         Compat {
             clock,
             sessions: SessionStore::new(bounds),

@@ -4,27 +4,38 @@
 //! session's expiry (bounded) and records its duration when it passes; a
 //! `DELETE` takes the session off the clock (its own end is recorded then).
 //!
+//! With shared sessions (a Redis bus) the node that ran `initialize` times
+//! the session, and a `DELETE` may land on any other node, which records it
+//! there. So shortly before the expiry ([`CHECK_AHEAD`] at most, while the session's
+//! deleted mark still lives in Redis) the clock reads that mark and records
+//! the expiry only for a session nobody deleted; when Redis cannot answer,
+//! nothing is recorded for it (never twice).
+//!
 //! Bounded by `CompatConfig::max_session_states` sessions at once: a session
-//! begun past it is not timed at its expiry (its `DELETE` still is). With
-//! shared sessions (a Redis bus) the clock is off: any node may end a
-//! session, so only `DELETE`s are recorded.
+//! begun past it is not timed at its expiry (its `DELETE` still is).
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Duration;
 
+use crate::compat::DeletedMarks;
 use crate::runtime::{NetworkTransport, Server, SessionLabels};
 use crate::suite::sealing::seal;
 
 /// The longest the sweeper sleeps between two looks at the clock.
 const MAX_SLEEP: Duration = Duration::from_secs(60);
 
+/// How long before a shared session's expiry its deleted mark is read (a
+/// quarter of the session TTL when that is shorter).
+pub(crate) const CHECK_AHEAD: Duration = Duration::from_secs(2);
+
 #[derive(Default)]
 struct Inner {
-    /// Live sessions: id → (expiry in ms since the epoch, version label).
+    /// Live sessions: id → (when it is due, in ms since the epoch: its expiry,
+    /// or [`CHECK_AHEAD`] before it with shared sessions; version label).
     live: HashMap<String, (u64, &'static str)>,
-    /// Expiries, soonest first (a DELETEd session's entry stays until its
+    /// Due times, soonest first (a DELETEd session's entry stays until its
     /// time, and is then skipped).
     by_expiry: BinaryHeap<Reverse<(u64, String)>>,
     /// A sweeper task runs.
@@ -36,15 +47,20 @@ pub(crate) struct SessionClock {
     inner: Mutex<Inner>,
     max: usize,
     ttl: Duration,
+    /// With shared sessions: whether another node ended the session.
+    elsewhere: Option<DeletedMarks>,
 }
 
 impl SessionClock {
-    /// A clock for at most `max` sessions at once, each living `ttl`.
-    pub(crate) fn new(max: usize, ttl: Duration) -> Self {
+    /// A clock for at most `max` sessions at once, each living `ttl`; with
+    /// `elsewhere`, a session is checked for a `DELETE` on another node
+    /// before its expiry is recorded.
+    pub(crate) fn new(max: usize, ttl: Duration, elsewhere: Option<DeletedMarks>) -> Self {
         SessionClock {
             inner: Mutex::new(Inner::default()),
             max,
             ttl,
+            elsewhere,
         }
     }
 
@@ -63,10 +79,17 @@ impl SessionClock {
         expires: u64,
         version: &'static str,
     ) {
+        let due = match self.elsewhere {
+            Some(_) => {
+                let ahead = CHECK_AHEAD.min(self.ttl / 4);
+                expires.saturating_sub(u64::try_from(ahead.as_millis()).unwrap_or(u64::MAX))
+            }
+            None => expires,
+        };
         let spawn = {
             let mut inner = self.lock();
             if inner.by_expiry.len() >= self.max {
-                self.sweep(&mut inner, server);
+                compact(&mut inner);
             }
             if inner.by_expiry.len() >= self.max {
                 tracing::debug!(
@@ -75,8 +98,8 @@ impl SessionClock {
                 );
                 return;
             }
-            inner.live.insert(sid.to_owned(), (expires, version));
-            inner.by_expiry.push(Reverse((expires, sid.to_owned())));
+            inner.live.insert(sid.to_owned(), (due, version));
+            inner.by_expiry.push(Reverse((due, sid.to_owned())));
             !std::mem::replace(&mut inner.sweeping, true)
         };
         if spawn {
@@ -90,58 +113,89 @@ impl SessionClock {
         let mut inner = self.lock();
         inner.live.remove(sid);
         if inner.by_expiry.len() > 2 * inner.live.len() + 64 {
-            let Inner {
-                live, by_expiry, ..
-            } = &mut *inner;
-            by_expiry
-                .retain(|Reverse((expires, sid))| live.get(sid).is_some_and(|(e, _)| e == expires));
+            compact(&mut inner);
         }
     }
 
-    /// Records every session whose expiry has passed; returns how long until
-    /// the next one, `None` when none is left (the sweeper then stops).
-    fn sweep(&self, inner: &mut Inner, server: &Server) -> Option<Duration> {
+    /// Takes every session that is due off the clock.
+    fn take_due(&self, inner: &mut Inner) -> Vec<(String, &'static str)> {
         let now = seal::now_ms();
-        while let Some(Reverse((expires, _))) = inner.by_expiry.peek() {
-            if *expires > now {
+        let mut due = Vec::new();
+        while let Some(Reverse((at, _))) = inner.by_expiry.peek() {
+            if *at > now {
                 break;
             }
-            let Some(Reverse((expires, sid))) = inner.by_expiry.pop() else {
+            let Some(Reverse((at, sid))) = inner.by_expiry.pop() else {
                 break;
             };
             // Still live, and this is its entry (not an older one of a
             // DELETEd session whose id came back).
-            if inner.live.get(&sid).is_some_and(|(e, _)| *e == expires)
+            if inner.live.get(&sid).is_some_and(|(e, _)| *e == at)
                 && let Some((_, version)) = inner.live.remove(&sid)
             {
-                server.record_session(
-                    SessionLabels {
-                        kind: "session",
-                        error_type: "",
-                        transport: NetworkTransport::Tcp,
-                        version,
-                    },
-                    self.ttl,
-                );
+                due.push((sid, version));
             }
         }
-        inner
-            .by_expiry
-            .peek()
-            .map(|Reverse((expires, _))| Duration::from_millis(expires.saturating_sub(now)))
+        due
     }
+
+    /// Records the expiry of `sid`, unless another node ended it first (or
+    /// that cannot be known).
+    async fn expired(&self, server: &Server, sid: String, version: &'static str) {
+        if let Some(elsewhere) = &self.elsewhere {
+            match elsewhere(sid).await {
+                Ok(false) => {}
+                Ok(true) => return, // recorded by the node that took the DELETE
+                Err(e) => {
+                    tracing::debug!(error = %e, "2025 session expiry not recorded: the shared store did not answer");
+                    return;
+                }
+            }
+        }
+        server.record_session(
+            SessionLabels {
+                kind: "session",
+                error_type: "",
+                transport: NetworkTransport::Tcp,
+                version,
+            },
+            self.ttl,
+        );
+    }
+}
+
+/// How long until the next session is due, `None` when none is left.
+fn next_due(inner: &Inner) -> Option<Duration> {
+    let now = seal::now_ms();
+    inner
+        .by_expiry
+        .peek()
+        .map(|Reverse((at, _))| Duration::from_millis(at.saturating_sub(now)))
+}
+
+/// Drops the due times of sessions no longer live.
+fn compact(inner: &mut Inner) {
+    let Inner {
+        live, by_expiry, ..
+    } = inner;
+    by_expiry.retain(|Reverse((at, sid))| live.get(sid).is_some_and(|(e, _)| e == at));
 }
 
 /// Sleeps until the next expiry (at most [`MAX_SLEEP`]) and records it, until
 /// no session is left on the clock or the clock is gone.
 async fn sweeper(clock: Weak<SessionClock>, server: Server) {
     loop {
+        let Some(clock) = clock.upgrade() else {
+            return;
+        };
+        let due = clock.take_due(&mut clock.lock());
+        for (sid, version) in due {
+            clock.expired(&server, sid, version).await;
+        }
         let next = {
-            let Some(clock) = clock.upgrade() else {
-                return;
-            };
             let mut inner = clock.lock();
-            match clock.sweep(&mut inner, &server) {
+            // Read after the checks: sessions may have started meanwhile.
+            match next_due(&inner) {
                 Some(next) => next,
                 None => {
                     inner.sweeping = false;
@@ -149,6 +203,7 @@ async fn sweeper(clock: Weak<SessionClock>, server: Server) {
                 }
             }
         };
+        drop(clock);
         tokio::time::sleep(next.clamp(Duration::from_millis(10), MAX_SLEEP)).await;
     }
 }

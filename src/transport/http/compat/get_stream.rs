@@ -416,9 +416,7 @@ pub(in crate::transport::http) async fn delete<H: SubscriptionHandler>(
         Err(e) => return state_refusal(&e),
     };
     compat.events.remove_session(&session.sid);
-    if let Some(clock) = &compat.clock {
-        clock.ended(&session.sid);
-    }
+    compat.clock.ended(&session.sid);
     record_session_end(&state.server, &compat.config.session_ttl, &session);
     if let Some(running) = live.as_ref().and_then(LegacyStream::running) {
         let _ = running

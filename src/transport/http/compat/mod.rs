@@ -494,14 +494,12 @@ async fn initialize<H: SubscriptionHandler>(
     };
     let (tx, _rx) = outbox(1);
     let channel = Channel::for_request(id.clone(), meta, assigns, tx);
-    if let Some(clock) = &compat.clock {
-        clock.start(
-            &state.server,
-            &session.sid,
-            session.expires,
-            version_label(&session.init.version, LEGACY_VERSIONS),
-        );
-    }
+    compat.clock.start(
+        &state.server,
+        &session.sid,
+        session.expires,
+        version_label(&session.init.version, LEGACY_VERSIONS),
+    );
     let op = operation(
         &state.suite,
         &state.server,
