@@ -135,11 +135,7 @@ impl Skills {
 fn contents(uri: String, mime: &str, bytes: &[u8]) -> ResourceContents {
     match std::str::from_utf8(bytes) {
         Ok(text) => ResourceContents::text(uri, mime, text),
-        Err(_) => ResourceContents::blob(
-            uri,
-            mime,
-            data_encoding::BASE64.encode(bytes),
-        ),
+        Err(_) => ResourceContents::blob(uri, mime, data_encoding::BASE64.encode(bytes)),
     }
 }
 

@@ -8,6 +8,7 @@
 use std::path::PathBuf;
 
 use std::sync::{Arc, OnceLock};
+use std::time::Duration;
 
 use genmcp::pubsub::RedisOnce;
 use genmcp::pubsub::redis::BusKeys;
@@ -19,16 +20,17 @@ use genmcp::suite::{FleetKeys, KeySet, SealingKeys};
 pub(crate) struct FleetSlot(Arc<OnceLock<FleetKeys>>);
 
 impl FleetSlot {
-    /// Whether the key set agrees with the fleet's (true before the first check).
-    pub(crate) fn agrees(&self) -> bool {
-        self.0.get().is_none_or(FleetKeys::agrees)
+    /// Whether the key set is in step with the fleet's (true before the
+    /// first check; see [`FleetKeys::in_step`]).
+    pub(crate) fn in_step(&self) -> bool {
+        self.0.get().is_none_or(FleetKeys::in_step)
     }
 
     /// Publishes and checks the key ids once now (a disagreement is logged
-    /// as an error at start), then every 10 s.
-    pub(crate) async fn start(&self, once: Option<RedisOnce>, live: SealingKeys) {
+    /// at start), then every `every` (`--key-check-every`, default 10 s).
+    pub(crate) async fn start(&self, once: Option<RedisOnce>, live: SealingKeys, every: Duration) {
         let Some(once) = once else { return };
-        let fleet = FleetKeys::new(once, live);
+        let fleet = FleetKeys::new(once, live).every(every);
         if let Err(e) = fleet.check().await {
             tracing::warn!(error = %e, "the fleet's key ids could not be checked at start");
         }
