@@ -322,14 +322,14 @@ fn a_rolling_rotation_of_three_nodes_loses_no_round_or_cursor() {
 
     // 1. The new key beside the current one, node by node (SIGHUP).
     for (i, n) in nodes.iter().enumerate() {
-        reload(n, KeySet::new(OLD).with_key(NEW));
+        reload(n, KeySet::new(OLD).with_key(NEW).unwrap());
         pending = all_complete(&nodes, &pending, &format!("adding the new key on node {i}"));
     }
     // 2. The new key current, node by node: nodes 0 and 1 by SIGHUP, node 2
     // restarted with the new file. In between, nodes publish under different
     // current keys.
     for i in 0..nodes.len() {
-        let set = KeySet::new(NEW).with_key(OLD);
+        let set = KeySet::new(NEW).with_key(OLD).unwrap();
         if i == 2 {
             restart(&redis, &mut nodes[i], set);
         } else {
@@ -455,7 +455,7 @@ fn only_the_node_out_of_step_with_the_fleet_is_flagged() {
         [
             KeySet::new(OLD),
             KeySet::new(OLD),
-            KeySet::new(NEW).with_key(OLD),
+            KeySet::new(NEW).with_key(OLD).unwrap(),
         ],
     );
     assert!(v[0].0 && v[1].0 && !v[2].0, "{v:?}");
@@ -465,9 +465,9 @@ fn only_the_node_out_of_step_with_the_fleet_is_flagged() {
         &redis,
         "t-fleet-rolling:",
         [
-            KeySet::new(NEW).with_key(OLD),
-            KeySet::new(OLD).with_key(NEW),
-            KeySet::new(OLD).with_key(NEW),
+            KeySet::new(NEW).with_key(OLD).unwrap(),
+            KeySet::new(OLD).with_key(NEW).unwrap(),
+            KeySet::new(OLD).with_key(NEW).unwrap(),
         ],
     );
     assert!(v.iter().all(|(ok, p)| *ok && p.is_empty()), "{v:?}");
