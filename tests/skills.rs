@@ -550,3 +550,46 @@ fn a_dynamic_skill_produces_its_files_when_they_are_read() {
         ]
     );
 }
+
+#[test]
+fn skills_added_at_once_from_many_threads_are_all_served() {
+    let root = skills_dir("concurrent");
+    // Rounds, so that an interleaving that loses a skill shows up.
+    for round in 0..20 {
+        let skills = Skills::from_dir(&root).unwrap();
+        let threads: Vec<_> = (0..8)
+            .map(|t| {
+                let skills = skills.clone();
+                std::thread::spawn(move || {
+                    for i in 0..25 {
+                        let name = format!("s-{t}-{i}");
+                        let md = format!("---\nname: {name}\ndescription: d\n---\n");
+                        skills
+                            .add(Skill::new(name.as_str()).file("SKILL.md", md))
+                            .unwrap();
+                        // Once add returned, the skill is served, and stays.
+                        let uris = skills.uris();
+                        for j in 0..=i {
+                            let uri = format!("skill://s-{t}-{j}/SKILL.md");
+                            if !uris.contains(&uri) {
+                                return Err(format!("{uri} lost after adding s-{t}-{i}"));
+                            }
+                        }
+                        if i % 5 == 0 {
+                            // The watcher's reload, meanwhile.
+                            skills.reload().unwrap();
+                        }
+                    }
+                    Ok(())
+                })
+            })
+            .collect();
+        let lost: Vec<String> = threads
+            .into_iter()
+            .filter_map(|t| t.join().unwrap().err())
+            .collect();
+        assert!(lost.is_empty(), "round {round}: {lost:?}");
+        // The directory's two skills and every one added.
+        assert_eq!(skills.len(), 2 + 8 * 25, "round {round}");
+    }
+}

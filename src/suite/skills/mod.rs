@@ -371,6 +371,10 @@ struct Inner {
     /// The directory, when read from disk.
     disk: Option<disk::Disk>,
     snapshot: RwLock<Arc<Snapshot>>,
+    /// Held across a whole [`Skills::rebuild`] (from reading the sources to
+    /// the swap, no `.await` inside): two rebuilds never interleave, so an
+    /// older set can never replace a newer one.
+    rebuilding: Mutex<()>,
     settings: RwLock<Settings>,
     catalog: Mutex<Option<WeakCatalog>>,
     on_change: Mutex<Vec<ChangeHook>>,
@@ -428,6 +432,7 @@ impl Skills {
                 code: Mutex::new(BTreeMap::new()),
                 disk,
                 snapshot: RwLock::new(Arc::new(Snapshot::default())),
+                rebuilding: Mutex::new(()),
                 settings: RwLock::new(Settings {
                     directory_read: false,
                     cache: None,
@@ -611,6 +616,7 @@ impl Skills {
     /// Builds the snapshot from the directory's skills and the code's (code
     /// wins on the same path), swaps it in if it differs and tells listeners.
     fn rebuild(&self) -> Result<bool, SkillError> {
+        let rebuilding = lock(&self.inner.rebuilding);
         let mut all: BTreeMap<String, Arc<Checked>> = BTreeMap::new();
         if let Some(disk) = &self.inner.disk {
             for checked in disk.skills() {
@@ -663,6 +669,8 @@ impl Skills {
             changed_uris = changed(&current, &next);
             *current = Arc::new(next);
         }
+        // Listeners are told after the lock is released (a hook may add).
+        drop(rebuilding);
         tracing::info!(
             changed = changed_uris.len(),
             "skills: the served set changed"
