@@ -490,10 +490,15 @@ impl Skills {
 
     /// The most bytes held in memory for all skills together (default
     /// [`DEFAULT_MAX_TOTAL_BYTES`]); skills past it are not served (warned in
-    /// the log), in path order.
+    /// the log), in path order. A directory's files are read within it (a
+    /// skill that does not fit is not kept in memory, a file that grew past
+    /// what is left is read no further); while a reload reads the files that
+    /// changed, the set served before is held too.
     pub fn max_total_bytes(self, bytes: u64) -> Self {
         let skills = self.set(|s| s.max_total_bytes = bytes);
-        let _ = skills.rebuild();
+        if let Err(e) = skills.reload() {
+            tracing::warn!(error = %e, "skills: reload failed; serving the last set");
+        }
         skills
     }
 
@@ -557,7 +562,7 @@ impl Skills {
     /// changed. A catalog without a directory only re-checks its limits.
     pub fn reload(&self) -> Result<bool, SkillError> {
         if let Some(disk) = &self.inner.disk {
-            disk.refresh()?;
+            disk.refresh(self.settings().max_total_bytes)?;
         }
         self.rebuild()
     }
