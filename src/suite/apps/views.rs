@@ -1,5 +1,7 @@
-//! Views: `ui://` resources holding an HTML document, and the provider that
-//! serves a set of them.
+//! Views: `ui://` resources holding an HTML document (as text, or as bytes
+//! served as a base64 blob), and the provider that serves a set of them.
+
+use std::sync::Arc;
 
 use serde_json::json;
 
@@ -9,26 +11,59 @@ use crate::protocol::McpError;
 use crate::suite::common::{BoxFuture, ResourceContents};
 use crate::suite::resources::{ReadOutcome, Resource, ResourceProvider, ResourceRead};
 
-/// A view: a `ui://` resource holding an HTML document.
+/// A view: a `ui://` resource holding an HTML document, read as text
+/// ([`UiResource::new`]) or as a base64 blob ([`UiResource::blob`]).
 #[derive(Clone, Debug, PartialEq)]
 pub struct UiResource {
     uri: String,
     name: String,
     title: Option<String>,
     description: Option<String>,
-    html: String,
+    body: Body,
     meta: UiMeta,
 }
 
+/// What a view serves.
+#[derive(Clone, Debug, PartialEq)]
+enum Body {
+    Text(String),
+    Blob(Arc<[u8]>),
+}
+
 impl UiResource {
-    /// The view `uri` (it must start with `ui://`) named `name`, serving `html`.
+    /// The view `uri` (it must start with `ui://`) named `name`, serving `html`
+    /// as text.
     pub fn new(uri: impl Into<String>, name: impl Into<String>, html: impl Into<String>) -> Self {
+        Self::with_body(uri.into(), name.into(), Body::Text(html.into()))
+    }
+
+    /// The view `uri` (it must start with `ui://`) named `name`, serving the
+    /// HTML document `bytes` as a base64 `blob` (same MIME type and `_meta.ui`
+    /// as a text view): for a document kept as bytes, e.g. in another
+    /// encoding than UTF-8 or built by a bundler.
+    ///
+    /// ```
+    /// use genmcp::suite::apps::UiResource;
+    /// let view = UiResource::blob("ui://app/main", "main", b"<!doctype html><p>hi</p>".to_vec());
+    /// let contents = serde_json::to_value(view.contents()).unwrap();
+    /// assert_eq!(contents["blob"], "PCFkb2N0eXBlIGh0bWw+PHA+aGk8L3A+");
+    /// assert_eq!(contents["mimeType"], "text/html;profile=mcp-app");
+    /// ```
+    pub fn blob(
+        uri: impl Into<String>,
+        name: impl Into<String>,
+        bytes: impl Into<Vec<u8>>,
+    ) -> Self {
+        Self::with_body(uri.into(), name.into(), Body::Blob(Arc::from(bytes.into())))
+    }
+
+    fn with_body(uri: String, name: String, body: Body) -> Self {
         UiResource {
-            uri: uri.into(),
-            name: name.into(),
+            uri,
+            name,
             title: None,
             description: None,
-            html: html.into(),
+            body,
             meta: UiMeta::default(),
         }
     }
@@ -71,9 +106,17 @@ impl UiResource {
         r
     }
 
-    /// The read contents: the HTML as text, with `_meta.ui`.
+    /// The read contents: the HTML as text (or as a base64 blob), with
+    /// `_meta.ui`.
     pub fn contents(&self) -> ResourceContents {
-        let c = ResourceContents::text(self.uri.clone(), MIME_TYPE, self.html.clone());
+        let c = match &self.body {
+            Body::Text(html) => ResourceContents::text(self.uri.clone(), MIME_TYPE, html.clone()),
+            Body::Blob(bytes) => ResourceContents::blob(
+                self.uri.clone(),
+                MIME_TYPE,
+                data_encoding::BASE64.encode(bytes),
+            ),
+        };
         match self.meta.to_json() {
             Some(ui) => c.with_meta("ui", ui),
             None => c,
