@@ -259,11 +259,14 @@ pub(crate) struct SkillEntry {
     dynamic: Option<Generator>,
 }
 
-/// What is served at one moment: skills by path, files by full path.
+/// What is served at one moment: skills by path, files by full path, and
+/// the answers derived from them, built once per set at its first request
+/// ([`Snapshot::derived`]).
 #[derive(Default)]
 pub(crate) struct Snapshot {
     skills: BTreeMap<String, SkillEntry>,
     files: BTreeMap<String, Arc<SkillFile>>,
+    derived: std::sync::OnceLock<serve::Derived>,
 }
 
 impl Snapshot {
