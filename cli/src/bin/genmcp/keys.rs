@@ -3,7 +3,8 @@
 //! new current key; tokens naming any key of the new set open; the bus's
 //! messages are tagged with the new current key's bus key and accepted under
 //! any key of the new set). A file that cannot be read or parsed leaves the
-//! set in use unchanged (logged).
+//! set in use unchanged (logged). Without a key file, `SIGHUP` is logged and
+//! ignored.
 
 use std::path::PathBuf;
 
@@ -52,10 +53,29 @@ pub(crate) fn install(
     if let Some(keys) = keys {
         live.replace(keys);
     }
-    if let Some(path) = reload_from {
-        reload_on_hangup(live, path, bus);
+    match reload_from {
+        Some(path) => reload_on_hangup(live, path, bus),
+        None => ignore_hangup(),
     }
 }
+
+/// Without a key file to re-read, `SIGHUP` is logged and ignored (its
+/// default action would end the process).
+#[cfg(unix)]
+fn ignore_hangup() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let Ok(mut hangups) = signal(SignalKind::hangup()) else {
+        return;
+    };
+    actix_rt::spawn(async move {
+        while hangups.recv().await.is_some() {
+            tracing::warn!("SIGHUP: no key file to re-read (--key-file); ignored");
+        }
+    });
+}
+
+#[cfg(not(unix))]
+fn ignore_hangup() {}
 
 #[cfg(unix)]
 fn reload_on_hangup(live: SealingKeys, path: PathBuf, bus: Option<BusKeys>) {
