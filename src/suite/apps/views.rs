@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use serde_json::json;
 
-use super::{MIME_TYPE, SCHEME, UiMeta};
+use super::{AppsError, MIME_TYPE, SCHEME, UiMeta};
 use crate::mux::Channel;
 use crate::protocol::McpError;
 use crate::suite::common::{BoxFuture, ResourceContents};
@@ -137,15 +137,33 @@ impl UiResources {
     }
 
     /// Adds (or replaces, by URI) a view. A URI that does not start with
-    /// `ui://` is refused (nothing changes; an error is logged).
-    pub fn view(mut self, view: UiResource) -> Self {
+    /// `ui://` is refused (nothing changes; an error is logged); use
+    /// [`UiResources::try_view`] to get the refusal as an error.
+    pub fn view(self, view: UiResource) -> Self {
         if !view.uri.starts_with(SCHEME) {
             tracing::error!(uri = %view.uri, "an MCP Apps view must have a ui:// URI; not served");
             return self;
         }
+        self.try_view(view).unwrap_or_default()
+    }
+
+    /// Adds (or replaces, by URI) a view; [`AppsError::NotUi`] when its URI
+    /// does not start with `ui://`.
+    ///
+    /// ```
+    /// use genmcp::suite::apps::{UiResource, UiResources};
+    /// let views = UiResources::new().try_view(UiResource::new("ui://a/main", "main", "<p>a</p>"));
+    /// assert!(views.is_ok());
+    /// let refused = UiResources::new().try_view(UiResource::new("https://a/main", "main", "<p>a</p>"));
+    /// assert!(refused.is_err());
+    /// ```
+    pub fn try_view(mut self, view: UiResource) -> Result<Self, AppsError> {
+        if !view.uri.starts_with(SCHEME) {
+            return Err(AppsError::NotUi(view.uri));
+        }
         self.views.retain(|v| v.uri != view.uri);
         self.views.push(view);
-        self
+        Ok(self)
     }
 }
 
