@@ -7,8 +7,11 @@
 //! Redis bus, authenticated with keys derived from each node's set, carries
 //! every node's messages to every other node at every step (a node reloads
 //! its set as `SIGHUP` does, one restarts), while a message tagged with the
-//! dropped key is refused at the end. The naive rotation (replacing the key
-//! node by node) is shown to lose rounds, so the check can fail.
+//! dropped key is refused at the end; and every node's fleet key check
+//! (`/readyz` "keys") finds it in step at every step. The naive rotation
+//! (replacing the key node by node) is shown to lose rounds, so the check can
+//! fail; and the fleet key check flags only the node that is out of step (one
+//! odd key, one key made current too early), never the nodes it differs from.
 
 mod common;
 
