@@ -7,8 +7,11 @@
 //! Redis bus, authenticated with keys derived from each node's set, carries
 //! every node's messages to every other node at every step (a node reloads
 //! its set as `SIGHUP` does, one restarts), while a message tagged with the
-//! dropped key is refused at the end. The naive rotation (replacing the key
-//! node by node) is shown to lose rounds, so the check can fail.
+//! dropped key is refused at the end; and every node's fleet key check
+//! (`/readyz` "keys") finds it in step at every step. The naive rotation
+//! (replacing the key node by node) is shown to lose rounds, so the check can
+//! fail; and the fleet key check flags only the node that is out of step (one
+//! odd key, one key made current too early), never the nodes it differs from.
 
 mod common;
 
@@ -21,7 +24,7 @@ use genmcp::http::ServerThread;
 use genmcp::prelude::*;
 use genmcp::pubsub::redis::{BusKeys, DropReason, dropped_messages};
 use genmcp::pubsub::{BusSubscription, DeliverFuture, Inbox, InboxError, InboxSink};
-use genmcp::suite::{InputRequired, KeySet, SealingKeys};
+use genmcp::suite::{FleetKeys, InputRequired, KeySet, SealingKeys};
 use serde_json::{Value, json};
 
 const OLD: [u8; 32] = [0x0a; 32];
@@ -112,7 +115,10 @@ fn restart(redis: &RedisServer, n: &mut Node, set: KeySet) {
 /// the messages of each check distinct.
 fn bus_flows(nodes: &[Node], tag: u32, step: &str) {
     for (i, from) in nodes.iter().enumerate() {
-        let Some(from) = &from.bus else { return };
+        let from = from
+            .bus
+            .as_ref()
+            .unwrap_or_else(|| panic!("{step}: node {i} has no bus"));
         let msg = tag * 10 + u32::try_from(i).unwrap();
         let heard = wait_until(Duration::from_secs(10), || {
             let _ = from.bus.try_publish(TOPIC, msg);
@@ -133,6 +139,33 @@ fn bus_flows(nodes: &[Node], tag: u32, step: &str) {
             heard,
             "{step}: node {i}'s bus messages do not reach nodes {deaf:?} (dropped as forged: {:?})",
             dropped_messages()
+        );
+    }
+}
+
+/// Every node with a bus runs its fleet key check (twice over, so each
+/// check reads every node's entry as it is now) and finds itself in step:
+/// `/readyz` stays ready through a correct rotation. (The entry of node 2
+/// before its restart lingers for three check periods, as a stopped node's
+/// does: one stale node does not put the others out of step.)
+fn in_step(nodes: &[Node], step: &str) {
+    let fleet: Vec<FleetKeys> = nodes
+        .iter()
+        .filter_map(|n| {
+            let once = n.bus.as_ref()?.bus.once()?;
+            Some(FleetKeys::new(once, n.keys.clone()))
+        })
+        .collect();
+    for _ in 0..2 {
+        for f in &fleet {
+            block_on(f.check()).expect("Redis answers");
+        }
+    }
+    for (i, f) in fleet.iter().enumerate() {
+        assert!(
+            f.in_step(),
+            "{step}: node {i} is not in step: {:?}",
+            f.problem()
         );
     }
 }
@@ -255,6 +288,7 @@ fn completes(n: &Node, b: &Begun) -> bool {
 /// once, so each round is used once per node). Returns rounds begun now, not
 /// used yet, to finish after the next step.
 fn all_complete(nodes: &[Node], pending: &[Begun], step: &str) -> Vec<Begun> {
+    in_step(nodes, step);
     static CHECKS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(1);
     bus_flows(
         nodes,
@@ -291,14 +325,14 @@ fn a_rolling_rotation_of_three_nodes_loses_no_round_or_cursor() {
 
     // 1. The new key beside the current one, node by node (SIGHUP).
     for (i, n) in nodes.iter().enumerate() {
-        reload(n, KeySet::new(OLD).with_key(NEW));
+        reload(n, KeySet::new(OLD).with_key(NEW).unwrap());
         pending = all_complete(&nodes, &pending, &format!("adding the new key on node {i}"));
     }
     // 2. The new key current, node by node: nodes 0 and 1 by SIGHUP, node 2
     // restarted with the new file. In between, nodes publish under different
     // current keys.
     for i in 0..nodes.len() {
-        let set = KeySet::new(NEW).with_key(OLD);
+        let set = KeySet::new(NEW).with_key(OLD).unwrap();
         if i == 2 {
             restart(&redis, &mut nodes[i], set);
         } else {
@@ -370,4 +404,81 @@ fn replacing_the_key_node_by_node_loses_rounds() {
         !completes(&nodes[1], &after),
         "a round of the new key fails on a node that only has the old one"
     );
+}
+
+/// The fleet key check of three nodes on one Redis, each with `sets[i]`;
+/// returns each node's verdict after every node checked twice.
+fn fleet_verdicts(redis: &RedisServer, prefix: &str, sets: [KeySet; 3]) -> Vec<(bool, String)> {
+    let buses: Vec<Bus<u32>> = sets
+        .iter()
+        .map(|set| {
+            block_on(Bus::redis(
+                bus_config(&redis.url(), prefix).keys(set.bus_keys()),
+            ))
+            .expect("the bus connects")
+        })
+        .collect();
+    let fleet: Vec<FleetKeys> = buses
+        .iter()
+        .zip(sets)
+        .map(|(b, set)| FleetKeys::new(b.once().expect("a Redis bus"), SealingKeys::new(set)))
+        .collect();
+    for _ in 0..2 {
+        for f in &fleet {
+            block_on(f.check()).expect("Redis answers");
+        }
+    }
+    fleet
+        .iter()
+        .map(|f| (f.in_step(), f.problem().unwrap_or_default()))
+        .collect()
+}
+
+#[test]
+fn only_the_node_out_of_step_with_the_fleet_is_flagged() {
+    let redis = RedisServer::start();
+    // One node started with another key: it alone is out of step; the two
+    // others only log it.
+    let v = fleet_verdicts(
+        &redis,
+        "t-fleet-odd:",
+        [KeySet::new(OLD), KeySet::new(OLD), KeySet::new(NEW)],
+    );
+    assert!(
+        v[0].0 && v[1].0,
+        "the two nodes that agree stay in step: {v:?}"
+    );
+    assert!(!v[2].0, "the odd node is out of step: {v:?}");
+    assert!(v[0].1.contains("does not hold"), "{v:?}");
+    // One node sealing with a key the others cannot open (made current too
+    // early), though it opens theirs: it alone is out of step.
+    let v = fleet_verdicts(
+        &redis,
+        "t-fleet-early:",
+        [
+            KeySet::new(OLD),
+            KeySet::new(OLD),
+            KeySet::new(NEW).with_key(OLD).unwrap(),
+        ],
+    );
+    assert!(v[0].0 && v[1].0 && !v[2].0, "{v:?}");
+    assert!(v[2].1.contains("cannot open"), "{v:?}");
+    // Mid-rotation: different current keys, each held by every node.
+    let v = fleet_verdicts(
+        &redis,
+        "t-fleet-rolling:",
+        [
+            KeySet::new(NEW).with_key(OLD).unwrap(),
+            KeySet::new(OLD).with_key(NEW).unwrap(),
+            KeySet::new(OLD).with_key(NEW).unwrap(),
+        ],
+    );
+    assert!(v.iter().all(|(ok, p)| *ok && p.is_empty()), "{v:?}");
+    // Three different keys: no node agrees with most of the fleet.
+    let v = fleet_verdicts(
+        &redis,
+        "t-fleet-apart:",
+        [KeySet::new(OLD), KeySet::new(NEW), KeySet::new([0x0c; 32])],
+    );
+    assert!(v.iter().all(|(ok, _)| !*ok), "{v:?}");
 }

@@ -330,8 +330,34 @@ fn traversal_encoded_separators_and_invalid_escapes_name_nothing() {
         "---\nname: a\ndescription: a\n---\n",
     );
     write(&root.join("a/sub/file.md"), "file\n");
-    let srv = serve(Skills::from_dir(&root).unwrap().directory_read(true), 500);
+    // A dynamic skill serving a directory of its own the way a producer
+    // naturally would (joining the path it is given): only the URI checks
+    // keep `..` from reaching the file system through it.
+    let files = base.join("files");
+    write(&files.join("today.md"), "today\n");
+    let skills = Skills::from_dir(&root).unwrap().directory_read(true);
+    skills
+        .add(
+            Skill::new("docs")
+                .file("SKILL.md", "---\nname: docs\ndescription: d\n---\n")
+                .dynamic(move |path: String| {
+                    let read = std::fs::read(files.join(path)).ok();
+                    async move { Ok(read) }
+                }),
+        )
+        .unwrap();
+    let srv = serve(skills, 500);
+    let today = result(
+        &srv,
+        "resources/read",
+        json!({"uri": "skill://docs/today.md"}),
+    );
+    assert_eq!(today["contents"][0]["text"], "today\n");
     for uri in [
+        "skill://docs/../secret.txt",
+        "skill://docs/%2e%2e/secret.txt",
+        "skill://docs/%2E%2E%2Fsecret.txt",
+        "skill://docs/./../secret.txt",
         "skill://a/../secret.txt",
         "skill://a/../../secret.txt",
         "skill://a/%2e%2e/%2e%2e/secret.txt",
@@ -347,8 +373,11 @@ fn traversal_encoded_separators_and_invalid_escapes_name_nothing() {
     ] {
         for method in ["resources/read", "skills/get", "resources/directory/read"] {
             let body = call(srv.addr, json!(3), method, json!({"uri": uri})).json();
+            assert!(
+                !body.to_string().contains("SECRET"),
+                "{method} {uri}: {body}"
+            );
             assert_eq!(body["error"]["code"], -32602, "{method} {uri}: {body}");
-            assert!(!body.to_string().contains("SECRET"));
         }
     }
 }
@@ -549,4 +578,47 @@ fn a_dynamic_skill_produces_its_files_when_they_are_read() {
             "broken.md"
         ]
     );
+}
+
+#[test]
+fn skills_added_at_once_from_many_threads_are_all_served() {
+    let root = skills_dir("concurrent");
+    // Rounds, so that an interleaving that loses a skill shows up.
+    for round in 0..20 {
+        let skills = Skills::from_dir(&root).unwrap();
+        let threads: Vec<_> = (0..8)
+            .map(|t| {
+                let skills = skills.clone();
+                std::thread::spawn(move || {
+                    for i in 0..25 {
+                        let name = format!("s-{t}-{i}");
+                        let md = format!("---\nname: {name}\ndescription: d\n---\n");
+                        skills
+                            .add(Skill::new(name.as_str()).file("SKILL.md", md))
+                            .unwrap();
+                        // Once add returned, the skill is served, and stays.
+                        let uris = skills.uris();
+                        for j in 0..=i {
+                            let uri = format!("skill://s-{t}-{j}/SKILL.md");
+                            if !uris.contains(&uri) {
+                                return Err(format!("{uri} lost after adding s-{t}-{i}"));
+                            }
+                        }
+                        if i % 5 == 0 {
+                            // The watcher's reload, meanwhile.
+                            skills.reload().unwrap();
+                        }
+                    }
+                    Ok(())
+                })
+            })
+            .collect();
+        let lost: Vec<String> = threads
+            .into_iter()
+            .filter_map(|t| t.join().unwrap().err())
+            .collect();
+        assert!(lost.is_empty(), "round {round}: {lost:?}");
+        // The directory's two skills and every one added.
+        assert_eq!(skills.len(), 2 + 8 * 25, "round {round}");
+    }
 }

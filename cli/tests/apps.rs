@@ -112,7 +112,13 @@ fn a_tool_with_a_view_always_answers_with_text() {
             Suite::builder(Implementation::new("apps", "1.0.0"))
                 .apps(
                     UiResources::new()
-                        .view(UiResource::new("ui://v/main", "main", "<p>hi</p>").meta(meta)),
+                        .view(
+                            UiResource::new("ui://v/main", "main", "<p>hi</p>").meta(meta.clone()),
+                        )
+                        .view(
+                            UiResource::blob("ui://v/bytes", "bytes", b"<p>\xe9t\xe9</p>".to_vec())
+                                .meta(meta),
+                        ),
                 )
                 .tool(
                     ToolBuilder::new("structured_only")
@@ -154,6 +160,23 @@ fn a_tool_with_a_view_always_answers_with_text() {
     assert_eq!(
         read["contents"][0]["_meta"]["ui"],
         json!({"csp": {"connectDomains": ["https://api.example.com"]}, "domain": "https://views.example.com"})
+    );
+    // A view kept as bytes (here Latin-1, not UTF-8) is read as a blob, with
+    // the same MIME type and _meta.ui.
+    let read = result(&srv, "resources/read", json!({"uri": "ui://v/bytes"}));
+    let c = &read["contents"][0];
+    assert_eq!(c["blob"], "PHA+6XTpPC9wPg==", "{read}");
+    assert!(c.get("text").is_none(), "{read}");
+    assert_eq!(c["mimeType"], apps::MIME_TYPE);
+    assert_eq!(c["_meta"]["ui"]["domain"], "https://views.example.com");
+    let list = result(&srv, "resources/list", json!({}));
+    assert!(
+        list["resources"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|r| r["uri"] == "ui://v/bytes" && r["mimeType"] == apps::MIME_TYPE),
+        "{list}"
     );
     let tools = result(&srv, "tools/list", json!({}));
     assert_eq!(

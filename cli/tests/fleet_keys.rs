@@ -1,6 +1,7 @@
 //! With `--bus` and `--key-file`, a node whose sealing key set disagrees with
-//! the other nodes' says so in `/readyz` ("keys") from its start, and is ready
-//! again once `SIGHUP` gave it a set that agrees; nodes that agree are ready.
+//! most of the other nodes' says so in `/readyz` ("keys") from its start, and
+//! is ready again once `SIGHUP` gave it a set that agrees; the nodes it
+//! differs from stay ready after they have checked it.
 
 #![cfg(unix)]
 
@@ -31,6 +32,7 @@ fn start(redis: &RedisServer, key_file: &Path) -> Node {
         .args(["serve", "--port", "0", "--bus", &redis.url()])
         .args(["--key-file", key_file.to_str().unwrap()])
         .args(["--admin", &admin.to_string()])
+        .args(["--key-check-every", "1"])
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
@@ -42,6 +44,28 @@ fn start(redis: &RedisServer, key_file: &Path) -> Node {
         "the admin listener answers"
     );
     node
+}
+
+/// Each node's entry in the fleet's key hash: (node id, its `exp`).
+fn entries(redis: &RedisServer) -> Vec<(String, u64)> {
+    let Some(keys) = redis.command(&["KEYS", "*sealing-keys"]) else {
+        return Vec::new();
+    };
+    let Some(hash) = keys.lines().find(|l| l.ends_with("sealing-keys")) else {
+        return Vec::new();
+    };
+    let reply = redis.command(&["HGETALL", hash]).unwrap_or_default();
+    let values: Vec<&str> = reply
+        .lines()
+        .filter(|l| !l.starts_with('*') && !l.starts_with('$'))
+        .collect();
+    values
+        .chunks(2)
+        .filter_map(|pair| {
+            let entry: serde_json::Value = serde_json::from_str(pair.get(1)?).ok()?;
+            Some((pair[0].to_owned(), entry["exp"].as_u64()?))
+        })
+        .collect()
 }
 
 fn readyz(node: &Node) -> Option<(u16, String)> {
@@ -75,6 +99,18 @@ fn a_node_whose_keys_disagree_with_the_fleet_is_not_ready_until_they_agree() {
     let a = start(&redis, &shared);
     let b = start(&redis, &shared);
     let c = start(&redis, &other);
+    // Every node checks again after C's entry is in Redis (its entry
+    // refreshed after this snapshot): A and B have then seen C's keys.
+    let seen = entries(&redis);
+    assert_eq!(seen.len(), 3, "{seen:?}");
+    let mut last = Vec::new();
+    assert!(
+        wait_until(Duration::from_secs(30), || {
+            last = entries(&redis);
+            last.len() == 3 && last.iter().all(|e| !seen.contains(e))
+        }),
+        "every node checked again: {seen:?} then {last:?}"
+    );
     for n in [&a, &b] {
         assert_eq!(readyz(n).map(|r| r.0), Some(200), "{:?}", readyz(n));
     }
@@ -97,5 +133,8 @@ fn a_node_whose_keys_disagree_with_the_fleet_is_not_ready_until_they_agree() {
         }),
         "ready once its keys agree: {last:?}"
     );
+    for n in [&a, &b] {
+        assert_eq!(readyz(n).map(|r| r.0), Some(200), "{:?}", readyz(n));
+    }
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -1,7 +1,8 @@
 //! `genmcp serve --key-file` with several keys, re-read on `SIGHUP`: a round
 //! begun under the old key completes after the new key became current, the
 //! new current key seals from then on, a dropped key's rounds are refused, and
-//! an unusable file leaves the keys in use unchanged. With `--bus`, the reload
+//! an unusable file leaves the keys in use unchanged (and says so in the log);
+//! without a key file `SIGHUP` is ignored. With `--bus`, the reload
 //! applies to the bus too: the node tags its messages under the new current
 //! key and accepts messages tagged under any key of the new set.
 
@@ -75,6 +76,59 @@ fn hangup(child: &Child) {
     assert!(status.success());
 }
 
+/// `genmcp serve ARGS` with JSON logs on a pipe: its address, and each log
+/// line's message as it comes.
+fn spawn_logged(
+    args: &[&str],
+) -> (
+    Child,
+    std::net::SocketAddr,
+    std::sync::mpsc::Receiver<String>,
+) {
+    use std::io::BufRead as _;
+    let mut child = std::process::Command::new(common::genmcp_bin())
+        .args(["--log-format", "json", "serve"])
+        .args(args)
+        .env("RUST_LOG", "genmcp=info")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("genmcp starts");
+    let stderr = child.stderr.take().expect("stderr");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stderr).lines() {
+            let Ok(line) = line else { break };
+            let v: Value = serde_json::from_str(&line).unwrap_or(Value::Null);
+            let message = v["fields"]["message"].as_str().unwrap_or_default();
+            let text = match v["fields"]["addr"].as_str() {
+                Some(addr) => format!("{message} {addr}"),
+                None => message.to_owned(),
+            };
+            if tx.send(text).is_err() {
+                break;
+            }
+        }
+    });
+    let addr = wait_for(&rx, "genmcp listening")
+        .and_then(|line| line.rsplit(' ').next()?.parse().ok())
+        .expect("genmcp listens");
+    (child, addr, rx)
+}
+
+/// The next log message starting with `start`, waiting at most 20 s.
+fn wait_for(rx: &std::sync::mpsc::Receiver<String>, start: &str) -> Option<String> {
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let left = deadline.checked_duration_since(std::time::Instant::now())?;
+        let line = rx.recv_timeout(left).ok()?;
+        if line.starts_with(start) {
+            return Some(line);
+        }
+    }
+}
+
 /// Waits (bounded) until a new round names `kid`.
 fn sealed_with(addr: std::net::SocketAddr, kid: &str) -> bool {
     common::wait_until(Duration::from_secs(10), || begin(addr).starts_with(kid))
@@ -87,16 +141,13 @@ fn sighup_rereads_the_key_file() {
     std::fs::create_dir_all(&dir).unwrap();
     let file = dir.join("keys");
     std::fs::write(&file, format!("{}\n", hex(&old))).unwrap();
-    let (mut child, addr) = common::serve_child::spawn_serve(
-        &[
-            "--conformance",
-            "--port",
-            "0",
-            "--key-file",
-            file.to_str().unwrap(),
-        ],
-        &[],
-    );
+    let (mut child, addr, logs) = spawn_logged(&[
+        "--conformance",
+        "--port",
+        "0",
+        "--key-file",
+        file.to_str().unwrap(),
+    ]);
 
     let under_old = begin(addr);
     let dropped_later = begin(addr);
@@ -121,7 +172,10 @@ fn sighup_rereads_the_key_file() {
     // An unusable file changes nothing.
     std::fs::write(&file, "not a key\n").unwrap();
     hangup(&child);
-    std::thread::sleep(Duration::from_millis(300));
+    assert!(
+        wait_for(&logs, "SIGHUP: the key file is not usable").is_some(),
+        "the SIGHUP was handled and the unusable file reported"
+    );
     assert!(begin(addr).starts_with(&key_id(&new)));
 
     // The old key dropped (and a third one current, to see the reload): its
@@ -252,4 +306,20 @@ fn sighup_rotates_the_bus_key_too() {
     let _ = child.kill();
     let _ = child.wait();
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn without_a_key_file_sighup_is_ignored() {
+    let (mut child, addr, logs) = spawn_logged(&["--port", "0"]);
+    hangup(&child);
+    assert!(
+        wait_for(&logs, "SIGHUP: no key file to re-read").is_some(),
+        "the SIGHUP was logged, not fatal: {:?}",
+        child.try_wait()
+    );
+    let discover = common::call(addr, json!(1), "server/discover", json!({})).json();
+    assert!(discover["result"].is_object(), "still serving: {discover}");
+    assert!(matches!(child.try_wait(), Ok(None)), "still running");
+    let _ = child.kill();
+    let _ = child.wait();
 }

@@ -308,6 +308,16 @@ impl<H: SubscriptionHandler> SuiteBuilder<H> {
             self.catalog
                 .add_resources(skills::SkillsProvider(skills.clone()));
         }
+        if !self.apps {
+            for tool in self.catalog.tools() {
+                let d = tool.descriptor();
+                if apps::has_view(&d.extra) {
+                    tracing::warn!(tool = %d.name,
+                        "this tool names an MCP Apps view but the suite serves none \
+                         (SuiteBuilder::apps): the extension io.modelcontextprotocol/ui is not declared");
+                }
+            }
+        }
         let mut stamp = Map::new();
         stamp.insert(
             keys::SERVER_INFO.into(),

@@ -79,8 +79,10 @@ pub use resources::{
 pub use schemas::{CallError, MAX_REPORTED_ERRORS, NoArgs, ToolError, input_schema, output_schema};
 #[cfg(feature = "redis")]
 #[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
-pub use sealing::fleet_keys::{DEFAULT_FLEET_KEYS_EVERY, FleetKeys};
-pub use sealing::keys::{KeySet, KeySetError, MAX_KEYS, key_id};
+pub use sealing::fleet_keys::{
+    DEFAULT_FLEET_KEYS_EVERY, FleetKeys, MAX_FLEET_ENTRY_BYTES, MAX_FLEET_NODES,
+};
+pub use sealing::keys::{KeySet, KeySetError, MAX_KEY_FILE_BYTES, MAX_KEYS, key_id};
 pub use sealing::seal::SealingKeys;
 pub use sealing::secret;
 #[cfg(feature = "redis")]

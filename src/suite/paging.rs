@@ -16,6 +16,18 @@ impl<H: SubscriptionHandler> Suite<H> {
         params: &Map<String, Value>,
         hint: CacheHint,
     ) -> Result<Map<String, Value>, McpError> {
+        self.page_of(kind, key, &items, params, hint)
+    }
+
+    /// [`Suite::page`] of items held elsewhere: only the page is cloned.
+    pub(super) fn page_of(
+        &self,
+        kind: &str,
+        key: &str,
+        items: &[Value],
+        params: &Map<String, Value>,
+        hint: CacheHint,
+    ) -> Result<Map<String, Value>, McpError> {
         let offset = match params.get("cursor") {
             None | Some(Value::Null) => 0,
             Some(Value::String(token)) => {
@@ -42,9 +54,10 @@ impl<H: SubscriptionHandler> Suite<H> {
         let total = items.len();
         let end = offset.saturating_add(self.inner.page_size).min(total);
         let page: Vec<Value> = items
-            .into_iter()
+            .iter()
             .skip(offset)
             .take(end.saturating_sub(offset))
+            .cloned()
             .collect();
         let mut result = Map::new();
         result.insert(key.into(), Value::Array(page));

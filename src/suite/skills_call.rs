@@ -41,7 +41,8 @@ impl<H: SubscriptionHandler> Suite<H> {
             return match method {
                 skills::LIST => {
                     let hint = hint.unwrap_or(self.inner.list_cache);
-                    self.page("skills", "skills", skills.entries(), params, hint)
+                    let snapshot = skills.snapshot();
+                    self.page_of("skills", "skills", snapshot.entries(), params, hint)
                 }
                 skills::GET => {
                     let mut result = Map::new();
@@ -50,11 +51,11 @@ impl<H: SubscriptionHandler> Suite<H> {
                     Ok(result)
                 }
                 skills::DIRECTORY_READ => {
-                    let (dir, children) = skills.directory(params)?;
-                    let mut result = self.page(
+                    let (dir, snapshot) = skills.directory(params)?;
+                    let mut result = self.page_of(
                         &format!("dir:{dir}"),
                         "resources",
-                        children,
+                        snapshot.children(&dir),
                         params,
                         hint.unwrap_or(self.inner.list_cache),
                     )?;

@@ -23,6 +23,15 @@ use serde_json::{Map, Value, json};
 
 pub use views::{UiResource, UiResources};
 
+/// Why an MCP Apps helper refused its input.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum AppsError {
+    /// A view URI that does not start with `ui://`.
+    #[error("an MCP Apps view must have a ui:// URI, not {0:?}")]
+    NotUi(String),
+}
+
 /// The extension identifier (the key under `capabilities.extensions`).
 pub const EXTENSION: &str = "io.modelcontextprotocol/ui";
 /// The MIME type of a view.
@@ -69,12 +78,33 @@ pub struct ToolUi {
 
 impl ToolUi {
     /// The view at `resource_uri` (a `ui://` URI), visible to the model and
-    /// the view (the default).
+    /// the view (the default). A URI that does not start with `ui://` is
+    /// kept but logged as an error (no host would render it); use
+    /// [`ToolUi::try_new`] to refuse it instead.
     pub fn new(resource_uri: impl Into<String>) -> Self {
+        let resource_uri = resource_uri.into();
+        if !resource_uri.starts_with(SCHEME) {
+            tracing::error!(uri = %resource_uri, "an MCP Apps tool view must have a ui:// URI");
+        }
         ToolUi {
-            resource_uri: resource_uri.into(),
+            resource_uri,
             visibility: vec![Visibility::Model, Visibility::App],
         }
+    }
+
+    /// [`ToolUi::new`], refusing a URI that does not start with `ui://`.
+    ///
+    /// ```
+    /// use genmcp::suite::apps::ToolUi;
+    /// assert!(ToolUi::try_new("ui://notes/board").is_ok());
+    /// assert!(ToolUi::try_new("https://example.com/board").is_err());
+    /// ```
+    pub fn try_new(resource_uri: impl Into<String>) -> Result<Self, AppsError> {
+        let resource_uri = resource_uri.into();
+        if !resource_uri.starts_with(SCHEME) {
+            return Err(AppsError::NotUi(resource_uri));
+        }
+        Ok(Self::new(resource_uri))
     }
 
     /// Who may call the tool (`[App]` hides it from the model).

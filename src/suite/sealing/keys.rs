@@ -26,6 +26,10 @@ use super::secret::{SecretError, parse_secret};
 /// Most keys a set holds (a token naming none of them is refused at once).
 pub const MAX_KEYS: usize = 16;
 
+/// Largest key file [`KeySet::load_file`] reads (64 KiB: room for
+/// [`MAX_KEYS`] keys and plenty of comments).
+pub const MAX_KEY_FILE_BYTES: usize = 64 * 1024;
+
 /// The public id of a key: `k` and 12 hex digits of a SHA-256 of it (domain
 /// separated; it reveals nothing usable about the key). Tokens carry it.
 pub fn key_id(key: &[u8; 32]) -> String {
@@ -75,6 +79,9 @@ pub enum KeySetError {
     /// More than [`MAX_KEYS`].
     #[error("{0}: more than {MAX_KEYS} keys")]
     TooMany(String),
+    /// A key file larger than [`MAX_KEY_FILE_BYTES`].
+    #[error("{0}: larger than {MAX_KEY_FILE_BYTES} bytes")]
+    TooLarge(String),
     /// The same key twice (or two keys with one id).
     #[error("{0}: the same key is listed twice")]
     Duplicate(String),
@@ -90,13 +97,18 @@ impl KeySet {
 
     /// Adds `key` as one that opens tokens but does not seal (an older key
     /// being retired, or a newer one being introduced). A key already in the
-    /// set is not added twice.
-    pub fn with_key(mut self, key: [u8; 32]) -> Self {
+    /// set is not added twice. Fails with [`KeySetError::TooMany`] when the
+    /// set already holds [`MAX_KEYS`] keys.
+    pub fn with_key(mut self, key: [u8; 32]) -> Result<Self, KeySetError> {
         let id = key_id(&key);
-        if !self.keys.iter().any(|(i, _)| *i == id) && self.keys.len() < MAX_KEYS {
-            self.keys.push((id, key));
+        if self.keys.iter().any(|(i, _)| *i == id) {
+            return Ok(self);
         }
-        self
+        if self.keys.len() >= MAX_KEYS {
+            return Err(KeySetError::TooMany("key set".to_owned()));
+        }
+        self.keys.push((id, key));
+        Ok(self)
     }
 
     /// Parses a key file's text (the format is above).
@@ -133,12 +145,23 @@ impl KeySet {
         Ok(KeySet { keys })
     }
 
-    /// Reads and parses a key file.
+    /// Reads and parses a key file; one larger than [`MAX_KEY_FILE_BYTES`]
+    /// is refused ([`KeySetError::TooLarge`]) without being read whole.
     pub fn load_file(path: &Path) -> Result<Self, KeySetError> {
-        let text = std::fs::read(path).map_err(|source| SecretError::Read {
+        use std::io::Read as _;
+        let read = |source| SecretError::Read {
             path: path.to_owned(),
             source,
-        })?;
+        };
+        let file = std::fs::File::open(path).map_err(read)?;
+        let mut text = Vec::new();
+        let cap = u64::try_from(MAX_KEY_FILE_BYTES).unwrap_or(u64::MAX);
+        file.take(cap.saturating_add(1))
+            .read_to_end(&mut text)
+            .map_err(read)?;
+        if text.len() > MAX_KEY_FILE_BYTES {
+            return Err(KeySetError::TooLarge(path.display().to_string()));
+        }
         Self::parse_from(&String::from_utf8_lossy(&text), &path.display().to_string())
     }
 
@@ -216,5 +239,39 @@ mod tests {
             let e = KeySet::parse(&bad).expect_err("refused");
             assert!(!e.to_string().contains(&a[..20]), "no key quoted: {e}");
         }
+    }
+
+    #[test]
+    fn a_set_never_grows_past_its_bound() {
+        let mut set = KeySet::new([0; 32]);
+        for i in 1..MAX_KEYS {
+            set = set.with_key([u8::try_from(i).unwrap(); 32]).unwrap();
+        }
+        assert_eq!(set.len(), MAX_KEYS);
+        let again = set.clone().with_key([1; 32]).expect("a key already held");
+        assert_eq!(again.len(), MAX_KEYS);
+        assert!(matches!(
+            set.with_key([0xff; 32]),
+            Err(KeySetError::TooMany(_))
+        ));
+    }
+
+    #[test]
+    fn a_key_file_larger_than_its_bound_is_refused() {
+        let dir = std::env::temp_dir().join(format!("genmcp-keyfile-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("keys");
+        let key = "ab".repeat(32);
+        let mut text = format!("{key}\n");
+        text.push_str(&"#".repeat(MAX_KEY_FILE_BYTES));
+        std::fs::write(&path, &text).unwrap();
+        assert!(matches!(
+            KeySet::load_file(&path),
+            Err(KeySetError::TooLarge(_))
+        ));
+        text.truncate(MAX_KEY_FILE_BYTES);
+        std::fs::write(&path, &text).unwrap();
+        assert_eq!(KeySet::load_file(&path).unwrap().len(), 1);
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

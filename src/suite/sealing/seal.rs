@@ -302,7 +302,9 @@ mod tests {
         );
         assert_eq!(s.open(purpose::CURSOR, &forged), None);
         // Nor does the token under another key id of the set.
-        let two = Sealer::with_keys(SealingKeys::new(KeySet::new([7; 32]).with_key([9; 32])));
+        let two = Sealer::with_keys(SealingKeys::new(
+            KeySet::new([7; 32]).with_key([9; 32]).unwrap(),
+        ));
         let other = super::super::keys::key_id(&[9; 32]);
         assert_eq!(
             two.open(purpose::CURSOR, &token.replacen(kid, &other, 1)),
@@ -396,7 +398,9 @@ mod tests {
         .finalize()
         .into_bytes();
         let legacy = format!("{body}.{}", URL_SAFE_NO_PAD.encode(&legacy_tag));
-        let rotated = Sealer::with_keys(SealingKeys::new(KeySet::new([2; 32]).with_key([1; 32])));
+        let rotated = Sealer::with_keys(SealingKeys::new(
+            KeySet::new([2; 32]).with_key([1; 32]).unwrap(),
+        ));
         assert_eq!(
             rotated.open(purpose::CURSOR, &old_token),
             Some(payload.clone())

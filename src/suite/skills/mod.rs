@@ -259,11 +259,14 @@ pub(crate) struct SkillEntry {
     dynamic: Option<Generator>,
 }
 
-/// What is served at one moment: skills by path, files by full path.
+/// What is served at one moment: skills by path, files by full path, and
+/// the answers derived from them, built once per set at its first request
+/// ([`Snapshot::derived`]).
 #[derive(Default)]
 pub(crate) struct Snapshot {
     skills: BTreeMap<String, SkillEntry>,
     files: BTreeMap<String, Arc<SkillFile>>,
+    derived: std::sync::OnceLock<serve::Derived>,
 }
 
 impl Snapshot {
@@ -371,6 +374,10 @@ struct Inner {
     /// The directory, when read from disk.
     disk: Option<disk::Disk>,
     snapshot: RwLock<Arc<Snapshot>>,
+    /// Held across a whole [`Skills::rebuild`] (from reading the sources to
+    /// the swap, no `.await` inside): two rebuilds never interleave, so an
+    /// older set can never replace a newer one.
+    rebuilding: Mutex<()>,
     settings: RwLock<Settings>,
     catalog: Mutex<Option<WeakCatalog>>,
     on_change: Mutex<Vec<ChangeHook>>,
@@ -428,6 +435,7 @@ impl Skills {
                 code: Mutex::new(BTreeMap::new()),
                 disk,
                 snapshot: RwLock::new(Arc::new(Snapshot::default())),
+                rebuilding: Mutex::new(()),
                 settings: RwLock::new(Settings {
                     directory_read: false,
                     cache: None,
@@ -485,10 +493,15 @@ impl Skills {
 
     /// The most bytes held in memory for all skills together (default
     /// [`DEFAULT_MAX_TOTAL_BYTES`]); skills past it are not served (warned in
-    /// the log), in path order.
+    /// the log), in path order. A directory's files are read within it (a
+    /// skill that does not fit is not kept in memory, a file that grew past
+    /// what is left is read no further); while a reload reads the files that
+    /// changed, the set served before is held too.
     pub fn max_total_bytes(self, bytes: u64) -> Self {
         let skills = self.set(|s| s.max_total_bytes = bytes);
-        let _ = skills.rebuild();
+        if let Err(e) = skills.reload() {
+            tracing::warn!(error = %e, "skills: reload failed; serving the last set");
+        }
         skills
     }
 
@@ -552,7 +565,7 @@ impl Skills {
     /// changed. A catalog without a directory only re-checks its limits.
     pub fn reload(&self) -> Result<bool, SkillError> {
         if let Some(disk) = &self.inner.disk {
-            disk.refresh()?;
+            disk.refresh(self.settings().max_total_bytes)?;
         }
         self.rebuild()
     }
@@ -611,6 +624,7 @@ impl Skills {
     /// Builds the snapshot from the directory's skills and the code's (code
     /// wins on the same path), swaps it in if it differs and tells listeners.
     fn rebuild(&self) -> Result<bool, SkillError> {
+        let rebuilding = lock(&self.inner.rebuilding);
         let mut all: BTreeMap<String, Arc<Checked>> = BTreeMap::new();
         if let Some(disk) = &self.inner.disk {
             for checked in disk.skills() {
@@ -663,6 +677,8 @@ impl Skills {
             changed_uris = changed(&current, &next);
             *current = Arc::new(next);
         }
+        // Listeners are told after the lock is released (a hook may add).
+        drop(rebuilding);
         tracing::info!(
             changed = changed_uris.len(),
             "skills: the served set changed"

@@ -2,7 +2,9 @@
 //! `skills/get`), directory children (`resources/directory/read`), and the
 //! `skill://` resources (`resources/list`, `resources/read`).
 
+use std::collections::BTreeMap;
 use std::ops::Bound;
+use std::sync::Arc;
 
 use serde_json::{Map, Value, json};
 
@@ -49,18 +51,83 @@ fn no_skill(uri: &str) -> McpError {
     )
 }
 
-impl Skills {
-    /// Every skill entry, in path order (the suite paginates; an entry is
-    /// never split).
-    pub(crate) fn entries(&self) -> Vec<Value> {
-        let snapshot = self.snapshot();
-        snapshot
-            .skills
-            .keys()
-            .filter_map(|p| entry(&snapshot, p))
-            .collect()
+/// The answers of one set, built once: every skill entry and every
+/// directory's children (requests then only page through them).
+pub(crate) struct Derived {
+    /// The `skills/list` entries, in path order.
+    entries: Vec<Value>,
+    /// Index in `entries` of each skill path.
+    entry_at: BTreeMap<String, usize>,
+    /// The children (`resources/directory/read`) of every directory holding
+    /// a file served.
+    children: BTreeMap<String, Vec<Value>>,
+}
+
+impl Snapshot {
+    /// The answers of this set (built at the first call).
+    fn derived(&self) -> &Derived {
+        self.derived.get_or_init(|| self.derive())
     }
 
+    fn derive(&self) -> Derived {
+        let mut entries = Vec::with_capacity(self.skills.len());
+        let mut entry_at = BTreeMap::new();
+        for path in self.skills.keys() {
+            if let Some(e) = entry(self, path) {
+                entry_at.insert(path.clone(), entries.len());
+                entries.push(e);
+            }
+        }
+        // Files are in path order, so each directory's children come in
+        // order, a subdirectory once (where its first file is).
+        let mut children: BTreeMap<String, Vec<Value>> = BTreeMap::new();
+        let mut last_sub: BTreeMap<String, String> = BTreeMap::new();
+        for (path, file) in &self.files {
+            let mut dir = path.as_str();
+            let mut child = path.as_str();
+            let mut is_file = true;
+            while let Some((parent, name)) = dir.rsplit_once('/') {
+                let list = children.entry(parent.to_owned()).or_default();
+                if is_file {
+                    list.push(json!({
+                        "uri": uri::to_uri(child),
+                        "name": name,
+                        "mimeType": file.mime,
+                        "size": file.size(),
+                    }));
+                } else if last_sub.get(parent).map(String::as_str) != Some(name) {
+                    last_sub.insert(parent.to_owned(), name.to_owned());
+                    list.push(json!({
+                        "uri": uri::to_uri(child),
+                        "name": name,
+                        "mimeType": DIRECTORY_MIME,
+                    }));
+                }
+                is_file = false;
+                dir = parent;
+                child = parent;
+            }
+        }
+        Derived {
+            entries,
+            entry_at,
+            children,
+        }
+    }
+
+    /// Every skill entry, in path order (the suite paginates; an entry is
+    /// never split).
+    pub(crate) fn entries(&self) -> &[Value] {
+        &self.derived().entries
+    }
+
+    /// The children of the directory `dir` (a path from [`Skills::directory`]).
+    pub(crate) fn children(&self, dir: &str) -> &[Value] {
+        self.derived().children.get(dir).map_or(&[], Vec::as_slice)
+    }
+}
+
+impl Skills {
     /// The entry `skills/get` answers for `params.uri`: `-32602` when it is not
     /// the `SKILL.md` of a skill served.
     pub(crate) fn get(&self, params: &Map<String, Value>) -> Result<Value, McpError> {
@@ -74,17 +141,24 @@ impl Skills {
             .strip_suffix(SKILL_MD)
             .and_then(|p| p.strip_suffix('/'))
             .ok_or_else(|| no_skill(requested))?;
-        entry(&self.snapshot(), skill).ok_or_else(|| no_skill(requested))
+        let snapshot = self.snapshot();
+        let derived = snapshot.derived();
+        derived
+            .entry_at
+            .get(skill)
+            .and_then(|&i| derived.entries.get(i))
+            .cloned()
+            .ok_or_else(|| no_skill(requested))
     }
 
-    /// The direct children of the directory `params.uri` (files with their
-    /// resource metadata, subdirectories as `inode/directory`), and the
-    /// directory's path (what its cursors are bound to): `-32602` when it is
-    /// not a directory served.
+    /// The directory `params.uri` names and the set to read its children
+    /// from ([`Snapshot::children`]; files with their resource metadata,
+    /// subdirectories as `inode/directory`); the path is what its cursors are
+    /// bound to. `-32602` when it is not a directory served.
     pub(crate) fn directory(
         &self,
         params: &Map<String, Value>,
-    ) -> Result<(String, Vec<Value>), McpError> {
+    ) -> Result<(String, Arc<Snapshot>), McpError> {
         let Some(Value::String(requested)) = params.get("uri") else {
             return Err(McpError::invalid_params(
                 "Invalid params: resources/directory/read requires a string uri",
@@ -98,36 +172,10 @@ impl Skills {
         };
         let dir = uri::parse(requested).ok_or_else(not_dir)?;
         let snapshot = self.snapshot();
-        let mut children = Vec::new();
-        let mut last_dir: Option<&str> = None;
-        for (path, file) in below(&snapshot, &dir) {
-            let rest = &path[dir.len() + 1..];
-            match rest.split_once('/') {
-                None => {
-                    let name = rest;
-                    children.push(json!({
-                        "uri": uri::to_uri(path),
-                        "name": name,
-                        "mimeType": file.mime,
-                        "size": file.size(),
-                    }));
-                }
-                Some((sub, _)) => {
-                    if last_dir != Some(sub) {
-                        last_dir = Some(sub);
-                        children.push(json!({
-                            "uri": uri::to_uri(&format!("{dir}/{sub}")),
-                            "name": sub,
-                            "mimeType": DIRECTORY_MIME,
-                        }));
-                    }
-                }
-            }
-        }
-        if children.is_empty() {
+        if snapshot.children(&dir).is_empty() {
             return Err(not_dir());
         }
-        Ok((dir, children))
+        Ok((dir, snapshot))
     }
 }
 

@@ -74,6 +74,10 @@ fn decode(raw: &str) -> Option<String> {
     while i < bytes.len() {
         if bytes[i] == b'%' {
             let hex = bytes.get(i + 1..i + 3)?;
+            // Two hex digits exactly (`from_str_radix` alone takes a sign).
+            if !hex.iter().all(u8::is_ascii_hexdigit) {
+                return None;
+            }
             let hex = std::str::from_utf8(hex).ok()?;
             out.push(u8::from_str_radix(hex, 16).ok()?);
             i += 3;
@@ -116,6 +120,8 @@ mod tests {
             "skill://",
             "skill://a/%zz",
             "skill://a/%4",
+            "skill://a/%+1",
+            "skill://a/%-1",
             "skill://a/%00",
             "skill://a/%ff",
             "skill://a/b?x=1",

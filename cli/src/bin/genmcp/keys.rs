@@ -3,11 +3,13 @@
 //! new current key; tokens naming any key of the new set open; the bus's
 //! messages are tagged with the new current key's bus key and accepted under
 //! any key of the new set). A file that cannot be read or parsed leaves the
-//! set in use unchanged (logged).
+//! set in use unchanged (logged). Without a key file, `SIGHUP` is logged and
+//! ignored.
 
 use std::path::PathBuf;
 
 use std::sync::{Arc, OnceLock};
+use std::time::Duration;
 
 use genmcp::pubsub::RedisOnce;
 use genmcp::pubsub::redis::BusKeys;
@@ -19,16 +21,17 @@ use genmcp::suite::{FleetKeys, KeySet, SealingKeys};
 pub(crate) struct FleetSlot(Arc<OnceLock<FleetKeys>>);
 
 impl FleetSlot {
-    /// Whether the key set agrees with the fleet's (true before the first check).
-    pub(crate) fn agrees(&self) -> bool {
-        self.0.get().is_none_or(FleetKeys::agrees)
+    /// Whether the key set is in step with the fleet's (true before the
+    /// first check; see [`FleetKeys::in_step`]).
+    pub(crate) fn in_step(&self) -> bool {
+        self.0.get().is_none_or(FleetKeys::in_step)
     }
 
     /// Publishes and checks the key ids once now (a disagreement is logged
-    /// as an error at start), then every 10 s.
-    pub(crate) async fn start(&self, once: Option<RedisOnce>, live: SealingKeys) {
+    /// at start), then every `every` (`--key-check-every`, default 10 s).
+    pub(crate) async fn start(&self, once: Option<RedisOnce>, live: SealingKeys, every: Duration) {
         let Some(once) = once else { return };
-        let fleet = FleetKeys::new(once, live);
+        let fleet = FleetKeys::new(once, live).every(every);
         if let Err(e) = fleet.check().await {
             tracing::warn!(error = %e, "the fleet's key ids could not be checked at start");
         }
@@ -50,10 +53,29 @@ pub(crate) fn install(
     if let Some(keys) = keys {
         live.replace(keys);
     }
-    if let Some(path) = reload_from {
-        reload_on_hangup(live, path, bus);
+    match reload_from {
+        Some(path) => reload_on_hangup(live, path, bus),
+        None => ignore_hangup(),
     }
 }
+
+/// Without a key file to re-read, `SIGHUP` is logged and ignored (its
+/// default action would end the process).
+#[cfg(unix)]
+fn ignore_hangup() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let Ok(mut hangups) = signal(SignalKind::hangup()) else {
+        return;
+    };
+    actix_rt::spawn(async move {
+        while hangups.recv().await.is_some() {
+            tracing::warn!("SIGHUP: no key file to re-read (--key-file); ignored");
+        }
+    });
+}
+
+#[cfg(not(unix))]
+fn ignore_hangup() {}
 
 #[cfg(unix)]
 fn reload_on_hangup(live: SealingKeys, path: PathBuf, bus: Option<BusKeys>) {

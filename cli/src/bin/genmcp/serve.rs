@@ -169,6 +169,9 @@ pub(crate) fn run(args: ServeArgs) -> ExitCode {
         .key_file
         .clone()
         .filter(|_| !serve.node.remove_key_file);
+    let key_check_every = args
+        .key_check_every
+        .unwrap_or(genmcp::suite::DEFAULT_FLEET_KEYS_EVERY);
     let system = actix_rt::System::new();
     let stdio = serve.stdio;
     let result = system.block_on(async move {
@@ -205,7 +208,7 @@ pub(crate) fn run(args: ServeArgs) -> ExitCode {
             && let Some(admin) = serve.config.admin.take()
         {
             let slot = fleet.clone();
-            serve.config.admin = Some(admin.check("keys", move || slot.agrees()));
+            serve.config.admin = Some(admin.check("keys", move || slot.in_step()));
         }
         let stdio_config = {
             let mut c = genmcp::transport::stdio::StdioConfig::default();
@@ -224,7 +227,9 @@ pub(crate) fn run(args: ServeArgs) -> ExitCode {
                     skills,
                 );
                 crate::keys::install(suite.sealing_keys(), key_set, reload_from, bus_keys);
-                fleet.start(fleet_once, suite.sealing_keys()).await;
+                fleet
+                    .start(fleet_once, suite.sealing_keys(), key_check_every)
+                    .await;
                 http::serve(suite, serve.config).await
             }
             (true, true) => {
@@ -236,21 +241,27 @@ pub(crate) fn run(args: ServeArgs) -> ExitCode {
                     skills,
                 );
                 crate::keys::install(suite.sealing_keys(), key_set, reload_from, bus_keys);
-                fleet.start(fleet_once, suite.sealing_keys()).await;
+                fleet
+                    .start(fleet_once, suite.sealing_keys(), key_check_every)
+                    .await;
                 genmcp::transport::stdio::serve(suite, stdio_config).await
             }
             (false, false) => {
                 let suite =
                     genmcp_cli::demo::suite_with_options(bus, secret, serve.tasks, skills, apps).0;
                 crate::keys::install(suite.sealing_keys(), key_set, reload_from, bus_keys);
-                fleet.start(fleet_once, suite.sealing_keys()).await;
+                fleet
+                    .start(fleet_once, suite.sealing_keys(), key_check_every)
+                    .await;
                 http::serve(suite, serve.config).await
             }
             (false, true) => {
                 let suite =
                     genmcp_cli::demo::suite_with_options(bus, secret, serve.tasks, skills, apps).0;
                 crate::keys::install(suite.sealing_keys(), key_set, reload_from, bus_keys);
-                fleet.start(fleet_once, suite.sealing_keys()).await;
+                fleet
+                    .start(fleet_once, suite.sealing_keys(), key_check_every)
+                    .await;
                 genmcp::transport::stdio::serve(suite, stdio_config).await
             }
         }

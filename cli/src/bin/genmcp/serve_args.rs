@@ -75,6 +75,11 @@ pub(crate) struct ServeArgs {
     /// (multi-node sealing off).
     #[arg(long, value_name = "PATH")]
     pub(crate) key_file: Option<std::path::PathBuf>,
+    /// With --bus and a key: how often this node publishes its key ids and
+    /// compares them with the other nodes' (/readyz "keys"), in seconds
+    /// (default 10; use the same on every node).
+    #[arg(long, value_name = "SECS", value_parser = positive_seconds, requires = "bus")]
+    pub(crate) key_check_every: Option<Duration>,
     /// A key file to read once and delete: how `genmcp serve` hands
     /// $GENMCP_KEY to itself when it re-executes without it in its
     /// environment (internal).
