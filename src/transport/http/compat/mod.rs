@@ -18,6 +18,8 @@
 
 #[cfg(feature = "redis")]
 mod fleet;
+#[cfg(feature = "redis")]
+mod fleet_events;
 mod get_stream;
 mod requests;
 mod resumable;
