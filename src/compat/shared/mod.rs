@@ -100,7 +100,7 @@ impl SharedSessions {
     }
 
     /// This node's holder name for GET reservation `generation`.
-    fn holder(&self, generation: u64) -> String {
+    pub(crate) fn holder(&self, generation: u64) -> String {
         format!("{}:{generation}", self.node.node())
     }
 

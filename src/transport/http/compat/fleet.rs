@@ -332,14 +332,37 @@ pub(super) async fn get<H: SubscriptionHandler>(
         drop(watcher);
     });
     drop(permit);
-    fleet_events::spawn_pump(
+    // The stream opens a new history and is read from its start here.
+    let reader = shared.reader_name(compat.next_generation());
+    let holder = shared.holder(generation);
+    let claimed = shared
+        .claim_events(&key, None, &reader, (false, true))
+        .await;
+    let head = match claimed {
+        Ok(Claim::Claimed { head, .. }) => head,
+        refused => {
+            // The stream cannot be kept: it does not run unread.
+            let _ = stop.send(StopStream(CloseReason::Disconnected)).await;
+            return match refused {
+                Err(e) => state_refusal(&e),
+                _ => session_gone(),
+            };
+        }
+    };
+    let owned = fleet_events::Owned {
+        sid: session.sid.clone(),
+        owner: session.owner.clone(),
+        expires: session.expires,
+    };
+    fleet_events::spawn_pump(compat.clone(), owned.clone(), holder.clone(), rx, done_rx);
+    fleet_events::response(
         compat.clone(),
-        session.sid.clone(),
-        session.expires,
-        rx,
-        done_rx,
-    );
-    read(state, &compat, session, &tag, None, config).await
+        (owned, tag),
+        (reader, holder),
+        head,
+        config,
+        state.server.clone(),
+    )
 }
 
 /// The response reading the session's Redis stream after `after` (an entry
@@ -359,17 +382,29 @@ async fn read<H: SubscriptionHandler>(
     };
     let reader = shared.reader_name(compat.next_generation());
     let claimed = shared
-        .claim_events(&session.sid, after.as_deref(), &reader, after.is_none())
+        .claim_events(
+            &session.key(),
+            after.as_deref(),
+            &reader,
+            (after.is_none(), false),
+        )
         .await;
     match claimed {
         Err(e) => state_refusal(&e),
+        Ok(Claim::Deleted) => session_gone(),
         Ok(Claim::NotOurs) => not_ours(),
         Ok(Claim::Gone) => gone(&compat.events),
         Ok(Claim::Busy) => not_reserved(Ok(Reserve::Busy)).unwrap_or_else(session_gone),
         Ok(Claim::Claimed { head, holder }) => fleet_events::response(
             compat.clone(),
-            session.sid.clone(),
-            tag.to_owned(),
+            (
+                fleet_events::Owned {
+                    sid: session.sid.clone(),
+                    owner: session.owner.clone(),
+                    expires: session.expires,
+                },
+                tag.to_owned(),
+            ),
             (reader, holder),
             after.unwrap_or(head),
             config,

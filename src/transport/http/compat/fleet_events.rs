@@ -25,7 +25,7 @@ use tokio::time::Instant;
 
 use super::Compat;
 use super::resumable::ReaderConfig;
-use crate::compat::Fetched;
+use crate::compat::{Claim, Fetched, StateKey};
 use crate::mux::OutboxReceiver;
 use crate::runtime::Server;
 use crate::transport::http::sse::sse_response_of;
@@ -67,14 +67,35 @@ pub(super) fn entry_of(tag: &str, raw: &str) -> Option<String> {
     Some(format!("{ms}-{n}"))
 }
 
-/// Moves the GET stream's frames into the session's Redis stream until its
-/// connection ends (`done`), Redis refuses an event, or no reader held the
-/// stream for the resume window: then the outbox receiver is dropped (the
-/// stream's actor stops, its holder is let go).
+/// A session as the pump and its readers name it in Redis.
+#[derive(Clone)]
+pub(super) struct Owned {
+    pub(super) sid: String,
+    pub(super) owner: String,
+    pub(super) expires: u64,
+}
+
+impl Owned {
+    fn key(&self) -> StateKey<'_> {
+        StateKey {
+            sid: &self.sid,
+            owner: &self.owner,
+            expires: self.expires,
+        }
+    }
+}
+
+/// Moves the GET stream's frames into the session's Redis stream as
+/// `holder` until its connection ends (`done`), Redis refuses an event,
+/// another holder took the stream, or no reader held it for the resume
+/// window: then the outbox receiver is dropped (the stream's actor stops,
+/// its holder is let go) and its history expires after a drain delay.
+/// While no reader holds the stream the session is counted against no
+/// bound for it.
 pub(super) fn spawn_pump(
     compat: Arc<Compat>,
-    sid: String,
-    expires: u64,
+    session: Owned,
+    holder: String,
     mut rx: OutboxReceiver,
     mut done: oneshot::Receiver<()>,
 ) {
@@ -83,28 +104,49 @@ pub(super) fn spawn_pump(
             return;
         };
         let bounds = *compat.events.bounds();
+        let limits = (bounds.per_session_events, bounds.per_session_bytes);
+        let (sid, expires) = (session.sid.as_str(), session.expires);
         let mut tick = tokio::time::interval(IDLE_CHECK);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut idle_since: Option<Instant> = None;
+        let mut uncounted = false;
         loop {
             tokio::select! {
                 frame = rx.recv() => match frame {
                     Some(frame) if frame.is_revoked() || frame.is_empty() => {}
                     Some(frame) => {
                         let data = frame.to_bytes();
-                        if let Err(error) = shared
-                            .append_event(&sid, expires, &data, bounds.per_session_events)
-                            .await
-                        {
-                            tracing::warn!(%error, "GET stream event not kept in Redis; the stream ends");
-                            break;
+                        match shared.append_event(sid, &holder, expires, &data, limits).await {
+                            Ok(true) => {}
+                            Ok(false) => {
+                                tracing::debug!("GET stream no longer held here; it ends");
+                                break;
+                            }
+                            Err(error) => {
+                                tracing::warn!(%error, "GET stream event not kept in Redis; the stream ends");
+                                break;
+                            }
                         }
                     }
                     None => break,
                 },
                 _ = &mut done => break,
                 _ = tick.tick() => {
-                    match shared.has_event_reader(&sid).await {
-                        Ok(true) => idle_since = None,
+                    let read = match shared.tick_events(sid, expires).await {
+                        Ok(false) if !uncounted => match shared.uncount_idle(&session.key()).await {
+                            Ok(read) => {
+                                uncounted = !read;
+                                Ok(read)
+                            }
+                            Err(e) => Err(e),
+                        },
+                        other => other,
+                    };
+                    match read {
+                        Ok(true) => {
+                            idle_since = None;
+                            uncounted = false;
+                        }
                         Ok(false) => {
                             let since = *idle_since.get_or_insert_with(Instant::now);
                             if since.elapsed() >= bounds.resume_window {
@@ -118,12 +160,13 @@ pub(super) fn spawn_pump(
             }
         }
         drop(rx);
+        shared.end_events(sid, &holder).await;
     });
 }
 
 struct State {
     compat: Arc<Compat>,
-    sid: String,
+    session: Owned,
     tag: String,
     reader: String,
     holder: String,
@@ -139,14 +182,29 @@ struct State {
     done: bool,
 }
 
+impl Drop for State {
+    /// The response is over (its client left, or it ended): the reader lets
+    /// go of the stream at once, so that the session stops counting for it.
+    fn drop(&mut self) {
+        let (compat, sid, reader) = (
+            self.compat.clone(),
+            self.session.sid.clone(),
+            self.reader.clone(),
+        );
+        actix_rt::spawn(async move {
+            if let Some(shared) = compat.shared.as_ref() {
+                shared.leave_events(&sid, &reader).await;
+            }
+        });
+    }
+}
+
 /// The SSE response reading the session's Redis stream after `cursor` (an
 /// entry id) as `reader`, which claimed it while `holder` held the GET
 /// stream.
-#[allow(clippy::too_many_arguments)]
 pub(super) fn response(
     compat: Arc<Compat>,
-    sid: String,
-    tag: String,
+    (session, tag): (Owned, String),
     (reader, holder): (String, String),
     cursor: String,
     config: ReaderConfig,
@@ -163,7 +221,7 @@ pub(super) fn response(
     let now = Instant::now();
     let state = State {
         compat,
-        sid,
+        session,
         tag,
         reader,
         holder,
@@ -187,6 +245,23 @@ fn end_with_retry(mut st: State) -> Option<(Result<Bytes, Infallible>, State)> {
     Some((Ok(retry), st))
 }
 
+/// A reader whose hold lapsed claims the stream again from its cursor:
+/// whether it may go on.
+async fn reclaim(st: &State) -> bool {
+    let Some(shared) = st.compat.shared.as_ref() else {
+        return false;
+    };
+    let claimed = shared
+        .claim_events(
+            &st.session.key(),
+            Some(&st.cursor),
+            &st.reader,
+            (true, false),
+        )
+        .await;
+    matches!(claimed, Ok(Claim::Claimed { .. }))
+}
+
 async fn next(mut st: State) -> Option<(Result<Bytes, Infallible>, State)> {
     if st.done {
         return None;
@@ -197,17 +272,27 @@ async fn next(mut st: State) -> Option<(Result<Bytes, Infallible>, State)> {
     loop {
         let shared = st.compat.shared.as_ref()?;
         let read = shared
-            .read_events(&st.sid, &st.cursor, &st.reader, MAX_EVENTS_PER_READ)
+            .read_events(&st.session.sid, &st.cursor, &st.reader, MAX_EVENTS_PER_READ)
             .await;
         match read {
             // Redis cannot be read: end; the client resumes after the last
             // id it got (nothing is skipped).
-            Err(_) => return end_with_retry(st),
-            Ok(Fetched::Superseded) => return end_with_retry(st),
-            // Events this client has not seen were trimmed: end; its
+            Err(_) | Ok(Fetched::Superseded) => return end_with_retry(st),
+            // This node was paused past the hold: take it again (or end, and
+            // the client's reconnection gets the answer).
+            Ok(Fetched::Lapsed) => {
+                if !reclaim(&st).await {
+                    return end_with_retry(st);
+                }
+                continue;
+            }
+            // Events this client has not seen were dropped: end; its
             // reconnection gets 410.
-            Ok(Fetched::Gone) => return None,
-            Ok(Fetched::Events { events, .. }) if !events.is_empty() => {
+            Ok(Fetched::Gone) => {
+                st.done = true;
+                return None;
+            }
+            Ok(Fetched::Events { events, last, .. }) if !events.is_empty() => {
                 let mut buf = BytesMut::new();
                 for (id, data) in &events {
                     buf.extend_from_slice(b"id: ");
@@ -218,15 +303,14 @@ async fn next(mut st: State) -> Option<(Result<Bytes, Infallible>, State)> {
                     buf.extend_from_slice(data);
                     buf.extend_from_slice(b"\n\n");
                 }
-                if let Some((id, _)) = events.last() {
-                    st.cursor = id.clone();
-                }
+                st.cursor = last;
                 st.server.count_frames(events.len() as u64);
                 st.empty_polls = 0;
                 st.keepalive_at = Instant::now() + st.keep_alive;
                 return Some((Ok(buf.freeze()), st));
             }
-            Ok(Fetched::Events { holder, .. }) => {
+            Ok(Fetched::Events { holder, last, .. }) => {
+                st.cursor = last;
                 // Everything written, and the stream's holder let go (the
                 // stream ended) or its node is gone: nothing more comes.
                 if holder != st.holder {
