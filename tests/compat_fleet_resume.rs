@@ -4,7 +4,9 @@
 //! to the other node gets every event published while it was away, then the
 //! live ones, each once and in order; a resumption while the nodes' Redis
 //! connections are cut is 503, and once they are back it gets every event in
-//! order or 410, never a silent gap.
+//! order or 410, never a silent gap; a replay cut by Redis midway ends
+//! cleanly after the last event written; a flooded session's history in
+//! Redis stays within its bounds and goes with DELETE.
 
 mod common;
 
@@ -14,7 +16,7 @@ use std::time::Duration;
 use common::legacy::{self, LEGACY};
 use common::redis_server::{RedisServer, redis_bus};
 use common::{Event, Exchange, Response};
-use genmcp::http::ServerThread;
+use genmcp::http::{CompatConfig, ServerThread};
 use genmcp::mux::SharedNotification;
 use genmcp::prelude::*;
 use genmcp_cli::demo;
@@ -26,11 +28,12 @@ fn key() -> [u8; 32] {
     genmcp::suite::secret::parse_secret(&"5a".repeat(32)).expect("key")
 }
 
-fn notes_node(bus: &Events) -> ServerThread {
+fn notes_node_with(bus: &Events, compat: CompatConfig) -> ServerThread {
     let bus = bus.clone();
     let mut config = common::config();
     config.workers = 2;
     config.keep_alive = Duration::from_millis(100);
+    config.compat = Some(compat);
     ServerThread::spawn(move || demo::suite_with(bus, Some(key())).0, config).expect("node starts")
 }
 
@@ -158,10 +161,14 @@ struct Fleet {
 }
 
 fn fleet(prefix: &str) -> Fleet {
+    fleet_with(prefix, CompatConfig::default())
+}
+
+fn fleet_with(prefix: &str, compat: CompatConfig) -> Fleet {
     let redis = RedisServer::start();
     let buses: Vec<Events> = (0..2).map(|_| redis_bus(&redis.url(), prefix)).collect();
-    let a = notes_node(&buses[0]);
-    let b = notes_node(&buses[1]);
+    let a = notes_node_with(&buses[0], compat.clone());
+    let b = notes_node_with(&buses[1], compat);
     Fleet {
         redis,
         a,
@@ -262,4 +269,205 @@ fn a_resumption_while_redis_connections_are_cut_is_an_error_never_a_gap() {
         .map(|_| next_updated(&mut resumed).expect("an update"))
         .collect();
     assert_eq!(got, expected, "a gap or a repeat");
+}
+
+/// The integer of a RESP reply (`:n`, or a bulk string holding a number).
+fn int_reply(reply: Option<String>) -> i64 {
+    let reply = reply.expect("redis answers");
+    reply
+        .lines()
+        .filter_map(|l| l.trim_start_matches(':').trim().parse::<i64>().ok())
+        .next_back()
+        .unwrap_or_else(|| panic!("no integer in {reply:?}"))
+}
+
+/// The entry ids in a RESP reply, in order.
+fn entry_ids(reply: &str) -> Vec<String> {
+    reply
+        .lines()
+        .filter(|l| {
+            l.split_once('-').is_some_and(|(ms, n)| {
+                !ms.is_empty()
+                    && !n.is_empty()
+                    && ms.bytes().all(|b| b.is_ascii_digit())
+                    && n.bytes().all(|b| b.is_ascii_digit())
+            })
+        })
+        .map(str::to_owned)
+        .collect()
+}
+
+/// A field of `XINFO STREAM key` (the line after its name).
+fn xinfo(redis: &RedisServer, key: &str, field: &str) -> String {
+    let reply = redis
+        .command(&["XINFO", "STREAM", key])
+        .expect("XINFO answers");
+    let mut lines = reply.lines();
+    while let Some(l) = lines.next() {
+        if l == field {
+            let mut v = lines.next().unwrap_or_default();
+            if v.starts_with('$') {
+                v = lines.next().unwrap_or_default();
+            }
+            return v.trim_start_matches(':').to_owned();
+        }
+    }
+    panic!("no {field} in XINFO {key} (the stream ended?): {reply}");
+}
+
+/// Publishes an update of each URI in turn, as a note's edit does (paced:
+/// 10 every 10 ms), then waits (bounded) until the holder appended them all.
+fn flood(bus: &Events, redis: &RedisServer, ev: &str, uris: &[String]) {
+    let before: i64 = xinfo(redis, ev, "entries-added").parse().expect("a count");
+    for (i, uri) in uris.iter().enumerate() {
+        bus.publish(
+            genmcp_cli::demo::topics::NOTE_UPDATES,
+            Notification::resource_updated(uri.as_str()).into(),
+        );
+        if i % 10 == 9 {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+    let want = before + i64::try_from(uris.len()).expect("a count");
+    for _ in 0..600 {
+        let added: i64 = xinfo(redis, ev, "entries-added").parse().expect("a count");
+        if added >= want {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    panic!("the holder never appended the {} updates", uris.len());
+}
+
+/// A flood of events while the client is away: the session's history in
+/// Redis keeps at most `max_events_per_session` entries and
+/// `max_event_bytes_per_session` bytes, the oldest dropped first; a
+/// resumption from before what is kept gets 410, one from within it gets
+/// exactly what followed; the history expires within 30 s unless its
+/// stream refreshes it, and DELETE removes it.
+#[test]
+fn a_flooded_sessions_history_in_redis_stays_within_its_bounds_and_goes_with_delete() {
+    let mut compat = CompatConfig::default();
+    compat.max_events_per_session = 100;
+    compat.max_event_bytes_per_session = 4096;
+    let f = fleet_with("t-fresume-flood:", compat);
+    let (session, uris, stream) = session_with_notes(&f, 4);
+    let seen = stream.last_id.clone().expect("events carry ids");
+    stream.disconnect();
+    let sid = sid_of(&session);
+    let ev = format!("t-fresume-flood:sess:{{sessions}}:{sid}:ev");
+    let evb = format!("{ev}b");
+
+    let published: Vec<String> = (0..2000).map(|i| uris[i % uris.len()].clone()).collect();
+    flood(&f._buses[0], &f.redis, &ev, &published);
+    let kept = int_reply(f.redis.command(&["XLEN", &ev]));
+    let bytes = int_reply(f.redis.command(&["GET", &evb]));
+    let memory = int_reply(f.redis.command(&["MEMORY", "USAGE", &ev]));
+    eprintln!("after 2000 events: {kept} kept, {bytes} bytes of messages, MEMORY USAGE {memory}");
+    assert!(kept > 0 && kept <= 100, "{kept} entries kept");
+    assert!(bytes > 0 && bytes <= 4096, "{bytes} bytes kept");
+    let ttl = int_reply(f.redis.command(&["PTTL", &ev]));
+    assert!(ttl > 0 && ttl <= 30_000, "the history expires in {ttl} ms");
+
+    // Older than what is kept: 410, never a silent gap.
+    let refused = get(f.b.addr, &session, Some(&seen));
+    assert_eq!(refused.status, 410);
+    drop(refused);
+    // From within what is kept: exactly the events that followed.
+    let last6 = f
+        .redis
+        .command(&["XREVRANGE", &ev, "+", "-", "COUNT", "6"])
+        .expect("XREVRANGE answers");
+    let ids = entry_ids(&last6);
+    assert_eq!(ids.len(), 6, "{last6}");
+    let (tag, _) = seen.split_once("-0-").expect("a fleet id");
+    let mut resumed = get(f.b.addr, &session, Some(&format!("{tag}-0-{}", ids[5])));
+    assert_eq!(resumed.status, 200);
+    let got: Vec<String> = (0..5)
+        .map(|_| next_updated(&mut resumed).expect("an update"))
+        .collect();
+    assert_eq!(got, published[published.len() - 5..].to_vec());
+    drop(resumed);
+
+    // DELETE removes the history with the session.
+    let deleted = legacy::delete(f.a.addr, &session);
+    assert_eq!(deleted.status, 200);
+    let left = f
+        .redis
+        .command(&["KEYS", &format!("*{sid}:ev*")])
+        .expect("KEYS answers");
+    assert_eq!(left.trim(), "*0", "history left after DELETE: {left}");
+}
+
+/// A replay that Redis stops answering midway (its connections cut, the
+/// server stalled) ends cleanly after the last event it wrote: what the
+/// client got is an exact prefix of what was published, in order; once
+/// Redis is back a resumption from the last id gets exactly the rest, or
+/// 410; never a gap.
+#[test]
+fn a_replay_cut_by_redis_midway_ends_cleanly_and_resumes_without_a_gap() {
+    let mut compat = CompatConfig::default();
+    compat.max_events_per_session = 5_000;
+    compat.max_event_bytes_per_session = 16 * 1024 * 1024;
+    let f = fleet_with("t-fresume-midway:", compat);
+    let session = legacy::initialize(f.a.addr);
+    // Long URIs: each event is about 1.9 KB, so the replay (about 7.6 MB)
+    // outgrows the sockets' buffers and waits on the client midway.
+    let uris: Vec<String> = (0..8)
+        .map(|i| format!("note://long/{i}/{}", "x".repeat(1800)))
+        .collect();
+    for uri in &uris {
+        subscribe(f.a.addr, &session, uri);
+    }
+    let mut stream = get(f.a.addr, &session, None);
+    assert_eq!(stream.status, 200);
+    let ev = format!("t-fresume-midway:sess:{{sessions}}:{}:ev", sid_of(&session));
+    flood(&f._buses[0], &f.redis, &ev, &uris[..1]);
+    assert_eq!(next_updated(&mut stream).as_deref(), Some(uris[0].as_str()));
+    let seen = stream.last_id.clone().expect("events carry ids");
+    stream.disconnect();
+    let published: Vec<String> = (0..4000).map(|i| uris[i % uris.len()].clone()).collect();
+    flood(&f._buses[0], &f.redis, &ev, &published);
+
+    // Replayed on node B; the client reads one event, then lags.
+    let mut replay = get(f.b.addr, &session, Some(&seen));
+    assert_eq!(replay.status, 200);
+    replay.set_timeout(Duration::from_secs(20));
+    let mut got = vec![next_updated(&mut replay).expect("an update")];
+    std::thread::sleep(Duration::from_millis(500));
+    // Redis goes away midway: connections cut, the server stalled.
+    cut(&f);
+    f.redis.signal("-STOP");
+    while got.len() <= published.len() {
+        match replay.try_next_event() {
+            Ok(Some(Event::Message(m))) if m["method"] == "notifications/resources/updated" => {
+                got.push(m["params"]["uri"].as_str().expect("a uri").to_owned());
+            }
+            Ok(Some(_)) => {}
+            Ok(None) | Err(_) => break,
+        }
+    }
+    f.redis.signal("-CONT");
+    assert!(
+        got.len() < published.len(),
+        "the replay was not cut midway ({} events)",
+        got.len()
+    );
+    assert_eq!(got, published[..got.len()].to_vec(), "a gap or a repeat");
+    let last = replay.last_id.clone().expect("an id");
+
+    let mut resumed = resume_once_redis_is_back(f.a.addr, &session, &last);
+    eprintln!(
+        "replay cut after {} of {} events; resumed with {}",
+        got.len(),
+        published.len(),
+        resumed.status
+    );
+    if resumed.status == 410 {
+        return;
+    }
+    let rest: Vec<String> = (got.len()..published.len())
+        .map(|_| next_updated(&mut resumed).expect("an update"))
+        .collect();
+    assert_eq!(rest, published[got.len()..].to_vec(), "a gap or a repeat");
 }

@@ -71,30 +71,34 @@ end
 }
 
 /// KEYS: the session's hash, the stream, its bytes, its start. ARGV: the
-/// holder, the message, the most entries, the most bytes, the history's
-/// expiry (ms since the epoch). `{'L'}` when the holder no longer holds the
-/// stream (or its history expired: going on would hide a gap), else
-/// `{'O', entry id}`.
+/// holder, the most entries, the most bytes, the history's expiry (ms since
+/// the epoch), then the messages. `{'L'}` when the holder no longer holds
+/// the stream (or its history expired: going on would hide a gap), else
+/// `{'O'}`.
 const APPEND: &str = r#"
 if redis.call('HGET', KEYS[1], 'h') ~= ARGV[1] then return {'L'} end
 if redis.call('EXISTS', KEYS[4]) == 0 then return {'L'} end
-local maxlen, maxbytes = tonumber(ARGV[3]), tonumber(ARGV[4])
+local maxlen, maxbytes = tonumber(ARGV[2]), tonumber(ARGV[3])
 local n = redis.call('XLEN', KEYS[2])
-local bytes = tonumber(redis.call('GET', KEYS[3]) or '0') + #ARGV[2]
-while n >= maxlen or bytes > maxbytes do
-  local batch = redis.call('XRANGE', KEYS[2], '-', '+', 'COUNT', 64)
-  if #batch == 0 then break end
-  for _, e in ipairs(batch) do
-    if n < maxlen and bytes <= maxbytes then break end
-    redis.call('XDEL', KEYS[2], e[1])
-    n = n - 1
-    if e[2][1] == 'd' then bytes = bytes - #e[2][2] end
+local bytes = tonumber(redis.call('GET', KEYS[3]) or '0')
+for m = 5, #ARGV do
+  bytes = bytes + #ARGV[m]
+  while n >= maxlen or bytes > maxbytes do
+    local batch = redis.call('XRANGE', KEYS[2], '-', '+', 'COUNT', 64)
+    if #batch == 0 then break end
+    for _, e in ipairs(batch) do
+      if n < maxlen and bytes <= maxbytes then break end
+      redis.call('XDEL', KEYS[2], e[1])
+      n = n - 1
+      if e[2][1] == 'd' then bytes = bytes - #e[2][2] end
+    end
   end
+  redis.call('XADD', KEYS[2], 'MAXLEN', maxlen, '*', 'd', ARGV[m])
+  n = n + 1
 end
-local id = redis.call('XADD', KEYS[2], 'MAXLEN', maxlen, '*', 'd', ARGV[2])
 redis.call('SET', KEYS[3], bytes)
-for i = 2, 4 do redis.call('PEXPIREAT', KEYS[i], ARGV[5]) end
-return {'O', id}
+for i = 2, 4 do redis.call('PEXPIREAT', KEYS[i], ARGV[4]) end
+return {'O'}
 "#;
 
 /// Counted KEYS, then the stream, its bytes, its start, the reader key.
@@ -265,26 +269,28 @@ impl SharedSessions {
         expires.min(seal::now_ms().saturating_add(ttl))
     }
 
-    /// Appends one event of the session's GET stream for `holder`, within
-    /// `max_len` entries and `max_bytes` bytes (the oldest dropped first);
-    /// `Ok(false)` when `holder` no longer holds the stream (or its history
-    /// expired): the stream must end.
-    pub(crate) async fn append_event(
+    /// Appends events of the session's GET stream for `holder`, in order,
+    /// within `max_len` entries and `max_bytes` bytes (the oldest dropped
+    /// first); `Ok(false)` when `holder` no longer holds the stream (or its
+    /// history expired): the stream must end.
+    pub(crate) async fn append_events(
         &self,
         sid: &str,
         holder: &str,
         expires: u64,
-        data: &[u8],
+        messages: &[bytes::Bytes],
         (max_len, max_bytes): (usize, usize),
     ) -> Result<bool, McpError> {
         let [hash, _] = session_keys(&self.node, sid);
         let [ev, evb, evs, _] = event_keys(&self.node, sid);
         let mut cmd = eval(APPEND, &[hash, ev, evb, evs], &[]);
         cmd.arg(holder)
-            .arg(data)
             .arg(max_len.max(1))
             .arg(max_bytes.max(1))
             .arg(Self::history_until(expires));
+        for m in messages {
+            cmd.arg(m.as_ref());
+        }
         let answer: Vec<Vec<u8>> = self.run(cmd).await?;
         match answer.first().map(Vec::as_slice) {
             Some(b"O") => Ok(true),

@@ -27,6 +27,7 @@ use super::Compat;
 use super::resumable::ReaderConfig;
 use crate::compat::{Claim, Fetched, StateKey};
 use crate::mux::OutboxReceiver;
+use crate::queue::TryRecvError;
 use crate::runtime::Server;
 use crate::transport::http::sse::sse_response_of;
 
@@ -36,6 +37,8 @@ const POLL: Duration = Duration::from_millis(100);
 const HOLDER_CHECK: u32 = 50;
 /// Entries read at once at most.
 const MAX_EVENTS_PER_READ: usize = 256;
+/// Events appended to Redis in one round trip at most.
+const MAX_EVENTS_PER_APPEND: usize = 64;
 /// How often the holder's pump checks that the stream has a reader.
 const IDLE_CHECK: Duration = Duration::from_millis(500);
 const KEEPALIVE: &[u8] = b": keepalive\n\n";
@@ -112,23 +115,41 @@ pub(super) fn spawn_pump(
         let mut uncounted = false;
         loop {
             tokio::select! {
-                frame = rx.recv() => match frame {
-                    Some(frame) if frame.is_revoked() || frame.is_empty() => {}
-                    Some(frame) => {
-                        let data = frame.to_bytes();
-                        match shared.append_event(sid, &holder, expires, &data, limits).await {
+                frame = rx.recv() => {
+                    let Some(frame) = frame else { break };
+                    // What is queued goes in one round trip (a burst keeps up).
+                    let mut batch = Vec::new();
+                    let mut closed = false;
+                    let mut next = Some(frame);
+                    while let Some(frame) = next.take() {
+                        if !frame.is_revoked() && !frame.is_empty() {
+                            batch.push(frame.to_bytes());
+                        }
+                        if batch.len() >= MAX_EVENTS_PER_APPEND {
+                            break;
+                        }
+                        match rx.try_recv() {
+                            Ok(frame) => next = Some(frame),
+                            Err(TryRecvError::Disconnected) => closed = true,
+                            Err(TryRecvError::Empty) => {}
+                        }
+                    }
+                    if !batch.is_empty() {
+                        match shared.append_events(sid, &holder, expires, &batch, limits).await {
                             Ok(true) => {}
                             Ok(false) => {
                                 tracing::debug!("GET stream no longer held here; it ends");
                                 break;
                             }
                             Err(error) => {
-                                tracing::warn!(%error, "GET stream event not kept in Redis; the stream ends");
+                                tracing::warn!(%error, "GET stream events not kept in Redis; the stream ends");
                                 break;
                             }
                         }
                     }
-                    None => break,
+                    if closed {
+                        break;
+                    }
                 },
                 _ = &mut done => break,
                 _ = tick.tick() => {
