@@ -1,10 +1,17 @@
 //! The GET stream of a shared session with event ids that any node resumes:
 //! the holder's pump appends each event to the session's Redis stream
-//! ([`SharedSessions::append_event`]); each response, on whichever node the
+//! ([`SharedSessions::append_events`], a burst in one round trip); each
+//! response, on whichever node the
 //! client reached, reads that stream after its cursor and writes each event
 //! with the `id:` `<tag>-0-<entry id>` (the tag derived from the session and
 //! its principal, so an id of another session or principal names nothing
 //! here).
+//!
+//! A response that ends (its client left, or it closed with a `retry` hint)
+//! lets go of the stream at once; the pump then counts the session against
+//! no bound for its stream (it is history being recorded, not a live
+//! stream) and stops it after the resume window unless a reader claims it
+//! again (counting it again).
 //!
 //! Redis failing: the holder stops the stream (an event it could not append
 //! would be a silent gap), so its readers end, and a reconnection with
