@@ -14,7 +14,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use common::legacy::{self, LEGACY};
-use common::redis_server::{RedisServer, redis_bus};
+use common::redis_server::{RedisCluster, RedisServer, redis_bus};
 use common::{Event, Exchange, Response};
 use genmcp::http::{CompatConfig, ServerThread};
 use genmcp::mux::SharedNotification;
@@ -505,4 +505,39 @@ fn a_flooded_sessions_history_in_redis_stays_within_the_default_bounds() {
         assert!(kept <= 1000, "{kept} entries kept");
         assert!(bytes <= 1024 * 1024, "{bytes} bytes kept");
     }
+}
+
+/// The same on a Redis Cluster: a session's history shares the `{sessions}`
+/// slot with its hash, so every script runs there; a GET stream cut while
+/// events are published resumes on the other node, each event once and in
+/// order.
+#[test]
+fn a_get_stream_resumes_on_another_node_of_a_redis_cluster_fleet() {
+    let cluster = RedisCluster::start();
+    let prefix = "t-fresume-cluster:";
+    let buses: Vec<Events> = (0..2).map(|_| redis_bus(&cluster.url(), prefix)).collect();
+    let a = notes_node_with(&buses[0], CompatConfig::default());
+    let b = notes_node_with(&buses[1], CompatConfig::default());
+    let session = legacy::initialize(a.addr);
+    let uris: Vec<String> = (0..4)
+        .map(|i| add_note(a.addr, &session, json!({"text": format!("note {i}")})))
+        .collect();
+    for uri in &uris {
+        subscribe(a.addr, &session, uri);
+    }
+    let mut stream = get(a.addr, &session, None);
+    assert_eq!(stream.status, 200);
+    add_note(b.addr, &session, json!({"uri": uris[0], "text": "first"}));
+    assert_eq!(next_updated(&mut stream).as_deref(), Some(uris[0].as_str()));
+    let seen = stream.last_id.clone().expect("events carry ids");
+    stream.disconnect();
+    for uri in &uris[1..] {
+        add_note(b.addr, &session, json!({"uri": uri, "text": "away"}));
+    }
+    let mut resumed = get(b.addr, &session, Some(&seen));
+    assert_eq!(resumed.status, 200);
+    let got: Vec<String> = (1..4)
+        .map(|_| next_updated(&mut resumed).expect("an update"))
+        .collect();
+    assert_eq!(got, uris[1..].to_vec());
 }
