@@ -438,3 +438,109 @@ impl SharedSessions {
         format!("{}:r{n}", self.node.node())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::compat::{Reserve, StoreBounds};
+    use crate::mux::SharedNotification;
+    use crate::pubsub::redis_child::{RedisChild, block_on};
+    use crate::pubsub::{Bus, RedisBusConfig};
+    use crate::suite::tasks::SharedTasks;
+
+    /// A flood of events of varied sizes keeps the newest ones within both
+    /// bounds, its byte count exact; a cursor from before what is kept is a
+    /// gap, one within it reads exactly what followed.
+    #[test]
+    fn the_history_keeps_the_newest_events_within_both_bounds_with_exact_bytes() {
+        let redis = RedisChild::start();
+        block_on(async {
+            let bus: Bus<SharedNotification> = Bus::redis(RedisBusConfig::new(redis.url()))
+                .await
+                .expect("connected");
+            let node = SharedTasks::new(bus.once().expect("a Redis bus"), bus.clone());
+            let bounds = StoreBounds {
+                max_sessions: 10,
+                max_uris: 10,
+                per_owner_sessions: 10,
+                per_owner_uris: 10,
+            };
+            let sessions = SharedSessions::new(node, bounds);
+            let key = StateKey {
+                sid: "s1",
+                owner: "o",
+                expires: seal::now_ms() + 60_000,
+            };
+            let reserved = sessions.reserve_get(&key, 1).await.expect("reserved");
+            assert!(matches!(reserved, Reserve::Reserved));
+            let claimed = sessions
+                .claim_events(&key, None, "r1", (false, true))
+                .await
+                .expect("claimed");
+            let Claim::Claimed { head: start, .. } = claimed else {
+                panic!("{claimed:?}");
+            };
+            let holder = sessions.holder(1);
+            let mut sent = Vec::new();
+            for round in 0..60u8 {
+                let batch: Vec<bytes::Bytes> = (0..7u8)
+                    .map(|i| {
+                        let n = usize::from(round.wrapping_mul(7).wrapping_add(i)) % 97 + 1;
+                        bytes::Bytes::from(vec![b'a' + (round % 26); n])
+                    })
+                    .collect();
+                sent.extend(batch.iter().cloned());
+                let kept = sessions
+                    .append_events("s1", &holder, key.expires, &batch, (50, 2000))
+                    .await
+                    .expect("appended");
+                assert!(kept);
+            }
+            let [ev, evb, _, _] = event_keys(&sessions.node, "s1");
+            let mut range = ::redis::cmd("XRANGE");
+            range.arg(&ev).arg("-").arg("+");
+            let entries: Vec<(String, Vec<(String, Vec<u8>)>)> =
+                sessions.run(range).await.expect("XRANGE");
+            let counted: usize = sessions.run(::redis::Cmd::get(&evb)).await.expect("GET");
+            let kept: Vec<Vec<u8>> = entries
+                .iter()
+                .flat_map(|(_, fields)| fields.iter())
+                .filter(|(f, _)| f == "d")
+                .map(|(_, v)| v.clone())
+                .collect();
+            let bytes: usize = kept.iter().map(Vec::len).sum();
+            assert_eq!(bytes, counted, "the byte count drifted");
+            assert!(
+                entries.len() <= 50 && bytes <= 2000,
+                "{} {bytes}",
+                entries.len()
+            );
+            let newest: Vec<Vec<u8>> = sent[sent.len() - kept.len()..]
+                .iter()
+                .map(|b| b.to_vec())
+                .collect();
+            assert_eq!(kept, newest, "not the newest events");
+            // The dropped ones are the oldest: the next older would not fit.
+            let dropped = sent.len() - kept.len();
+            assert!(bytes + sent[dropped - 1].len() > 2000 || entries.len() == 50);
+
+            // From the stream's start (dropped since): a gap.
+            let read = sessions
+                .read_events("s1", &start, "r1", 10)
+                .await
+                .expect("read");
+            assert!(matches!(read, Fetched::Gone), "{read:?}");
+            // From within what is kept: exactly what followed.
+            let cursor = entries[entries.len() - 4].0.clone();
+            let read = sessions
+                .read_events("s1", &cursor, "r1", 10)
+                .await
+                .expect("read");
+            let Fetched::Events { events, .. } = read else {
+                panic!("{read:?}");
+            };
+            let got: Vec<Vec<u8>> = events.into_iter().map(|(_, d)| d).collect();
+            assert_eq!(got, newest[newest.len() - 3..].to_vec());
+        });
+    }
+}
