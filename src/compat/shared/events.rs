@@ -448,6 +448,9 @@ mod tests {
     use crate::pubsub::{Bus, RedisBusConfig};
     use crate::suite::tasks::SharedTasks;
 
+    /// An entry of `XRANGE`: its id and its fields.
+    type Entry = (String, Vec<(String, Vec<u8>)>);
+
     /// A flood of events of varied sizes keeps the newest ones within both
     /// bounds, its byte count exact; a cursor from before what is kept is a
     /// gap, one within it reads exactly what followed.
@@ -499,8 +502,7 @@ mod tests {
             let [ev, evb, _, _] = event_keys(&sessions.node, "s1");
             let mut range = ::redis::cmd("XRANGE");
             range.arg(&ev).arg("-").arg("+");
-            let entries: Vec<(String, Vec<(String, Vec<u8>)>)> =
-                sessions.run(range).await.expect("XRANGE");
+            let entries: Vec<Entry> = sessions.run(range).await.expect("XRANGE");
             let counted: usize = sessions.run(::redis::Cmd::get(&evb)).await.expect("GET");
             let kept: Vec<Vec<u8>> = entries
                 .iter()
