@@ -541,3 +541,79 @@ fn a_get_stream_resumes_on_another_node_of_a_redis_cluster_fleet() {
         .collect();
     assert_eq!(got, uris[1..].to_vec());
 }
+
+/// The next message of `method` (others and keep-alives skipped, at most 300
+/// events), `None` when the stream ended.
+fn next_of(stream: &mut Exchange, method: &str) -> Option<Value> {
+    for _ in 0..300 {
+        match stream.try_next_event().expect("an event within 10 s")? {
+            Event::Message(m) if m["method"] == method => return Some(m),
+            _ => {}
+        }
+    }
+    panic!("no {method} within 300 events");
+}
+
+/// A stream whose client left is history, not a live session: it stops
+/// counting against the fleet's bound (another session takes the one
+/// place), its resumption is refused while the fleet is full (503, the
+/// fleet's answer, never served uncounted), and once there is room again
+/// the resumption gets what was published meanwhile, refused attempt
+/// included.
+#[test]
+fn a_stream_whose_client_left_counts_again_only_when_resumed() {
+    let mut compat = CompatConfig::default();
+    compat.max_session_states = 1;
+    let f = fleet_with("t-fresume-count:", compat);
+    const LIST: &str = "notifications/resources/list_changed";
+    let first = legacy::initialize(f.a.addr);
+    let mut stream = get(f.a.addr, &first, None);
+    assert_eq!(stream.status, 200);
+    add_note(f.b.addr, &first, json!({"text": "one"}));
+    next_of(&mut stream, LIST).expect("a list change");
+    let seen = stream.last_id.clone().expect("events carry ids");
+    stream.disconnect();
+
+    // The one place of the fleet goes to another session once the first
+    // one's client left.
+    let second = legacy::initialize(f.b.addr);
+    let uri = add_note(f.b.addr, &second, json!({"text": "two"}));
+    let took = (0..100).any(|_| {
+        let r = legacy::request(
+            f.b.addr,
+            &second,
+            json!("sub"),
+            "resources/subscribe",
+            json!({"uri": uri}),
+        );
+        let ok = message(&r).get("result").is_some();
+        if !ok {
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        ok
+    });
+    assert!(took, "the stream whose client left still counted");
+
+    // Published while the first client is away; its resumption is refused
+    // while the fleet is full.
+    add_note(f.a.addr, &second, json!({"text": "three"}));
+    let refused = get(f.b.addr, &first, Some(&seen));
+    assert_eq!(refused.status, 503, "a resumption served uncounted");
+    let body = refused.into_response().body;
+    assert!(String::from_utf8_lossy(&body).contains("Server busy"));
+
+    // Room again: the resumption gets what it missed.
+    let r = legacy::request(
+        f.b.addr,
+        &second,
+        json!("unsub"),
+        "resources/unsubscribe",
+        json!({"uri": uri}),
+    );
+    assert_eq!(message(&r)["result"], json!({}), "{}", message(&r));
+    let mut resumed = get(f.b.addr, &first, Some(&seen));
+    assert_eq!(resumed.status, 200);
+    // Two list changes: "two" and "three" were added while away.
+    next_of(&mut resumed, LIST).expect("a list change");
+    next_of(&mut resumed, LIST).expect("a list change");
+}
