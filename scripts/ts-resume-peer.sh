@@ -32,6 +32,7 @@ export GENMCP_BIN
 
 command -v node >/dev/null 2>&1 || die "node not found (need Node >= 18)"
 command -v npm >/dev/null 2>&1 || die "npm not found"
+command -v redis-server >/dev/null 2>&1 || die "redis-server not found (the fleet check runs one)"
 node -e 'process.exit(Number(process.versions.node.split(".")[0]) >= 18 ? 0 : 1)' \
   || die "node $(node -v) is too old; the sdk needs Node >= 18"
 
@@ -51,6 +52,8 @@ else
   (cd "$CACHE" && npm install --no-audit --no-fund --loglevel=error) || die "npm install failed"
   printf '%s\n' "$want_stamp" > "$stamp_file"
 fi
-cp "$ROOT/tests/ts_resume/peer.mjs" "$CACHE/peer.mjs"
+cp "$ROOT/tests/ts_resume/peer.mjs" "$ROOT/tests/ts_resume/fleet.mjs" "$CACHE/"
 log "running tests/ts_resume/peer.mjs against $GENMCP_BIN"
-exec node "$CACHE/peer.mjs"
+node "$CACHE/peer.mjs"
+log "running tests/ts_resume/fleet.mjs against three $GENMCP_BIN --bus nodes"
+node "$CACHE/fleet.mjs"

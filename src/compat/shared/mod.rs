@@ -37,9 +37,12 @@
 //! The module by idea: `scripts` (key names, Lua scripts), `owner` (an
 //! owner's bounds), `state` (level, URIs, DELETE), `get_stream` (the GET
 //! stream's holder and this node's table), `control` (the messages to the
-//! holder's node), `forward` (a forwarded URI change and its outcome).
+//! holder's node), `forward` (a forwarded URI change and its outcome),
+//! `events` (the GET stream's events in a Redis stream, for `Last-Event-ID`
+//! on any node).
 
 mod control;
+mod events;
 mod forward;
 mod get_stream;
 mod owner;
@@ -57,6 +60,7 @@ use crate::suite::tasks::SharedTasks;
 use get_stream::Slot;
 
 pub(crate) use control::Control;
+pub(crate) use events::{Claim, Fetched};
 pub(crate) use forward::Unconfirmed;
 
 /// The answer when Redis cannot be asked: session requests fail closed.
@@ -96,7 +100,7 @@ impl SharedSessions {
     }
 
     /// This node's holder name for GET reservation `generation`.
-    fn holder(&self, generation: u64) -> String {
+    pub(crate) fn holder(&self, generation: u64) -> String {
         format!("{}:{generation}", self.node.node())
     }
 

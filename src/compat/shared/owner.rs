@@ -25,7 +25,19 @@ impl SharedSessions {
         session: &StateKey<'_>,
         extra: &[String],
     ) -> Result<Vec<String>, McpError> {
-        let keys = keys(&self.node, session.sid, session.owner);
+        self.run_counted_with(script, session, &[], extra).await
+    }
+
+    /// [`Self::run_counted`] with `more_keys` after the six counted ones.
+    pub(super) async fn run_counted_with(
+        &self,
+        script: &str,
+        session: &StateKey<'_>,
+        more_keys: &[String],
+        extra: &[String],
+    ) -> Result<Vec<String>, McpError> {
+        let mut keys = keys(&self.node, session.sid, session.owner).to_vec();
+        keys.extend_from_slice(more_keys);
         let mut args = vec![
             session.sid.to_owned(),
             session.expires.to_string(),

@@ -30,6 +30,17 @@ pub(super) fn session_keys(node: &SharedTasks, sid: &str) -> [String; 2] {
     ]
 }
 
+/// The session's GET stream history (same slot as its hash): the Redis
+/// stream of its events, the bytes of their messages, the entry id its
+/// current stream started at, and the reader writing it now.
+pub(super) fn event_keys(node: &SharedTasks, sid: &str) -> [String; 4] {
+    let k = |suffix: &str| {
+        node.keys()
+            .key(&format!("sess:{{sessions}}:{sid}:{suffix}"))
+    };
+    [k("ev"), k("evb"), k("evs"), k("evr")]
+}
+
 pub(super) fn eval(script: &str, keys: &[String], args: &[String]) -> ::redis::Cmd {
     let mut cmd = ::redis::cmd("EVAL");
     cmd.arg(script).arg(keys.len());
@@ -98,6 +109,8 @@ end
 "#
     };
 }
+
+pub(super) use prelude;
 
 /// Sets the level (ARGV[8]) unless the session was deleted: `{'1'}` when
 /// set, `{'0'}` when deleted, or a refusal of `admit`.
@@ -183,7 +196,8 @@ return {'1'}
 );
 
 /// Marks the session deleted until its expiry, dropping its level, URIs
-/// (and their counts) and holder; the mark still counts as its state:
+/// (and their counts), holder and event history (KEYS after the six); the
+/// mark still counts as its state:
 /// `{'ok', first ('1'/'0'), holder}`, or a refusal of `admit`.
 pub(super) const DELETE: &str = concat!(
     prelude!(),
@@ -200,6 +214,7 @@ for _, uri in ipairs(redis.call('SMEMBERS', KEYS[2])) do
   redis.call('ZREM', KEYS[6], sid .. ' ' .. uri)
 end
 redis.call('DEL', KEYS[1], KEYS[2])
+for i = 7, #KEYS do redis.call('DEL', KEYS[i]) end
 redis.call('HSET', KEYS[1], 'd', '1')
 redis.call('PEXPIREAT', KEYS[1], exp)
 return {'ok', first, h}

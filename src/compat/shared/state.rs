@@ -7,7 +7,7 @@ use super::super::{DeletedMarks, LegacyStream, StateKey};
 use super::SharedSessions;
 use super::control::Control;
 use super::owner::unexpected;
-use super::scripts::{CHANGE_URI, DELETE, SET_LEVEL, session_keys};
+use super::scripts::{CHANGE_URI, DELETE, SET_LEVEL, event_keys, session_keys};
 use crate::protocol::{LogLevel, McpError};
 use crate::suite::tasks::SharedTasks;
 
@@ -127,7 +127,10 @@ impl SharedSessions {
     /// all the same). Refused, like any new state, when its owner is at its
     /// bound.
     pub(crate) async fn delete(&self, session: &StateKey<'_>) -> Result<Deleted, McpError> {
-        let answer = self.run_counted(DELETE, session, &[]).await?;
+        let history = event_keys(&self.node, session.sid);
+        let answer = self
+            .run_counted_with(DELETE, session, &history, &[])
+            .await?;
         let [_, _, holder] = answer.as_slice() else {
             return Err(unexpected());
         };

@@ -11,15 +11,16 @@ use actix::Actor as _;
 use actix_web::{HttpResponse, web};
 use tokio::sync::{OwnedSemaphorePermit, mpsc, oneshot};
 
-use super::get_stream::{not_reserved, session_gone, state_refusal};
+use super::fleet_events;
+use super::get_stream::{gone, not_ours, not_reserved, session_gone, state_refusal};
+use super::resumable::ReaderConfig;
 use super::session::Session;
 use super::{AppState, Compat};
-use crate::compat::{Control, LegacyStream, SharedSessions, StateKey, Unconfirmed};
+use crate::compat::{Claim, Control, LegacyStream, Reserve, SharedSessions, StateKey, Unconfirmed};
 use crate::mux::{Assigns, Outbox, OutboxReceiver};
 use crate::protocol::{McpError, RequestId, RequestMeta};
 use crate::runtime::{CloseReason, Connection, StopStream, UriOutcome};
 use crate::subscription::SubscriptionHandler;
-use crate::transport::http::sse::{SseBody, sse_response};
 
 /// How often a held GET stream is checked for its end (to let go of it in
 /// Redis).
@@ -201,12 +202,18 @@ impl Drop for Held {
 /// for this node (409 while another node that holds its lease has it open),
 /// opens it with the session's URIs from Redis, and hears the other nodes'
 /// changes for it until it ends.
+///
+/// The stream's events are kept in the session's Redis stream
+/// ([`fleet_events`]): a GET with `Last-Event-ID` on any node, while the
+/// stream runs (on whichever node), replays what followed that id and goes
+/// on live; a GET without one while the stream runs with no reader takes it
+/// over from its head.
 pub(super) async fn get<H: SubscriptionHandler>(
     state: &web::Data<AppState<H>>,
     compat: Arc<Compat>,
     session: &Session,
-    assigns: Assigns,
-    meta: RequestMeta,
+    (assigns, meta, config): (Assigns, RequestMeta, ReaderConfig),
+    last_event_id: Option<String>,
     (tx, rx): (Outbox, OutboxReceiver),
     permit: OwnedSemaphorePermit,
 ) -> HttpResponse {
@@ -221,9 +228,23 @@ pub(super) async fn get<H: SubscriptionHandler>(
     if let Some(controls) = shared.listen() {
         actix_rt::spawn(control_loop(state.clone(), compat.clone(), controls));
     }
+    let tag = fleet_events::tag(&session.sid, session.principal.as_deref());
+    let after = match last_event_id.as_deref() {
+        None => None,
+        Some(raw) => match fleet_events::entry_of(&tag, raw) {
+            Some(entry) => Some(entry),
+            None => return not_ours(),
+        },
+    };
     let key = session.key();
     let generation = compat.next_generation();
-    if let Some(refused) = not_reserved(shared.reserve_get(&key, generation).await) {
+    let reserved = shared.reserve_get(&key, generation).await;
+    if matches!(reserved, Ok(Reserve::Busy)) {
+        // The stream runs (here or on another node): read it from Redis.
+        drop(permit);
+        return read(state, &compat, session, &tag, after, config).await;
+    }
+    if let Some(refused) = not_reserved(reserved) {
         return refused;
     }
     let mut held = Held {
@@ -233,6 +254,11 @@ pub(super) async fn get<H: SubscriptionHandler>(
         expires: session.expires,
         armed: true,
     };
+    if after.is_some() {
+        // The stream that id was of has ended: what followed it is gone (as
+        // on one node). `held` lets go of the reservation.
+        return gone(&compat.events);
+    }
     let server = &state.server;
     let uris = match shared.uris(&session.sid).await {
         Ok(uris) => uris,
@@ -308,10 +334,83 @@ pub(super) async fn get<H: SubscriptionHandler>(
         drop(watcher);
     });
     drop(permit);
-    sse_response(SseBody::opened(
-        rx,
-        Some(done_rx),
-        state.config.keep_alive,
-        server.clone(),
-    ))
+    // The stream opens a new history and is read from its start here.
+    let reader = shared.reader_name(compat.next_generation());
+    let holder = shared.holder(generation);
+    let claimed = shared
+        .claim_events(&key, None, &reader, (false, true))
+        .await;
+    let head = match claimed {
+        Ok(Claim::Claimed { head, .. }) => head,
+        refused => {
+            // The stream cannot be kept: it does not run unread.
+            let _ = stop.send(StopStream(CloseReason::Disconnected)).await;
+            return match refused {
+                Err(e) => state_refusal(&e),
+                _ => session_gone(),
+            };
+        }
+    };
+    let owned = fleet_events::Owned {
+        sid: session.sid.clone(),
+        owner: session.owner.clone(),
+        expires: session.expires,
+    };
+    fleet_events::spawn_pump(compat.clone(), owned.clone(), holder.clone(), rx, done_rx);
+    fleet_events::response(
+        compat.clone(),
+        (owned, tag),
+        (reader, holder),
+        head,
+        config,
+        state.server.clone(),
+    )
+}
+
+/// The response reading the session's Redis stream after `after` (an entry
+/// id), or from its head when the stream has no reader.
+async fn read<H: SubscriptionHandler>(
+    state: &web::Data<AppState<H>>,
+    compat: &Arc<Compat>,
+    session: &Session,
+    tag: &str,
+    after: Option<String>,
+    config: ReaderConfig,
+) -> HttpResponse {
+    let Some(shared) = compat.shared.as_ref() else {
+        return state_refusal(&McpError::internal(
+            "Internal error: sessions are not shared",
+        ));
+    };
+    let reader = shared.reader_name(compat.next_generation());
+    let claimed = shared
+        .claim_events(
+            &session.key(),
+            after.as_deref(),
+            &reader,
+            (after.is_none(), false),
+        )
+        .await;
+    match claimed {
+        Err(e) => state_refusal(&e),
+        Ok(Claim::Deleted) => session_gone(),
+        Ok(Claim::NotOurs) => not_ours(),
+        Ok(Claim::Gone) => gone(&compat.events),
+        Ok(Claim::Busy) => not_reserved(Ok(Reserve::Busy)).unwrap_or_else(session_gone),
+        Ok(Claim::Claimed { head, holder }) => fleet_events::response(
+            compat.clone(),
+            (
+                fleet_events::Owned {
+                    sid: session.sid.clone(),
+                    owner: session.owner.clone(),
+                    expires: session.expires,
+                },
+                tag.to_owned(),
+            ),
+            (reader, holder),
+            after.unwrap_or(head),
+            config,
+            state.server.clone(),
+        ),
+    }
 }

@@ -22,6 +22,8 @@ use actix_web::http::{StatusCode, header};
 use actix_web::{HttpRequest, HttpResponse, web};
 use tokio::sync::{OwnedSemaphorePermit, oneshot};
 
+#[cfg(feature = "redis")]
+use super::fleet_events;
 use super::resumable::{self, OwnedKey};
 use super::session::{SESSION_HEADER_NAME, Session};
 use super::{AppState, Compat, LEGACY_VERSIONS, SessionRefused, refusal, session_of};
@@ -194,6 +196,26 @@ pub(in crate::transport::http) async fn get<H: SubscriptionHandler>(
         expires: session.expires,
     };
     let events = compat.events.clone();
+    // With a bus, the GET stream's ids are the fleet's (any node resumes
+    // them); a POST stream's resumption stays on its node.
+    #[cfg(feature = "redis")]
+    if compat.shared.is_some()
+        && last_event_id
+            .as_deref()
+            .is_none_or(fleet_events::is_fleet_id)
+    {
+        let config = reader_config(&state, &compat, &session);
+        return super::fleet::get(
+            &state,
+            compat,
+            &session,
+            (assigns, meta, config),
+            last_event_id,
+            (tx, rx),
+            permit,
+        )
+        .await;
+    }
     let resume_from = match last_event_id.as_deref() {
         None => None,
         Some(raw) => match events.resolve(&log.key(), raw) {
@@ -207,10 +229,6 @@ pub(in crate::transport::http) async fn get<H: SubscriptionHandler>(
             Resume::At(at) => Some(at.seq),
         },
     };
-    #[cfg(feature = "redis")]
-    if compat.shared.is_some() {
-        return super::fleet::get(&state, compat, &session, assigns, meta, (tx, rx), permit).await;
-    }
     let key = session.key();
     let generation = compat.next_generation();
     match compat.sessions.reserve_get(&key, generation) {
@@ -334,7 +352,7 @@ pub(super) fn reader_config<H: SubscriptionHandler>(
 }
 
 /// A `Last-Event-ID` that names no event of this session's streams.
-fn not_ours() -> HttpResponse {
+pub(super) fn not_ours() -> HttpResponse {
     refusal(
         StatusCode::BAD_REQUEST,
         -32600,
@@ -344,7 +362,7 @@ fn not_ours() -> HttpResponse {
 }
 
 /// A `Last-Event-ID` of this session whose events are no longer all kept.
-fn gone(events: &EventStore) -> HttpResponse {
+pub(super) fn gone(events: &EventStore) -> HttpResponse {
     let b = events.bounds();
     refusal(
         StatusCode::GONE,

@@ -19,6 +19,8 @@
 mod expiry;
 #[cfg(feature = "redis")]
 mod fleet;
+#[cfg(feature = "redis")]
+mod fleet_events;
 mod get_stream;
 mod requests;
 mod resumable;

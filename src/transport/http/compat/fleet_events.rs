@@ -1,0 +1,370 @@
+//! The GET stream of a shared session with event ids that any node resumes:
+//! the holder's pump appends each event to the session's Redis stream
+//! ([`SharedSessions::append_events`], a burst in one round trip); each
+//! response, on whichever node the
+//! client reached, reads that stream after its cursor and writes each event
+//! with the `id:` `<tag>-0-<entry id>` (the tag derived from the session and
+//! its principal, so an id of another session or principal names nothing
+//! here).
+//!
+//! A response that ends (its client left, or it closed with a `retry` hint)
+//! lets go of the stream at once; the pump then counts the session against
+//! no bound for its stream (it is history being recorded, not a live
+//! stream) and stops it after the resume window unless a reader claims it
+//! again (counting it again).
+//!
+//! Redis failing: the holder stops the stream (an event it could not append
+//! would be a silent gap), so its readers end, and a reconnection with
+//! `Last-Event-ID` gets 410; a reader that cannot read ends its response
+//! with a `retry` hint, and the client resumes after the last id it got.
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use futures_util::stream::unfold;
+use sha2::{Digest, Sha256};
+use tokio::sync::oneshot;
+use tokio::time::Instant;
+
+use super::Compat;
+use super::resumable::ReaderConfig;
+use crate::compat::{Claim, Fetched, StateKey};
+use crate::mux::OutboxReceiver;
+use crate::queue::TryRecvError;
+use crate::runtime::Server;
+use crate::transport::http::sse::sse_response_of;
+
+/// How often a reader with nothing to write asks Redis again.
+const POLL: Duration = Duration::from_millis(100);
+/// Every how many empty polls a reader checks that its holder's node lives.
+const HOLDER_CHECK: u32 = 50;
+/// Entries read at once at most.
+const MAX_EVENTS_PER_READ: usize = 256;
+/// Events appended to Redis in one round trip at most.
+const MAX_EVENTS_PER_APPEND: usize = 64;
+/// How often the holder's pump checks that the stream has a reader.
+const IDLE_CHECK: Duration = Duration::from_millis(500);
+const KEEPALIVE: &[u8] = b": keepalive\n\n";
+
+/// The tag of a shared session's GET stream ids: the same on every node,
+/// different for another session or principal.
+pub(super) fn tag(sid: &str, principal: Option<&str>) -> String {
+    let mut h = Sha256::new();
+    h.update(b"genmcp-events\0");
+    h.update(sid.as_bytes());
+    h.update(b"\0");
+    h.update(principal.unwrap_or("").as_bytes());
+    let digest = h.finalize();
+    digest[..8].iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Whether `raw` has the shape of a shared GET stream id (`<tag>-0-<ms>-<n>`).
+pub(super) fn is_fleet_id(raw: &str) -> bool {
+    raw.split('-').count() == 4
+}
+
+/// The Redis entry id named by `raw` when its tag is `tag`.
+pub(super) fn entry_of(tag: &str, raw: &str) -> Option<String> {
+    let rest = raw.strip_prefix(tag)?.strip_prefix("-0-")?;
+    let (ms, n) = rest.split_once('-')?;
+    if ms.parse::<u64>().is_err() || n.parse::<u64>().is_err() {
+        return None;
+    }
+    Some(format!("{ms}-{n}"))
+}
+
+/// A session as the pump and its readers name it in Redis.
+#[derive(Clone)]
+pub(super) struct Owned {
+    pub(super) sid: String,
+    pub(super) owner: String,
+    pub(super) expires: u64,
+}
+
+impl Owned {
+    fn key(&self) -> StateKey<'_> {
+        StateKey {
+            sid: &self.sid,
+            owner: &self.owner,
+            expires: self.expires,
+        }
+    }
+}
+
+/// Moves the GET stream's frames into the session's Redis stream as
+/// `holder` until its connection ends (`done`), Redis refuses an event,
+/// another holder took the stream, or no reader held it for the resume
+/// window: then the outbox receiver is dropped (the stream's actor stops,
+/// its holder is let go) and its history expires after a drain delay.
+/// While no reader holds the stream the session is counted against no
+/// bound for it.
+pub(super) fn spawn_pump(
+    compat: Arc<Compat>,
+    session: Owned,
+    holder: String,
+    mut rx: OutboxReceiver,
+    mut done: oneshot::Receiver<()>,
+) {
+    actix_rt::spawn(async move {
+        let Some(shared) = compat.shared.as_ref() else {
+            return;
+        };
+        let bounds = *compat.events.bounds();
+        let limits = (bounds.per_session_events, bounds.per_session_bytes);
+        let (sid, expires) = (session.sid.as_str(), session.expires);
+        let mut tick = tokio::time::interval(IDLE_CHECK);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut idle_since: Option<Instant> = None;
+        let mut uncounted = false;
+        loop {
+            tokio::select! {
+                frame = rx.recv() => {
+                    let Some(frame) = frame else { break };
+                    // What is queued goes in one round trip (a burst keeps up).
+                    let mut batch = Vec::new();
+                    let mut closed = false;
+                    let mut next = Some(frame);
+                    while let Some(frame) = next.take() {
+                        if !frame.is_revoked() && !frame.is_empty() {
+                            batch.push(frame.to_bytes());
+                        }
+                        if batch.len() >= MAX_EVENTS_PER_APPEND {
+                            break;
+                        }
+                        match rx.try_recv() {
+                            Ok(frame) => next = Some(frame),
+                            Err(TryRecvError::Disconnected) => closed = true,
+                            Err(TryRecvError::Empty) => {}
+                        }
+                    }
+                    if !batch.is_empty() {
+                        match shared.append_events(sid, &holder, expires, &batch, limits).await {
+                            Ok(true) => {}
+                            Ok(false) => {
+                                tracing::debug!("GET stream no longer held here; it ends");
+                                break;
+                            }
+                            Err(error) => {
+                                tracing::warn!(%error, "GET stream events not kept in Redis; the stream ends");
+                                break;
+                            }
+                        }
+                    }
+                    if closed {
+                        break;
+                    }
+                },
+                _ = &mut done => break,
+                _ = tick.tick() => {
+                    let read = match shared.tick_events(sid, expires).await {
+                        Ok(false) if !uncounted => match shared.uncount_idle(&session.key()).await {
+                            Ok(read) => {
+                                uncounted = !read;
+                                Ok(read)
+                            }
+                            Err(e) => Err(e),
+                        },
+                        other => other,
+                    };
+                    match read {
+                        Ok(true) => {
+                            idle_since = None;
+                            uncounted = false;
+                        }
+                        Ok(false) => {
+                            let since = *idle_since.get_or_insert_with(Instant::now);
+                            if since.elapsed() >= bounds.resume_window {
+                                break;
+                            }
+                        }
+                        // Redis unreachable: the next append decides.
+                        Err(_) => {}
+                    }
+                }
+            }
+        }
+        drop(rx);
+        shared.end_events(sid, &holder).await;
+    });
+}
+
+struct State {
+    compat: Arc<Compat>,
+    session: Owned,
+    tag: String,
+    reader: String,
+    holder: String,
+    cursor: String,
+    opening: Option<Bytes>,
+    retry: Bytes,
+    keepalive_at: Instant,
+    keep_alive: Duration,
+    deadline: Option<Instant>,
+    shutdown: Pin<Box<dyn Future<Output = ()> + Send>>,
+    server: Server,
+    empty_polls: u32,
+    done: bool,
+}
+
+impl Drop for State {
+    /// The response is over (its client left, or it ended): the reader lets
+    /// go of the stream at once, so that the session stops counting for it.
+    fn drop(&mut self) {
+        let (compat, sid, reader) = (
+            self.compat.clone(),
+            self.session.sid.clone(),
+            self.reader.clone(),
+        );
+        actix_rt::spawn(async move {
+            if let Some(shared) = compat.shared.as_ref() {
+                shared.leave_events(&sid, &reader).await;
+            }
+        });
+    }
+}
+
+/// The SSE response reading the session's Redis stream after `cursor` (an
+/// entry id) as `reader`, which claimed it while `holder` held the GET
+/// stream.
+pub(super) fn response(
+    compat: Arc<Compat>,
+    (session, tag): (Owned, String),
+    (reader, holder): (String, String),
+    cursor: String,
+    config: ReaderConfig,
+    server: Server,
+) -> actix_web::HttpResponse {
+    let retry_ms = config.retry.as_millis();
+    let opening = if config.prime {
+        Bytes::from(format!(
+            "id: {tag}-0-{cursor}\nretry: {retry_ms}\ndata: \n\n"
+        ))
+    } else {
+        Bytes::from_static(b": stream open\n\n")
+    };
+    let now = Instant::now();
+    let state = State {
+        compat,
+        session,
+        tag,
+        reader,
+        holder,
+        cursor,
+        opening: Some(opening),
+        retry: Bytes::from(format!("retry: {retry_ms}\n\n")),
+        keepalive_at: now + config.keep_alive,
+        keep_alive: config.keep_alive,
+        deadline: config.max_duration.map(|d| now + d),
+        shutdown: Box::pin(server.shutdown_signal()),
+        server,
+        empty_polls: 0,
+        done: false,
+    };
+    sse_response_of(unfold(state, next))
+}
+
+fn end_with_retry(mut st: State) -> Option<(Result<Bytes, Infallible>, State)> {
+    st.done = true;
+    let retry = st.retry.clone();
+    Some((Ok(retry), st))
+}
+
+/// A reader whose hold lapsed claims the stream again from its cursor:
+/// whether it may go on.
+async fn reclaim(st: &State) -> bool {
+    let Some(shared) = st.compat.shared.as_ref() else {
+        return false;
+    };
+    let claimed = shared
+        .claim_events(
+            &st.session.key(),
+            Some(&st.cursor),
+            &st.reader,
+            (true, false),
+        )
+        .await;
+    matches!(claimed, Ok(Claim::Claimed { .. }))
+}
+
+async fn next(mut st: State) -> Option<(Result<Bytes, Infallible>, State)> {
+    if st.done {
+        return None;
+    }
+    if let Some(opening) = st.opening.take() {
+        return Some((Ok(opening), st));
+    }
+    loop {
+        let shared = st.compat.shared.as_ref()?;
+        let read = shared
+            .read_events(&st.session.sid, &st.cursor, &st.reader, MAX_EVENTS_PER_READ)
+            .await;
+        match read {
+            // Redis cannot be read: end; the client resumes after the last
+            // id it got (nothing is skipped).
+            Err(_) | Ok(Fetched::Superseded) => return end_with_retry(st),
+            // This node was paused past the hold: take it again (or end, and
+            // the client's reconnection gets the answer).
+            Ok(Fetched::Lapsed) => {
+                if !reclaim(&st).await {
+                    return end_with_retry(st);
+                }
+                continue;
+            }
+            // Events this client has not seen were dropped: end; its
+            // reconnection gets 410.
+            Ok(Fetched::Gone) => {
+                st.done = true;
+                return None;
+            }
+            Ok(Fetched::Events { events, last, .. }) if !events.is_empty() => {
+                let mut buf = BytesMut::new();
+                for (id, data) in &events {
+                    buf.extend_from_slice(b"id: ");
+                    buf.extend_from_slice(st.tag.as_bytes());
+                    buf.extend_from_slice(b"-0-");
+                    buf.extend_from_slice(id.as_bytes());
+                    buf.extend_from_slice(b"\nevent: message\ndata: ");
+                    buf.extend_from_slice(data);
+                    buf.extend_from_slice(b"\n\n");
+                }
+                st.cursor = last;
+                st.server.count_frames(events.len() as u64);
+                st.empty_polls = 0;
+                st.keepalive_at = Instant::now() + st.keep_alive;
+                return Some((Ok(buf.freeze()), st));
+            }
+            Ok(Fetched::Events { holder, last, .. }) => {
+                st.cursor = last;
+                // Everything written, and the stream's holder let go (the
+                // stream ended) or its node is gone: nothing more comes.
+                if holder != st.holder {
+                    return end_with_retry(st);
+                }
+                st.empty_polls = st.empty_polls.wrapping_add(1);
+                if st.empty_polls.is_multiple_of(HOLDER_CHECK)
+                    && matches!(shared.holder_alive(&st.holder).await, Ok(false))
+                {
+                    return end_with_retry(st);
+                }
+            }
+        }
+        let deadline = st.deadline;
+        tokio::select! {
+            () = tokio::time::sleep(POLL) => {}
+            () = tokio::time::sleep_until(st.keepalive_at) => {
+                st.keepalive_at = Instant::now() + st.keep_alive;
+                return Some((Ok(Bytes::from_static(KEEPALIVE)), st));
+            }
+            () = async { if let Some(at) = deadline { tokio::time::sleep_until(at).await } }, if deadline.is_some() => {
+                return end_with_retry(st);
+            }
+            () = &mut st.shutdown => {
+                return end_with_retry(st);
+            }
+        }
+    }
+}
