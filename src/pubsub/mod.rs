@@ -49,6 +49,7 @@ pub use inbox::{DeliverFuture, Inbox, InboxError, InboxSink};
 pub(crate) use inbox::{OverflowSignal, Taps};
 use local::Topics;
 #[cfg(feature = "redis")]
+#[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
 pub use redis::{RedisBusConfig, RedisOnce, StartMode};
 
 /// Why a publish could not reach the other nodes, or a bus could not start.

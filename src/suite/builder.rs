@@ -224,6 +224,7 @@ impl<H: SubscriptionHandler> SuiteBuilder<H> {
     /// `skills` are served at once and told to listen streams as resource list
     /// changes. See `docs/skills.md`.
     #[cfg(feature = "skills")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "skills")))]
     pub fn skills(mut self, skills: skills::Skills) -> Self {
         self.skills = Some(skills);
         self

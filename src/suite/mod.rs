@@ -45,6 +45,7 @@ mod resources;
 mod schemas;
 pub(crate) mod sealing;
 #[cfg(feature = "skills")]
+#[cfg_attr(docsrs, doc(cfg(feature = "skills")))]
 pub mod skills;
 mod skills_call;
 pub mod tasks;
@@ -92,6 +93,7 @@ pub use sealing::spent::{
     DEFAULT_MAX_SPENT_REQUEST_STATES, Spend, SpentError, SpentRecord, SpentRefusals,
 };
 #[cfg(feature = "skills")]
+#[cfg_attr(docsrs, doc(cfg(feature = "skills")))]
 pub use skills::{Skill, SkillError, Skills};
 pub use tasks::{TaskConfig, TaskCx, TaskStatus, TaskSupport};
 pub use tools::{FnTool, Tool, ToolBuilder, ToolCall, ToolDescriptor, ToolParts};

@@ -144,6 +144,7 @@ where
     /// if it fails, returns [`BusError::Unavailable`] or, with
     /// [`StartMode::Degraded`], a disconnected bus that keeps trying. Works
     /// from any async runtime or none: the Redis I/O runs on its own thread.
+    #[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
     pub async fn redis(config: RedisBusConfig) -> Result<Bus<M>, BusError> {
         let seeds = config::cluster_seeds(&config.url).transpose()?;
         let client = match seeds {

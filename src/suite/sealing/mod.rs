@@ -16,5 +16,6 @@ pub mod keys;
 pub(crate) mod seal;
 pub mod secret;
 #[cfg(feature = "redis")]
+#[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
 pub mod shared_spent;
 pub(crate) mod spent;
