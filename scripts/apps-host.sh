@@ -16,19 +16,16 @@
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-CACHE="$ROOT/.cache/apps-host"
 log() { printf '[apps-host.sh] %s\n' "$*" >&2; }
 die() { log "error: $*"; exit 1; }
 
-GENMCP_BIN="${GENMCP_BIN:-${CARGO_TARGET_DIR:-$ROOT/target}/debug/genmcp}"
-[[ "$GENMCP_BIN" = /* ]] || GENMCP_BIN="$ROOT/$GENMCP_BIN"
-if [[ ! -x "$GENMCP_BIN" ]]; then
+# shellcheck source=lib/node-peer.sh
+source "$ROOT/scripts/lib/node-peer.sh"
+if [[ -z "${GENMCP_BIN:-}" && ! -x "${CARGO_TARGET_DIR:-$ROOT/target}/debug/genmcp" ]]; then
   (cd "$ROOT" && cargo build --bin genmcp --quiet)
 fi
-[[ -x "$GENMCP_BIN" ]] || die "server binary not found: $GENMCP_BIN"
+genmcp_bin
 
-command -v node >/dev/null 2>&1 || die "node not found (need Node >= 18)"
-command -v npm >/dev/null 2>&1 || die "npm not found"
 CHROMIUM="$(command -v chromium || true)"
 if [[ -z "$CHROMIUM" ]]; then
   SUDO=""
@@ -40,19 +37,9 @@ if [[ -z "$CHROMIUM" ]]; then
 fi
 export CHROMIUM
 
-want_stamp="$(sha256sum "$ROOT/tests/apps-host/package.json" | cut -d' ' -f1)"
-stamp_file="$CACHE/.apps-host-stamp"
-if [[ -f "$stamp_file" && "$(cat "$stamp_file")" == "$want_stamp" && -d "$CACHE/node_modules/playwright-core" ]]; then
-  log "reusing $CACHE"
-else
-  log "installing playwright-core into $CACHE"
-  rm -rf "$CACHE"
-  mkdir -p "$CACHE"
-  cp "$ROOT/tests/apps-host/package.json" "$CACHE/package.json"
-  (cd "$CACHE" && PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 npm install --no-audit --no-fund --loglevel=error) \
-    || die "npm install failed"
-  printf '%s\n' "$want_stamp" > "$stamp_file"
-fi
+# The browser is Debian's; playwright-core downloads none.
+export PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1
+npm_install apps-host "$ROOT/tests/apps-host" playwright-core
 export APPS_HOST_CACHE="$CACHE"
 export SCREENSHOT="${SCREENSHOT:-$CACHE/notes-board.png}"
 
