@@ -24,6 +24,11 @@ pub const OTHER: &str = "_OTHER";
 /// The `error.type` of a `tools/call` result with `isError: true`.
 pub const TOOL_ERROR: &str = "tool_error";
 
+/// The `error.type` (and span `outcome`) of a request whose task ended
+/// before it was answered: the HTTP client went away, the stdio client sent
+/// `notifications/cancelled`, or stdin closed.
+pub const CANCELLED: &str = "cancelled";
+
 /// The most label sets each convention histogram holds; past it, new
 /// `gen_ai.tool.name` values are recorded as [`OTHER`].
 pub const MAX_SERIES: usize = 1024;

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Map, Value};
 
 use super::conventions::{
-    NetworkTransport, OTHER, OperationLabels, TOOL_ERROR, code_label, error_type,
+    CANCELLED, NetworkTransport, OTHER, OperationLabels, TOOL_ERROR, code_label, error_type,
     operation_method_label, status_label,
 };
 use super::requests::RequestOutcome;
@@ -75,10 +75,19 @@ impl std::fmt::Display for IdAttr<'_> {
 }
 
 /// A request in progress: its span and the labels of its duration.
+///
+/// Dropped without [`Operation::finish`] (its task aborted: the HTTP client
+/// went away, stdio `notifications/cancelled`, stdin closed), it records
+/// itself as [`CANCELLED`]: `error.type = cancelled` on its span (status
+/// error) and in `mcp.server.operation.duration`, with its duration so far.
 pub(crate) struct Operation {
     span: tracing::Span,
     labels: OperationLabels,
     started: Instant,
+    /// Where the duration is recorded, also when dropped unfinished.
+    server: Server,
+    /// [`Operation::finish`] ran: nothing to record on drop.
+    finished: bool,
 }
 
 /// What is known of a request its transport refused before any handler saw
@@ -283,6 +292,8 @@ impl Operation {
                 version: start.version,
             },
             started: Instant::now(),
+            server: server.clone(),
+            finished: false,
         }
     }
 
@@ -369,7 +380,7 @@ impl Operation {
 
     fn finish_after(
         mut self,
-        server: &Server,
+        _server: &Server,
         result: Result<&Map<String, Value>, &McpError>,
         outcome: RequestOutcome,
         took: Duration,
@@ -391,7 +402,37 @@ impl Operation {
             }
             self.labels.error_type = error_type;
         }
-        server.conventions().record_operation(self.labels, took);
+        self.finished = true;
+        self.record(took);
+    }
+}
+
+impl Drop for Operation {
+    fn drop(&mut self) {
+        if self.finished {
+            return;
+        }
+        self.span.record("outcome", CANCELLED);
+        self.span.record("error.type", CANCELLED);
+        self.span.record("otel.status_code", "ERROR");
+        if !self.span.is_disabled() {
+            self.span
+                .in_scope(|| tracing::debug!("request cancelled before its answer"));
+        }
+        self.labels.error_type = CANCELLED;
+        self.record(self.started.elapsed());
+    }
+}
+
+impl Operation {
+    /// Records the duration under the labels (taking the tool name, the one
+    /// label that may own its text: no copy).
+    fn record(&mut self, took: Duration) {
+        let labels = OperationLabels {
+            tool: std::mem::take(&mut self.labels.tool),
+            ..self.labels.clone()
+        };
+        self.server.conventions().record_operation(labels, took);
     }
 }
 
