@@ -156,7 +156,22 @@ fn http_requests_carry_the_conventions_attributes_and_metrics() {
     let span = request_span("h-unknown");
     assert_eq!(span["error.type"], "-32602");
     assert_eq!(span["rpc.response.status_code"], "-32602");
-    assert_eq!(span["otel.name"], "tools/call no-such-tool-xyzzy");
+    // The client's text is not a span name: only tools the catalog defines.
+    assert_eq!(span["otel.name"], "tools/call");
+    assert_eq!(span["gen_ai.tool.name"], "no-such-tool-xyzzy");
+
+    // A resource URI: never in the span name, and its attribute without
+    // userinfo, query or fragment (where signed URLs keep their secrets).
+    let read = call(
+        srv.addr,
+        json!("h-uri"),
+        "resources/read",
+        json!({"uri": format!("https://user:{SECRET}@files.example/doc?sig={SECRET}#{SECRET}")}),
+    );
+    assert_eq!(read.status, 200);
+    let span = request_span("h-uri");
+    assert_eq!(span["otel.name"], "resources/read");
+    assert_eq!(span["mcp.resource.uri"], "https://files.example/doc");
 
     let list = call(srv.addr, json!("h-list"), "tools/list", json!({}));
     assert_eq!(list.status, 200);

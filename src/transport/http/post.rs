@@ -95,7 +95,7 @@ pub(crate) async fn post<H: SubscriptionHandler>(
     let resp = serve(&req, payload, &state, &mut seen).await;
     seen.finish(
         &state.server,
-        |name| state.suite.catalog().tool(name).is_some(),
+        |method, name| crate::transport::dispatch::target_known(&state.suite, method, name),
         resp,
     )
 }
