@@ -52,6 +52,20 @@ pub enum OtelError {
     /// protocol in the configuration or the environment).
     #[error("OTLP exporter: {0}")]
     Exporter(String),
+    /// An endpoint this build cannot reach: not `http://` (OTLP over TLS,
+    /// `https://`, is not compiled in: put a collector or a TLS-terminating
+    /// proxy on the node and send to it over `http://`).
+    #[error(
+        "OTLP endpoint {url:?} (from {source_name}): only http:// is supported \
+         (this build has no TLS; send to a local collector over http://)"
+    )]
+    Endpoint {
+        /// The endpoint as configured.
+        url: String,
+        /// Where it was configured: `--otlp`/[`OtelConfig::endpoint`] or
+        /// the name of the `OTEL_*` variable.
+        source_name: &'static str,
+    },
 }
 
 /// Where and how to export.
@@ -75,6 +89,41 @@ impl OtelConfig {
     pub fn endpoint(mut self, url: impl Into<String>) -> Self {
         self.endpoint = Some(url.into());
         self
+    }
+
+    /// Refuses any endpoint that is not `http://`: the one given in code,
+    /// else those of the `OTEL_*` variables (an https endpoint would be
+    /// accepted by the exporter and then fail every export, silently).
+    fn check_endpoints(&self) -> Result<(), OtelError> {
+        let check = |url: &str, source_name: &'static str| {
+            let plain = url
+                .trim()
+                .get(..7)
+                .is_some_and(|scheme| scheme.eq_ignore_ascii_case("http://"));
+            if plain {
+                Ok(())
+            } else {
+                Err(OtelError::Endpoint {
+                    url: url.to_owned(),
+                    source_name,
+                })
+            }
+        };
+        if let Some(url) = &self.endpoint {
+            return check(url, "the configured endpoint (--otlp)");
+        }
+        for name in [
+            "OTEL_EXPORTER_OTLP_ENDPOINT",
+            "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+            "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT",
+        ] {
+            if let Ok(url) = std::env::var(name)
+                && !url.trim().is_empty()
+            {
+                check(&url, name)?;
+            }
+        }
+        Ok(())
     }
 
     fn signal_url(&self, path: &str) -> Option<String> {
@@ -116,7 +165,10 @@ impl Otel {
     /// Builds the OTLP/HTTP exporters (protobuf) and their providers: a batch
     /// span processor and a periodic metric reader, each on a thread of its
     /// own. The convention histograms are recorded from then on. Call once.
+    /// An endpoint that is not `http://` is refused
+    /// ([`OtelError::Endpoint`]): no TLS is compiled in.
     pub fn init(config: OtelConfig) -> Result<Otel, OtelError> {
+        config.check_endpoints()?;
         let resource = resource();
         let mut spans = opentelemetry_otlp::SpanExporter::builder()
             .with_http()
@@ -249,5 +301,27 @@ pub(crate) fn record_session(labels: &SessionLabels, secs: f64) {
             attrs.push(KeyValue::new("error.type", labels.error_type));
         }
         i.session.record(secs, &attrs);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_endpoint_other_than_http_is_refused() {
+        for url in ["https://collector.example:4318", "grpc://c:4317", "c:4318"] {
+            let refused = OtelConfig::from_env().endpoint(url).check_endpoints();
+            assert!(
+                matches!(&refused, Err(OtelError::Endpoint { url: u, .. }) if u == url),
+                "{url}: {refused:?}"
+            );
+        }
+        assert!(
+            OtelConfig::from_env()
+                .endpoint("HTTP://127.0.0.1:4318")
+                .check_endpoints()
+                .is_ok()
+        );
     }
 }

@@ -65,3 +65,15 @@ fn serve_with_otlp_exports_the_call_span_parented_on_the_clients_trace() {
         );
     }
 }
+
+#[test]
+fn serve_refuses_an_https_otlp_endpoint_it_cannot_reach() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_genmcp"))
+        .args(["serve", "--stdio", "--otlp", "https://127.0.0.1:4318"])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("runs");
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("only http:// is supported"), "{stderr}");
+}
