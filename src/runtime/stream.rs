@@ -50,7 +50,8 @@ enum Phase {
 /// (the listen request's id), the principal when the server names one, and
 /// the close reason and frame count, recorded when the stream stops; with the
 /// OpenTelemetry MCP conventions' attributes and the caller's `traceparent`
-/// (from the listen's `_meta`) as its parent. The honoured filter is recorded
+/// (from the listen's `_meta`, where the HTTP transport copies the
+/// `traceparent` header when `_meta` has none) as its parent. The honoured filter is recorded
 /// as a summary once acknowledged (its kinds and how many URIs and task ids,
 /// never the URIs themselves).
 fn stream_span(
