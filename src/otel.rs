@@ -150,14 +150,29 @@ struct Instruments {
 static INSTRUMENTS: OnceLock<Instruments> = OnceLock::new();
 
 fn resource() -> Resource {
-    let builder = Resource::builder();
+    let mut builder = Resource::builder();
+    let attributes = std::env::var("OTEL_RESOURCE_ATTRIBUTES").unwrap_or_default();
     // `OTEL_SERVICE_NAME` (read by the builder) wins; else this crate's name.
     let named = std::env::var("OTEL_SERVICE_NAME").is_ok_and(|v| !v.is_empty())
-        || std::env::var("OTEL_RESOURCE_ATTRIBUTES").is_ok_and(|v| v.contains("service.name="));
-    if named {
-        builder.build()
-    } else {
-        builder.with_service_name("genmcp").build()
+        || attributes.contains("service.name=");
+    if !named {
+        builder = builder.with_service_name("genmcp");
+    }
+    // Each process its own series: without it, the nodes of a fleet export
+    // the same attribute sets and a collector merges their metrics.
+    if !attributes.contains("service.instance.id=") {
+        builder = builder.with_attribute(KeyValue::new("service.instance.id", instance_id()));
+    }
+    builder.build()
+}
+
+/// A `service.instance.id` for this process: 128 random bits in hex (the
+/// process id if the system has no randomness to give).
+fn instance_id() -> String {
+    let mut bytes = [0u8; 16];
+    match getrandom::fill(&mut bytes) {
+        Ok(()) => bytes.iter().map(|b| format!("{b:02x}")).collect(),
+        Err(_) => format!("pid-{}", std::process::id()),
     }
 }
 

@@ -259,6 +259,24 @@ fn a_call_with_a_traceparent_is_exported_as_a_child_span_with_its_duration_metri
     );
     assert_eq!(attr(&listen.attributes, "frames").as_deref(), Some("2"));
 
+    // Each process names itself: a fleet's series do not merge in a collector.
+    let instance_ids: Vec<String> = received
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|(p, _)| p == "/v1/metrics")
+        .filter_map(|(_, b)| ExportMetricsServiceRequest::decode(b.as_slice()).ok())
+        .flat_map(|r| r.resource_metrics)
+        .filter_map(|r| r.resource)
+        .filter_map(|r| attr(&r.attributes, "service.instance.id"))
+        .collect();
+    assert!(!instance_ids.is_empty(), "no service.instance.id");
+    assert!(
+        instance_ids
+            .iter()
+            .all(|id| id.len() == 32 && id == &instance_ids[0])
+    );
+
     // The duration histogram, with the conventions' attributes.
     let metrics: Vec<_> = received
         .lock()
