@@ -438,11 +438,7 @@ fn a_refused_request_is_exported_with_its_error_and_the_clients_trace() {
         found
             .iter()
             .any(|s| attr(&s.attributes, "jsonrpc.request.id").as_deref() == Some("otel-refused"))
-            && received.lock().unwrap().iter().any(|(p, b)| {
-                p == "/v1/metrics"
-                    && ExportMetricsServiceRequest::decode(b.as_slice())
-                        .is_ok_and(|r| format!("{r:?}").contains("-32020"))
-            })
+            && !refused_points(received).is_empty()
     });
     assert!(complete, "spans received: {found:#?}");
     let span = found
@@ -472,4 +468,43 @@ fn a_refused_request_is_exported_with_its_error_and_the_clients_trace() {
         Some(2),
         "STATUS_CODE_ERROR"
     );
+    // Its duration: a data point with the same attributes.
+    let points = refused_points(received);
+    let point = points.first().expect("a -32020 data point");
+    for (key, value) in [
+        ("mcp.method.name", "tools/list"),
+        ("network.transport", "tcp"),
+        ("mcp.protocol.version", "2026-07-28"),
+    ] {
+        assert_eq!(
+            attr(&point.attributes, key).as_deref(),
+            Some(value),
+            "{key}"
+        );
+    }
+    assert!(point.count >= 1);
+}
+
+/// The `mcp.server.operation.duration` data points received with
+/// `error.type = -32020`.
+fn refused_points(
+    received: &Received,
+) -> Vec<opentelemetry_proto::tonic::metrics::v1::HistogramDataPoint> {
+    received
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|(p, _)| p == "/v1/metrics")
+        .filter_map(|(_, b)| ExportMetricsServiceRequest::decode(b.as_slice()).ok())
+        .flat_map(|r| r.resource_metrics)
+        .flat_map(|r| r.scope_metrics)
+        .flat_map(|s| s.metrics)
+        .filter(|m| m.name == "mcp.server.operation.duration")
+        .filter_map(|m| match m.data {
+            Some(metric::Data::Histogram(h)) => Some(h.data_points),
+            _ => None,
+        })
+        .flatten()
+        .filter(|p| attr(&p.attributes, "error.type").as_deref() == Some("-32020"))
+        .collect()
 }
