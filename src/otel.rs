@@ -15,6 +15,9 @@
 //! `OTEL_RESOURCE_ATTRIBUTES`, `OTEL_TRACES_SAMPLER`,
 //! `OTEL_METRIC_EXPORT_INTERVAL`; an endpoint given in code
 //! ([`OtelConfig::endpoint`], `genmcp serve --otlp URL`) wins over them.
+//! With only per-signal endpoints set, only those signals are exported. An
+//! endpoint that is not `http://`, or an `OTEL_EXPORTER_OTLP_PROTOCOL` other
+//! than `http/protobuf`, is refused by [`Otel::init`].
 //!
 //! ```no_run
 //! use tracing_subscriber::prelude::*;
@@ -66,6 +69,14 @@ pub enum OtelError {
         /// the name of the `OTEL_*` variable.
         source_name: &'static str,
     },
+    /// An OTLP protocol other than `http/protobuf` was asked for.
+    #[error("OTLP protocol {protocol:?} (from {source_name}): only http/protobuf is supported")]
+    Protocol {
+        /// The protocol as configured.
+        protocol: String,
+        /// The variable that asked for it.
+        source_name: &'static str,
+    },
 }
 
 /// Where and how to export.
@@ -89,6 +100,28 @@ impl OtelConfig {
     pub fn endpoint(mut self, url: impl Into<String>) -> Self {
         self.endpoint = Some(url.into());
         self
+    }
+
+    /// Refuses a protocol other than `http/protobuf` in
+    /// `OTEL_EXPORTER_OTLP_PROTOCOL` (or its per-signal forms): this build
+    /// speaks nothing else, and would send protobuf to a gRPC port.
+    fn check_protocols() -> Result<(), OtelError> {
+        for name in [
+            "OTEL_EXPORTER_OTLP_PROTOCOL",
+            "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL",
+            "OTEL_EXPORTER_OTLP_METRICS_PROTOCOL",
+        ] {
+            if let Ok(value) = std::env::var(name)
+                && !value.trim().is_empty()
+                && value.trim() != "http/protobuf"
+            {
+                return Err(OtelError::Protocol {
+                    protocol: value,
+                    source_name: name,
+                });
+            }
+        }
+        Ok(())
     }
 
     /// Refuses any endpoint that is not `http://`: the one given in code,
@@ -130,6 +163,25 @@ impl OtelConfig {
         self.endpoint
             .as_deref()
             .map(|base| format!("{}{path}", base.trim_end_matches('/')))
+    }
+}
+
+/// Whether the variable `name` is set to something.
+fn env_set(name: &str) -> bool {
+    std::env::var(name).is_ok_and(|v| !v.trim().is_empty())
+}
+
+/// Which signals to export (traces, metrics): both with an endpoint given in
+/// code or `OTEL_EXPORTER_OTLP_ENDPOINT`; else those whose per-signal
+/// endpoint variable is set; with none set at all, both (to
+/// `http://localhost:4318`).
+fn signals(in_code: bool, set: impl Fn(&str) -> bool) -> (bool, bool) {
+    let traces = set("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT");
+    let metrics = set("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT");
+    if in_code || set("OTEL_EXPORTER_OTLP_ENDPOINT") || !(traces || metrics) {
+        (true, true)
+    } else {
+        (traces, metrics)
     }
 }
 
@@ -184,33 +236,43 @@ impl Otel {
     /// ([`OtelError::Endpoint`]): no TLS is compiled in.
     pub fn init(config: OtelConfig) -> Result<Otel, OtelError> {
         config.check_endpoints()?;
+        OtelConfig::check_protocols()?;
         let resource = resource();
-        let mut spans = opentelemetry_otlp::SpanExporter::builder()
-            .with_http()
-            .with_protocol(opentelemetry_otlp::Protocol::HttpBinary);
-        if let Some(url) = config.signal_url("/v1/traces") {
-            spans = spans.with_endpoint(url);
+        let (traces_on, metrics_on) = signals(config.endpoint.is_some(), env_set);
+        let mut tracer = SdkTracerProvider::builder().with_resource(resource.clone());
+        if traces_on {
+            let mut spans = opentelemetry_otlp::SpanExporter::builder()
+                .with_http()
+                .with_protocol(opentelemetry_otlp::Protocol::HttpBinary);
+            if let Some(url) = config.signal_url("/v1/traces") {
+                spans = spans.with_endpoint(url);
+            }
+            let spans = spans
+                .build()
+                .map_err(|e| OtelError::Exporter(e.to_string()))?;
+            tracer = tracer.with_batch_exporter(spans);
+        } else {
+            // No span is recorded: the layer's cost stays small.
+            tracer = tracer.with_sampler(opentelemetry_sdk::trace::Sampler::AlwaysOff);
         }
-        let spans = spans
-            .build()
-            .map_err(|e| OtelError::Exporter(e.to_string()))?;
-        let mut metrics = opentelemetry_otlp::MetricExporter::builder()
-            .with_http()
-            .with_protocol(opentelemetry_otlp::Protocol::HttpBinary);
-        if let Some(url) = config.signal_url("/v1/metrics") {
-            metrics = metrics.with_endpoint(url);
+        let tracer = tracer.build();
+        let mut meter = SdkMeterProvider::builder().with_resource(resource);
+        if metrics_on {
+            let mut metrics = opentelemetry_otlp::MetricExporter::builder()
+                .with_http()
+                .with_protocol(opentelemetry_otlp::Protocol::HttpBinary);
+            if let Some(url) = config.signal_url("/v1/metrics") {
+                metrics = metrics.with_endpoint(url);
+            }
+            let metrics = metrics
+                .build()
+                .map_err(|e| OtelError::Exporter(e.to_string()))?;
+            meter = meter.with_periodic_exporter(metrics);
         }
-        let metrics = metrics
-            .build()
-            .map_err(|e| OtelError::Exporter(e.to_string()))?;
-        let tracer = SdkTracerProvider::builder()
-            .with_batch_exporter(spans)
-            .with_resource(resource.clone())
-            .build();
-        let meter = SdkMeterProvider::builder()
-            .with_periodic_exporter(metrics)
-            .with_resource(resource)
-            .build();
+        let meter = meter.build();
+        if !metrics_on {
+            return Ok(Otel { tracer, meter });
+        }
         let m = meter.meter("genmcp");
         let bounds = DURATION_BUCKETS.to_vec();
         let _ = INSTRUMENTS.set(Instruments {
@@ -337,6 +399,25 @@ mod tests {
                 .endpoint("HTTP://127.0.0.1:4318")
                 .check_endpoints()
                 .is_ok()
+        );
+    }
+
+    #[test]
+    fn only_the_signals_given_an_endpoint_are_exported() {
+        let with = |names: &'static [&'static str]| move |n: &str| names.contains(&n);
+        assert_eq!(signals(true, with(&[])), (true, true));
+        assert_eq!(signals(false, with(&[])), (true, true));
+        assert_eq!(
+            signals(false, with(&["OTEL_EXPORTER_OTLP_ENDPOINT"])),
+            (true, true)
+        );
+        assert_eq!(
+            signals(false, with(&["OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"])),
+            (true, false)
+        );
+        assert_eq!(
+            signals(false, with(&["OTEL_EXPORTER_OTLP_METRICS_ENDPOINT"])),
+            (false, true)
         );
     }
 }
