@@ -87,6 +87,10 @@ pub struct OtelConfig {
     /// `{url}/v1/traces`, metrics to `{url}/v1/metrics`. `None`: the `OTEL_*`
     /// variables, else `http://localhost:4318`.
     pub endpoint: Option<String>,
+    /// Export genmcp's `principal` span attribute (the authenticated
+    /// subject: a user's identity). Off by default: it stays in the log
+    /// lines, and leaves the process only when asked for.
+    pub export_principal: bool,
 }
 
 impl OtelConfig {
@@ -157,6 +161,13 @@ impl OtelConfig {
             }
         }
         Ok(())
+    }
+
+    /// Exports the `principal` attribute of request and stream spans (off
+    /// by default).
+    pub fn export_principal(mut self, on: bool) -> Self {
+        self.export_principal = on;
+        self
     }
 
     fn signal_url(&self, path: &str) -> Option<String> {
@@ -250,7 +261,12 @@ impl Otel {
             let spans = spans
                 .build()
                 .map_err(|e| OtelError::Exporter(e.to_string()))?;
-            tracer = tracer.with_batch_exporter(spans);
+            let batch = opentelemetry_sdk::trace::BatchSpanProcessor::builder(spans).build();
+            if config.export_principal {
+                tracer = tracer.with_span_processor(batch);
+            } else {
+                tracer = tracer.with_span_processor(WithoutPrincipal(batch));
+            }
         } else {
             // No span is recorded: the layer's cost stays small.
             tracer = tracer.with_sampler(opentelemetry_sdk::trace::Sampler::AlwaysOff);
@@ -327,6 +343,38 @@ impl Otel {
     pub fn shutdown(&self) {
         let _ = self.tracer.shutdown();
         let _ = self.meter.shutdown();
+    }
+}
+
+/// A span processor passing spans on without their `principal` attribute.
+#[derive(Debug)]
+struct WithoutPrincipal<P>(P);
+
+impl<P: opentelemetry_sdk::trace::SpanProcessor> opentelemetry_sdk::trace::SpanProcessor
+    for WithoutPrincipal<P>
+{
+    fn on_start(&self, span: &mut opentelemetry_sdk::trace::Span, cx: &opentelemetry::Context) {
+        self.0.on_start(span, cx);
+    }
+
+    fn on_end(&self, mut span: opentelemetry_sdk::trace::SpanData) {
+        span.attributes.retain(|kv| kv.key.as_str() != "principal");
+        self.0.on_end(span);
+    }
+
+    fn force_flush(&self) -> opentelemetry_sdk::error::OTelSdkResult {
+        self.0.force_flush()
+    }
+
+    fn shutdown_with_timeout(
+        &self,
+        timeout: std::time::Duration,
+    ) -> opentelemetry_sdk::error::OTelSdkResult {
+        self.0.shutdown_with_timeout(timeout)
+    }
+
+    fn set_resource(&mut self, resource: &Resource) {
+        self.0.set_resource(resource);
     }
 }
 

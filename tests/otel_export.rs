@@ -508,3 +508,47 @@ fn refused_points(
         .filter(|p| attr(&p.attributes, "error.type").as_deref() == Some("-32020"))
         .collect()
 }
+
+#[test]
+fn the_authenticated_principal_is_not_exported_by_default() {
+    const SUBJECT: &str = "subject-never-exported";
+    let (otel, received) = exporter();
+    let mut config = common::config();
+    config.auth = Some(genmcp::http::auth::AuthConfig::new(
+        genmcp::http::auth::TokenTable::parse(&format!("tok-principal {SUBJECT}\n")).unwrap(),
+    ));
+    let srv = genmcp::http::ServerThread::spawn(suite, config).expect("starts");
+    let mut h = headers("tools/call", Some("echo"));
+    h.push(("Authorization".into(), "Bearer tok-principal".into()));
+    let resp = post(
+        srv.addr,
+        &h,
+        &request(
+            json!("otel-principal"),
+            "tools/call",
+            json!({"name": "echo", "arguments": {}}),
+        ),
+    );
+    assert_eq!(resp.status, 200);
+    srv.stop();
+    let mut found = Vec::new();
+    let complete = common::wait_until(Duration::from_secs(20), || {
+        otel.flush();
+        found = spans(received);
+        found
+            .iter()
+            .any(|s| attr(&s.attributes, "jsonrpc.request.id").as_deref() == Some("otel-principal"))
+    });
+    assert!(complete, "spans received: {found:#?}");
+    let span = found
+        .iter()
+        .find(|s| attr(&s.attributes, "jsonrpc.request.id").as_deref() == Some("otel-principal"))
+        .expect("the call's span");
+    assert_eq!(attr(&span.attributes, "principal"), None, "{span:?}");
+    for (path, body) in received.lock().unwrap().iter() {
+        assert!(
+            !String::from_utf8_lossy(body).contains(SUBJECT),
+            "the principal in {path}"
+        );
+    }
+}
