@@ -441,6 +441,12 @@ fn the_2025_session_path_traces_every_request_and_its_get_stream() {
     assert_eq!(get.status, 200);
     assert_eq!(legacy::delete(srv.addr, &session).status, 200);
     let _ = get.read_to_end();
+    // Its span: no JSON-RPC request opened it, so no method or request id.
+    let span = span_where("stream closed", |s| {
+        s["otel.name"] == "session stream" && s["mcp.protocol.version"] == l
+    });
+    assert!(span.get("mcp.method.name").is_none(), "{span}");
+    assert!(span.get("jsonrpc.request.id").is_none(), "{span}");
 
     let get_series = format!(
         "mcp_server_session_duration_seconds_count{{mcp_session_kind=\"get\",error_type=\"\",\

@@ -46,6 +46,10 @@ enum Phase {
     Done,
 }
 
+/// The span name of a 2025-era session's stream (the HTTP GET stream, or the
+/// stdio session's).
+const GET_STREAM_SPAN: &str = "session stream";
+
 /// The span of one stream, for its life: the method, the subscription id
 /// (the listen request's id), the principal when the server names one, and
 /// the close reason and frame count, recorded when the stream stops; with the
@@ -53,11 +57,13 @@ enum Phase {
 /// (from the listen's `_meta`, where the HTTP transport copies the
 /// `traceparent` header when `_meta` has none) as its parent. The honoured filter is recorded
 /// as a summary once acknowledged (its kinds and how many URIs and task ids,
-/// never the URIs themselves).
+/// never the URIs themselves). A 2025-era GET stream's span is named
+/// [`GET_STREAM_SPAN`], without `mcp.method.name` or `jsonrpc.request.id`.
 fn stream_span(
     server: &Server,
     channel: &Channel,
     pipe: bool,
+    kind: &'static str,
     version: &'static str,
 ) -> tracing::Span {
     let transport = if pipe {
@@ -72,17 +78,29 @@ fn stream_span(
         principal = tracing::field::Empty,
         reason = tracing::field::Empty,
         frames = tracing::field::Empty,
-        otel.name = crate::protocol::methods::LISTEN,
+        otel.name = tracing::field::Empty,
         otel.kind = "server",
         otel.status_code = tracing::field::Empty,
-        mcp.method.name = crate::protocol::methods::LISTEN,
+        mcp.method.name = tracing::field::Empty,
         mcp.protocol.version = version,
-        jsonrpc.request.id = %super::operation::IdAttr(channel.id()),
+        jsonrpc.request.id = tracing::field::Empty,
         network.transport = transport.as_str(),
         mcp.subscription.filter = tracing::field::Empty,
         error.type = tracing::field::Empty,
     );
     if !span.is_disabled() {
+        if kind == "get" {
+            // A 2025-era session's GET stream: no JSON-RPC request opened
+            // it (its id is genmcp's own), so no method or request id.
+            span.record("otel.name", GET_STREAM_SPAN);
+        } else {
+            span.record("otel.name", crate::protocol::methods::LISTEN);
+            span.record("mcp.method.name", crate::protocol::methods::LISTEN);
+            span.record(
+                "jsonrpc.request.id",
+                tracing::field::display(super::operation::IdAttr(channel.id())),
+            );
+        }
         if let Some(principal) = server.principal(channel.assigns()) {
             span.record("principal", principal.as_str());
         }
@@ -204,7 +222,7 @@ impl<H: SubscriptionHandler> Stream<H> {
                 super::conventions::version_label(&setup.channel.meta().protocol_version, &[]),
             )
         };
-        let span = stream_span(&setup.server, &setup.channel, slot.pipe, version);
+        let span = stream_span(&setup.server, &setup.channel, slot.pipe, kind, version);
         Stream {
             handler,
             channel: setup.channel,
