@@ -246,6 +246,10 @@ fn http_requests_carry_the_conventions_attributes_and_metrics() {
          error_type=\"\",network_transport=\"tcp\",mcp_protocol_version=\"2025-11-25\"} 1",
         "mcp_server_session_duration_seconds_count{mcp_session_kind=\"session\",error_type=\"\",\
          network_transport=\"tcp\",mcp_protocol_version=\"2025-11-25\"} 1",
+        // The listen's answer (its acknowledgement), as a request.
+        "mcp_server_operation_duration_seconds_count{mcp_method_name=\"subscriptions/listen\",\
+         gen_ai_tool_name=\"\",error_type=\"\",network_transport=\"tcp\",\
+         mcp_protocol_version=\"2026-07-28\"} 1",
     ] {
         assert!(text.contains(series), "missing {series} in\n{text}");
     }

@@ -280,6 +280,30 @@ impl<H: SubscriptionHandler> Stream<H> {
         }
     }
 
+    /// Records a listen's answer (its acknowledgement, or `error`) in
+    /// `mcp.server.operation.duration`, from the stream's start. A 2025-era
+    /// GET stream answers no request: nothing is recorded.
+    fn record_answer(&self, error: Option<&McpError>) {
+        if self.kind != "listen" {
+            return;
+        }
+        let transport = if self.pipe {
+            NetworkTransport::Pipe
+        } else {
+            NetworkTransport::Tcp
+        };
+        self.server.conventions().record_operation(
+            super::conventions::OperationLabels {
+                method: crate::protocol::methods::LISTEN,
+                tool: std::borrow::Cow::Borrowed(""),
+                error_type: error.map_or("", super::conventions::error_type),
+                transport,
+                version: self.version,
+            },
+            self.opened.elapsed(),
+        );
+    }
+
     /// Ends the stream with an error reply for the listen id (rejection, panic).
     fn fail(&mut self, ctx: &mut Context<Self>, error: McpError, reason: CloseReason) {
         let bytes = encode_error(Some(self.channel.id()), &error);
@@ -512,15 +536,14 @@ impl<H: SubscriptionHandler> Actor for Stream<H> {
             }
             Ok(Some(Subscribe::Reject(error))) => {
                 tracing::debug!(%error, "listen rejected");
+                self.record_answer(Some(&error));
                 return self.fail(ctx, error, CloseReason::Rejected);
             }
             Err(_) => {
                 tracing::error!("subscribe panicked; rejecting the listen");
-                return self.fail(
-                    ctx,
-                    McpError::internal("Internal error: subscription handler failed"),
-                    CloseReason::Panicked,
-                );
+                let error = McpError::internal("Internal error: subscription handler failed");
+                self.record_answer(Some(&error));
+                return self.fail(ctx, error, CloseReason::Panicked);
             }
         };
         let mut honoured = wanted.allowed_by(&self.advertised);
@@ -539,6 +562,7 @@ impl<H: SubscriptionHandler> Actor for Stream<H> {
         if self.channel.acknowledge(honoured).is_err() {
             return self.cut(ctx, self.gone());
         }
+        self.record_answer(None);
         if empty {
             // Nothing to deliver: acknowledged, then completed at once.
             self.state = None;
