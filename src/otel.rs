@@ -15,6 +15,9 @@
 //! `OTEL_RESOURCE_ATTRIBUTES`, `OTEL_TRACES_SAMPLER`,
 //! `OTEL_METRIC_EXPORT_INTERVAL`; an endpoint given in code
 //! ([`OtelConfig::endpoint`], `genmcp serve --otlp URL`) wins over them.
+//! With only per-signal endpoints set, only those signals are exported. An
+//! endpoint that is not `http://`, or an `OTEL_EXPORTER_OTLP_PROTOCOL` other
+//! than `http/protobuf`, is refused by [`Otel::init`].
 //!
 //! ```no_run
 //! use tracing_subscriber::prelude::*;
@@ -52,6 +55,28 @@ pub enum OtelError {
     /// protocol in the configuration or the environment).
     #[error("OTLP exporter: {0}")]
     Exporter(String),
+    /// An endpoint this build cannot reach: not `http://` (OTLP over TLS,
+    /// `https://`, is not compiled in: put a collector or a TLS-terminating
+    /// proxy on the node and send to it over `http://`).
+    #[error(
+        "OTLP endpoint {url:?} (from {source_name}): only http:// is supported \
+         (this build has no TLS; send to a local collector over http://)"
+    )]
+    Endpoint {
+        /// The endpoint as configured.
+        url: String,
+        /// Where it was configured: `--otlp`/[`OtelConfig::endpoint`] or
+        /// the name of the `OTEL_*` variable.
+        source_name: &'static str,
+    },
+    /// An OTLP protocol other than `http/protobuf` was asked for.
+    #[error("OTLP protocol {protocol:?} (from {source_name}): only http/protobuf is supported")]
+    Protocol {
+        /// The protocol as configured.
+        protocol: String,
+        /// The variable that asked for it.
+        source_name: &'static str,
+    },
 }
 
 /// Where and how to export.
@@ -62,6 +87,10 @@ pub struct OtelConfig {
     /// `{url}/v1/traces`, metrics to `{url}/v1/metrics`. `None`: the `OTEL_*`
     /// variables, else `http://localhost:4318`.
     pub endpoint: Option<String>,
+    /// Export genmcp's `principal` span attribute (the authenticated
+    /// subject: a user's identity). Off by default: it stays in the log
+    /// lines, and leaves the process only when asked for.
+    pub export_principal: bool,
 }
 
 impl OtelConfig {
@@ -77,10 +106,93 @@ impl OtelConfig {
         self
     }
 
+    /// Refuses a protocol other than `http/protobuf` in
+    /// `OTEL_EXPORTER_OTLP_PROTOCOL` (or its per-signal forms): this build
+    /// speaks nothing else, and would send protobuf to a gRPC port.
+    fn check_protocols() -> Result<(), OtelError> {
+        for name in [
+            "OTEL_EXPORTER_OTLP_PROTOCOL",
+            "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL",
+            "OTEL_EXPORTER_OTLP_METRICS_PROTOCOL",
+        ] {
+            if let Ok(value) = std::env::var(name)
+                && !value.trim().is_empty()
+                && value.trim() != "http/protobuf"
+            {
+                return Err(OtelError::Protocol {
+                    protocol: value,
+                    source_name: name,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Refuses any endpoint that is not `http://`: the one given in code,
+    /// else those of the `OTEL_*` variables (an https endpoint would be
+    /// accepted by the exporter and then fail every export, silently).
+    fn check_endpoints(&self) -> Result<(), OtelError> {
+        let check = |url: &str, source_name: &'static str| {
+            let plain = url
+                .trim()
+                .get(..7)
+                .is_some_and(|scheme| scheme.eq_ignore_ascii_case("http://"));
+            if plain {
+                Ok(())
+            } else {
+                Err(OtelError::Endpoint {
+                    url: url.to_owned(),
+                    source_name,
+                })
+            }
+        };
+        if let Some(url) = &self.endpoint {
+            return check(url, "the configured endpoint (--otlp)");
+        }
+        for name in [
+            "OTEL_EXPORTER_OTLP_ENDPOINT",
+            "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+            "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT",
+        ] {
+            if let Ok(url) = std::env::var(name)
+                && !url.trim().is_empty()
+            {
+                check(&url, name)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Exports the `principal` attribute of request and stream spans (off
+    /// by default).
+    pub fn export_principal(mut self, on: bool) -> Self {
+        self.export_principal = on;
+        self
+    }
+
     fn signal_url(&self, path: &str) -> Option<String> {
         self.endpoint
             .as_deref()
             .map(|base| format!("{}{path}", base.trim_end_matches('/')))
+    }
+}
+
+/// Whether the variable `name` is set to something.
+fn env_set(name: &str) -> bool {
+    std::env::var(name).is_ok_and(|v| !v.trim().is_empty())
+}
+
+/// Which signals to export (traces, metrics): both with an endpoint given in
+/// code or `OTEL_EXPORTER_OTLP_ENDPOINT`; else those whose per-signal
+/// endpoint variable is set; with none set at all, both (to
+/// `http://localhost:4318`).
+fn signals(in_code: bool, set: impl Fn(&str) -> bool) -> (bool, bool) {
+    let traces = set("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT");
+    let metrics = set("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT");
+    if in_code || set("OTEL_EXPORTER_OTLP_ENDPOINT") || !(traces || metrics) {
+        (true, true)
+    } else {
+        (traces, metrics)
     }
 }
 
@@ -101,14 +213,29 @@ struct Instruments {
 static INSTRUMENTS: OnceLock<Instruments> = OnceLock::new();
 
 fn resource() -> Resource {
-    let builder = Resource::builder();
+    let mut builder = Resource::builder();
+    let attributes = std::env::var("OTEL_RESOURCE_ATTRIBUTES").unwrap_or_default();
     // `OTEL_SERVICE_NAME` (read by the builder) wins; else this crate's name.
     let named = std::env::var("OTEL_SERVICE_NAME").is_ok_and(|v| !v.is_empty())
-        || std::env::var("OTEL_RESOURCE_ATTRIBUTES").is_ok_and(|v| v.contains("service.name="));
-    if named {
-        builder.build()
-    } else {
-        builder.with_service_name("genmcp").build()
+        || attributes.contains("service.name=");
+    if !named {
+        builder = builder.with_service_name("genmcp");
+    }
+    // Each process its own series: without it, the nodes of a fleet export
+    // the same attribute sets and a collector merges their metrics.
+    if !attributes.contains("service.instance.id=") {
+        builder = builder.with_attribute(KeyValue::new("service.instance.id", instance_id()));
+    }
+    builder.build()
+}
+
+/// A `service.instance.id` for this process: 128 random bits in hex (the
+/// process id if the system has no randomness to give).
+fn instance_id() -> String {
+    let mut bytes = [0u8; 16];
+    match getrandom::fill(&mut bytes) {
+        Ok(()) => bytes.iter().map(|b| format!("{b:02x}")).collect(),
+        Err(_) => format!("pid-{}", std::process::id()),
     }
 }
 
@@ -116,34 +243,52 @@ impl Otel {
     /// Builds the OTLP/HTTP exporters (protobuf) and their providers: a batch
     /// span processor and a periodic metric reader, each on a thread of its
     /// own. The convention histograms are recorded from then on. Call once.
+    /// An endpoint that is not `http://` is refused
+    /// ([`OtelError::Endpoint`]): no TLS is compiled in.
     pub fn init(config: OtelConfig) -> Result<Otel, OtelError> {
+        config.check_endpoints()?;
+        OtelConfig::check_protocols()?;
         let resource = resource();
-        let mut spans = opentelemetry_otlp::SpanExporter::builder()
-            .with_http()
-            .with_protocol(opentelemetry_otlp::Protocol::HttpBinary);
-        if let Some(url) = config.signal_url("/v1/traces") {
-            spans = spans.with_endpoint(url);
+        let (traces_on, metrics_on) = signals(config.endpoint.is_some(), env_set);
+        let mut tracer = SdkTracerProvider::builder().with_resource(resource.clone());
+        if traces_on {
+            let mut spans = opentelemetry_otlp::SpanExporter::builder()
+                .with_http()
+                .with_protocol(opentelemetry_otlp::Protocol::HttpBinary);
+            if let Some(url) = config.signal_url("/v1/traces") {
+                spans = spans.with_endpoint(url);
+            }
+            let spans = spans
+                .build()
+                .map_err(|e| OtelError::Exporter(e.to_string()))?;
+            let batch = opentelemetry_sdk::trace::BatchSpanProcessor::builder(spans).build();
+            if config.export_principal {
+                tracer = tracer.with_span_processor(batch);
+            } else {
+                tracer = tracer.with_span_processor(WithoutPrincipal(batch));
+            }
+        } else {
+            // No span is recorded: the layer's cost stays small.
+            tracer = tracer.with_sampler(opentelemetry_sdk::trace::Sampler::AlwaysOff);
         }
-        let spans = spans
-            .build()
-            .map_err(|e| OtelError::Exporter(e.to_string()))?;
-        let mut metrics = opentelemetry_otlp::MetricExporter::builder()
-            .with_http()
-            .with_protocol(opentelemetry_otlp::Protocol::HttpBinary);
-        if let Some(url) = config.signal_url("/v1/metrics") {
-            metrics = metrics.with_endpoint(url);
+        let tracer = tracer.build();
+        let mut meter = SdkMeterProvider::builder().with_resource(resource);
+        if metrics_on {
+            let mut metrics = opentelemetry_otlp::MetricExporter::builder()
+                .with_http()
+                .with_protocol(opentelemetry_otlp::Protocol::HttpBinary);
+            if let Some(url) = config.signal_url("/v1/metrics") {
+                metrics = metrics.with_endpoint(url);
+            }
+            let metrics = metrics
+                .build()
+                .map_err(|e| OtelError::Exporter(e.to_string()))?;
+            meter = meter.with_periodic_exporter(metrics);
         }
-        let metrics = metrics
-            .build()
-            .map_err(|e| OtelError::Exporter(e.to_string()))?;
-        let tracer = SdkTracerProvider::builder()
-            .with_batch_exporter(spans)
-            .with_resource(resource.clone())
-            .build();
-        let meter = SdkMeterProvider::builder()
-            .with_periodic_exporter(metrics)
-            .with_resource(resource)
-            .build();
+        let meter = meter.build();
+        if !metrics_on {
+            return Ok(Otel { tracer, meter });
+        }
         let m = meter.meter("genmcp");
         let bounds = DURATION_BUCKETS.to_vec();
         let _ = INSTRUMENTS.set(Instruments {
@@ -201,6 +346,38 @@ impl Otel {
     }
 }
 
+/// A span processor passing spans on without their `principal` attribute.
+#[derive(Debug)]
+struct WithoutPrincipal<P>(P);
+
+impl<P: opentelemetry_sdk::trace::SpanProcessor> opentelemetry_sdk::trace::SpanProcessor
+    for WithoutPrincipal<P>
+{
+    fn on_start(&self, span: &mut opentelemetry_sdk::trace::Span, cx: &opentelemetry::Context) {
+        self.0.on_start(span, cx);
+    }
+
+    fn on_end(&self, mut span: opentelemetry_sdk::trace::SpanData) {
+        span.attributes.retain(|kv| kv.key.as_str() != "principal");
+        self.0.on_end(span);
+    }
+
+    fn force_flush(&self) -> opentelemetry_sdk::error::OTelSdkResult {
+        self.0.force_flush()
+    }
+
+    fn shutdown_with_timeout(
+        &self,
+        timeout: std::time::Duration,
+    ) -> opentelemetry_sdk::error::OTelSdkResult {
+        self.0.shutdown_with_timeout(timeout)
+    }
+
+    fn set_resource(&mut self, resource: &Resource) {
+        self.0.set_resource(resource);
+    }
+}
+
 /// Makes the caller's span (`trace`) the parent of `span`.
 pub(crate) fn set_parent(span: &tracing::Span, trace: &TraceContext) {
     let state = trace
@@ -249,5 +426,46 @@ pub(crate) fn record_session(labels: &SessionLabels, secs: f64) {
             attrs.push(KeyValue::new("error.type", labels.error_type));
         }
         i.session.record(secs, &attrs);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_endpoint_other_than_http_is_refused() {
+        for url in ["https://collector.example:4318", "grpc://c:4317", "c:4318"] {
+            let refused = OtelConfig::from_env().endpoint(url).check_endpoints();
+            assert!(
+                matches!(&refused, Err(OtelError::Endpoint { url: u, .. }) if u == url),
+                "{url}: {refused:?}"
+            );
+        }
+        assert!(
+            OtelConfig::from_env()
+                .endpoint("HTTP://127.0.0.1:4318")
+                .check_endpoints()
+                .is_ok()
+        );
+    }
+
+    #[test]
+    fn only_the_signals_given_an_endpoint_are_exported() {
+        let with = |names: &'static [&'static str]| move |n: &str| names.contains(&n);
+        assert_eq!(signals(true, with(&[])), (true, true));
+        assert_eq!(signals(false, with(&[])), (true, true));
+        assert_eq!(
+            signals(false, with(&["OTEL_EXPORTER_OTLP_ENDPOINT"])),
+            (true, true)
+        );
+        assert_eq!(
+            signals(false, with(&["OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"])),
+            (true, false)
+        );
+        assert_eq!(
+            signals(false, with(&["OTEL_EXPORTER_OTLP_METRICS_ENDPOINT"])),
+            (false, true)
+        );
     }
 }

@@ -38,6 +38,17 @@ fn suite() -> Suite<genmcp_cli::demo::NotesSubscriptions> {
             }),
     );
     suite.catalog().add_tool(
+        ToolBuilder::new("slow")
+            .description("sends progress (if asked), notes that it started, never answers")
+            .handler(|c| async move {
+                let key = c.arguments.get("key").and_then(Value::as_str).unwrap_or("");
+                let _ = c.channel.send_progress(1.0, None, Some("started"));
+                started().lock().unwrap().push(key.to_owned());
+                std::future::pending::<()>().await;
+                Ok(CallToolResult::text("never").into())
+            }),
+    );
+    suite.catalog().add_tool(
         ToolBuilder::new("broken")
             .description("always a tool error")
             .handler(|_| async move {
@@ -47,6 +58,16 @@ fn suite() -> Suite<genmcp_cli::demo::NotesSubscriptions> {
             }),
     );
     suite
+}
+
+/// The `key` argument of every `slow` call that started.
+fn started() -> &'static std::sync::Mutex<Vec<String>> {
+    static STARTED: OnceLock<std::sync::Mutex<Vec<String>>> = OnceLock::new();
+    STARTED.get_or_init(Default::default)
+}
+
+fn has_started(key: &str) -> bool {
+    started().lock().unwrap().iter().any(|k| k == key)
 }
 
 /// The span of the `request answered` line of request `id`.
@@ -135,7 +156,22 @@ fn http_requests_carry_the_conventions_attributes_and_metrics() {
     let span = request_span("h-unknown");
     assert_eq!(span["error.type"], "-32602");
     assert_eq!(span["rpc.response.status_code"], "-32602");
-    assert_eq!(span["otel.name"], "tools/call no-such-tool-xyzzy");
+    // The client's text is not a span name: only tools the catalog defines.
+    assert_eq!(span["otel.name"], "tools/call");
+    assert_eq!(span["gen_ai.tool.name"], "no-such-tool-xyzzy");
+
+    // A resource URI: never in the span name, and its attribute without
+    // userinfo, query or fragment (where signed URLs keep their secrets).
+    let read = call(
+        srv.addr,
+        json!("h-uri"),
+        "resources/read",
+        json!({"uri": format!("https://user:{SECRET}@files.example/doc?sig={SECRET}#{SECRET}")}),
+    );
+    assert_eq!(read.status, 200);
+    let span = request_span("h-uri");
+    assert_eq!(span["otel.name"], "resources/read");
+    assert_eq!(span["mcp.resource.uri"], "https://files.example/doc");
 
     let list = call(srv.addr, json!("h-list"), "tools/list", json!({}));
     assert_eq!(list.status, 200);
@@ -210,6 +246,10 @@ fn http_requests_carry_the_conventions_attributes_and_metrics() {
          error_type=\"\",network_transport=\"tcp\",mcp_protocol_version=\"2025-11-25\"} 1",
         "mcp_server_session_duration_seconds_count{mcp_session_kind=\"session\",error_type=\"\",\
          network_transport=\"tcp\",mcp_protocol_version=\"2025-11-25\"} 1",
+        // The listen's answer (its acknowledgement), as a request.
+        "mcp_server_operation_duration_seconds_count{mcp_method_name=\"subscriptions/listen\",\
+         gen_ai_tool_name=\"\",error_type=\"\",network_transport=\"tcp\",\
+         mcp_protocol_version=\"2026-07-28\"} 1",
     ] {
         assert!(text.contains(series), "missing {series} in\n{text}");
     }
@@ -291,4 +331,114 @@ async fn stdio_requests_of_both_eras_carry_the_conventions_attributes() {
     assert_eq!(span["mcp.protocol.version"], "2025-06-18");
     assert_eq!(span["error.type"], "tool_error");
     assert_nothing_secret();
+}
+
+/// The `tools/call slow` series of `mcp.server.operation.duration` with
+/// `error.type = cancelled`, on `transport`.
+fn cancelled_series(transport: &str) -> String {
+    format!(
+        "mcp_server_operation_duration_seconds_count{{mcp_method_name=\"tools/call\",\
+         gen_ai_tool_name=\"slow\",error_type=\"cancelled\",network_transport=\"{transport}\",\
+         mcp_protocol_version=\"2026-07-28\"}} 1"
+    )
+}
+
+#[test]
+fn a_call_whose_client_went_away_is_recorded_as_cancelled() {
+    capture();
+    let mut config = common::config();
+    // The disconnect is seen when a write fails: a keep-alive comment soon.
+    config.keep_alive = Duration::from_millis(100);
+    let srv = genmcp::http::ServerThread::spawn(suite, config).expect("starts");
+    let admin = genmcp::admin::Admin::new(srv.server.clone(), Vec::new());
+    let mut body = common::request(
+        json!("h-gone"),
+        "tools/call",
+        json!({"name": "slow", "arguments": {"key": "h-gone", "password": SECRET}}),
+    );
+    body["params"]["_meta"]["progressToken"] = json!("h-gone-progress");
+    let mut exchange = common::Exchange::open(
+        srv.addr,
+        &common::headers("tools/call", Some("slow")),
+        body.to_string().as_bytes(),
+    );
+    assert_eq!(
+        exchange.next_message().expect("progress")["method"],
+        "notifications/progress"
+    );
+    assert!(has_started("h-gone"));
+    exchange.disconnect();
+    let series = cancelled_series("tcp");
+    assert!(
+        common::wait_until(Duration::from_secs(10), || admin
+            .metrics_text()
+            .contains(&series)),
+        "missing {series} in\n{}",
+        admin.metrics_text()
+    );
+    let span = span_of("h-gone");
+    assert_eq!(span["outcome"], "cancelled");
+    assert_eq!(span["error.type"], "cancelled");
+    assert_eq!(span["otel.status_code"], "ERROR");
+    srv.stop();
+    assert_nothing_secret();
+}
+
+#[actix_rt::test]
+async fn a_stdio_call_cancelled_by_the_client_is_recorded_as_cancelled() {
+    capture();
+    let (client, server_side) = tokio::io::duplex(1 << 16);
+    let (server_read, server_write) = tokio::io::split(server_side);
+    let config = StdioConfig::default();
+    let server = Server::new(config.limits.clone());
+    let admin = genmcp::admin::Admin::new(server.clone(), Vec::new());
+    let task = actix_rt::spawn(async move {
+        serve_io(suite(), server, &config, server_read, server_write).await
+    });
+    let (read, mut write) = tokio::io::split(client);
+    let mut lines = BufReader::new(read).lines();
+    let call = common::request(
+        json!("p-cancel"),
+        "tools/call",
+        json!({"name": "slow", "arguments": {"key": "p-cancel"}}),
+    );
+    write
+        .write_all(format!("{call}\n").as_bytes())
+        .await
+        .expect("write");
+    for _ in 0..200 {
+        if has_started("p-cancel") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(has_started("p-cancel"), "the slow tool never started");
+    let cancel = json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                        "params": {"requestId": "p-cancel"}});
+    let ping = common::request(json!("p-after"), "ping", json!({}));
+    write
+        .write_all(format!("{cancel}\n{ping}\n").as_bytes())
+        .await
+        .expect("write");
+    let line = tokio::time::timeout(Duration::from_secs(10), lines.next_line())
+        .await
+        .expect("an answer in time")
+        .expect("read")
+        .expect("a line");
+    let answer: Value = serde_json::from_str(&line).expect("JSON");
+    assert_eq!(answer["id"], "p-after", "{answer}");
+    let series = cancelled_series("pipe");
+    for _ in 0..200 {
+        if admin.metrics_text().contains(&series) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(
+        admin.metrics_text().contains(&series),
+        "missing {series} in\n{}",
+        admin.metrics_text()
+    );
+    write.shutdown().await.expect("EOF");
+    let _ = tokio::time::timeout(Duration::from_secs(10), task).await;
 }

@@ -34,6 +34,8 @@ const PARENT_ID: &str = "00f067aa0ba902b7";
 const HEADER_TRACE_ID: &str = "0af7651916cd43dd8448eb211c80319c";
 const HEADER_PARENT_ID: &str = "b7ad6b7169203331";
 const LISTEN_TRACE_ID: &str = "11112222333344445555666677778888";
+const LISTEN_HEADER_TRACE_ID: &str = "99990000aaaabbbbccccddddeeeeffff";
+const LEGACY_TRACE_ID: &str = "0123456789abcdef0123456789abcdef";
 
 /// The demo suite (its listen streams) plus an `echo` tool.
 fn suite() -> Suite<genmcp_cli::demo::NotesSubscriptions> {
@@ -65,7 +67,9 @@ fn exporter() -> &'static (Otel, Received) {
 fn a_call_with_a_traceparent_is_exported_as_a_child_span_with_its_duration_metric() {
     let (otel, received) = exporter();
 
-    let srv = genmcp::http::ServerThread::spawn(suite, common::config()).expect("starts");
+    let mut config = common::config();
+    config.compat = Some(genmcp::http::CompatConfig::default());
+    let srv = genmcp::http::ServerThread::spawn(suite, config).expect("starts");
 
     // A call whose `_meta` carries the client's trace context.
     let mut meta = common::meta();
@@ -117,20 +121,56 @@ fn a_call_with_a_traceparent_is_exported_as_a_child_span_with_its_duration_metri
         .as_bytes(),
     );
     stream.next_message().expect("ack");
+
+    // A listen with no trace context in `_meta`: the HTTP header's.
+    let mut h = headers("subscriptions/listen", None);
+    h.push((
+        "traceparent".into(),
+        format!("00-{LISTEN_HEADER_TRACE_ID}-{HEADER_PARENT_ID}-01"),
+    ));
+    let mut by_header_stream = common::Exchange::open(
+        srv.addr,
+        &h,
+        request(
+            json!("otel-listen-header"),
+            "subscriptions/listen",
+            json!({"notifications": {"toolsListChanged": true}}),
+        )
+        .to_string()
+        .as_bytes(),
+    );
+    by_header_stream.next_message().expect("ack");
+
+    // A 2025-era session's call, its `_meta` carrying the trace context.
+    let session = common::legacy::initialize(srv.addr);
+    let resp = common::legacy::request(
+        srv.addr,
+        &session,
+        json!("otel-legacy"),
+        "tools/call",
+        json!({"name": "echo", "arguments": {"password": SECRET},
+               "_meta": {"traceparent": format!("00-{LEGACY_TRACE_ID}-{PARENT_ID}-01")}}),
+    );
+    assert_eq!(resp.status, 200);
+
     srv.stop();
     stream.next_message().expect("completion");
+    by_header_stream.next_message().expect("completion");
 
     let mut found = Vec::new();
     let complete = common::wait_until(Duration::from_secs(20), || {
         otel.flush();
         found = spans(received);
         let names: Vec<&str> = found.iter().map(|s| s.name.as_str()).collect();
-        names.iter().filter(|n| **n == "tools/call echo").count() >= 2
+        names.iter().filter(|n| **n == "tools/call echo").count() >= 3
             // This test's listen (the other test of this file exports to
             // the same receiver).
             && found
                 .iter()
                 .any(|s| attr(&s.attributes, "jsonrpc.request.id").as_deref() == Some("otel-listen"))
+            && found.iter().any(|s| {
+                attr(&s.attributes, "jsonrpc.request.id").as_deref() == Some("otel-listen-header")
+            })
             && received
                 .lock()
                 .unwrap()
@@ -187,6 +227,28 @@ fn a_call_with_a_traceparent_is_exported_as_a_child_span_with_its_duration_metri
         })
         .expect("the stream's span");
     assert_eq!(hex(&listen.trace_id), LISTEN_TRACE_ID);
+    assert_eq!(hex(&listen.parent_span_id), PARENT_ID);
+    let listen_by_header = found
+        .iter()
+        .find(|s| {
+            attr(&s.attributes, "jsonrpc.request.id").as_deref() == Some("otel-listen-header")
+        })
+        .expect("the header-parented stream's span");
+    assert_eq!(listen_by_header.name, "subscriptions/listen");
+    assert_eq!(hex(&listen_by_header.trace_id), LISTEN_HEADER_TRACE_ID);
+    assert_eq!(hex(&listen_by_header.parent_span_id), HEADER_PARENT_ID);
+
+    let legacy = found
+        .iter()
+        .find(|s| attr(&s.attributes, "jsonrpc.request.id").as_deref() == Some("otel-legacy"))
+        .expect("the 2025 session call's span");
+    assert_eq!(legacy.name, "tools/call echo");
+    assert_eq!(hex(&legacy.trace_id), LEGACY_TRACE_ID);
+    assert_eq!(hex(&legacy.parent_span_id), PARENT_ID);
+    assert_eq!(
+        attr(&legacy.attributes, "mcp.protocol.version").as_deref(),
+        Some(common::legacy::LEGACY)
+    );
     assert_eq!(
         attr(&listen.attributes, "mcp.subscription.filter").as_deref(),
         Some("toolsListChanged")
@@ -196,6 +258,24 @@ fn a_call_with_a_traceparent_is_exported_as_a_child_span_with_its_duration_metri
         Some("shutdown")
     );
     assert_eq!(attr(&listen.attributes, "frames").as_deref(), Some("2"));
+
+    // Each process names itself: a fleet's series do not merge in a collector.
+    let instance_ids: Vec<String> = received
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|(p, _)| p == "/v1/metrics")
+        .filter_map(|(_, b)| ExportMetricsServiceRequest::decode(b.as_slice()).ok())
+        .flat_map(|r| r.resource_metrics)
+        .filter_map(|r| r.resource)
+        .filter_map(|r| attr(&r.attributes, "service.instance.id"))
+        .collect();
+    assert!(!instance_ids.is_empty(), "no service.instance.id");
+    assert!(
+        instance_ids
+            .iter()
+            .all(|id| id.len() == 32 && id == &instance_ids[0])
+    );
 
     // The duration histogram, with the conventions' attributes.
     let metrics: Vec<_> = received
@@ -219,7 +299,10 @@ fn a_call_with_a_traceparent_is_exported_as_a_child_span_with_its_duration_metri
     let point = h
         .data_points
         .iter()
-        .find(|p| attr(&p.attributes, "gen_ai.tool.name").as_deref() == Some("echo"))
+        .find(|p| {
+            attr(&p.attributes, "gen_ai.tool.name").as_deref() == Some("echo")
+                && attr(&p.attributes, "mcp.protocol.version").as_deref() == Some("2026-07-28")
+        })
         .expect("a data point for echo");
     assert_eq!(point.count, 2);
     assert_eq!(
@@ -355,11 +438,7 @@ fn a_refused_request_is_exported_with_its_error_and_the_clients_trace() {
         found
             .iter()
             .any(|s| attr(&s.attributes, "jsonrpc.request.id").as_deref() == Some("otel-refused"))
-            && received.lock().unwrap().iter().any(|(p, b)| {
-                p == "/v1/metrics"
-                    && ExportMetricsServiceRequest::decode(b.as_slice())
-                        .is_ok_and(|r| format!("{r:?}").contains("-32020"))
-            })
+            && !refused_points(received).is_empty()
     });
     assert!(complete, "spans received: {found:#?}");
     let span = found
@@ -389,4 +468,87 @@ fn a_refused_request_is_exported_with_its_error_and_the_clients_trace() {
         Some(2),
         "STATUS_CODE_ERROR"
     );
+    // Its duration: a data point with the same attributes.
+    let points = refused_points(received);
+    let point = points.first().expect("a -32020 data point");
+    for (key, value) in [
+        ("mcp.method.name", "tools/list"),
+        ("network.transport", "tcp"),
+        ("mcp.protocol.version", "2026-07-28"),
+    ] {
+        assert_eq!(
+            attr(&point.attributes, key).as_deref(),
+            Some(value),
+            "{key}"
+        );
+    }
+    assert!(point.count >= 1);
+}
+
+/// The `mcp.server.operation.duration` data points received with
+/// `error.type = -32020`.
+fn refused_points(
+    received: &Received,
+) -> Vec<opentelemetry_proto::tonic::metrics::v1::HistogramDataPoint> {
+    received
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|(p, _)| p == "/v1/metrics")
+        .filter_map(|(_, b)| ExportMetricsServiceRequest::decode(b.as_slice()).ok())
+        .flat_map(|r| r.resource_metrics)
+        .flat_map(|r| r.scope_metrics)
+        .flat_map(|s| s.metrics)
+        .filter(|m| m.name == "mcp.server.operation.duration")
+        .filter_map(|m| match m.data {
+            Some(metric::Data::Histogram(h)) => Some(h.data_points),
+            _ => None,
+        })
+        .flatten()
+        .filter(|p| attr(&p.attributes, "error.type").as_deref() == Some("-32020"))
+        .collect()
+}
+
+#[test]
+fn the_authenticated_principal_is_not_exported_by_default() {
+    const SUBJECT: &str = "subject-never-exported";
+    let (otel, received) = exporter();
+    let mut config = common::config();
+    config.auth = Some(genmcp::http::auth::AuthConfig::new(
+        genmcp::http::auth::TokenTable::parse(&format!("tok-principal {SUBJECT}\n")).unwrap(),
+    ));
+    let srv = genmcp::http::ServerThread::spawn(suite, config).expect("starts");
+    let mut h = headers("tools/call", Some("echo"));
+    h.push(("Authorization".into(), "Bearer tok-principal".into()));
+    let resp = post(
+        srv.addr,
+        &h,
+        &request(
+            json!("otel-principal"),
+            "tools/call",
+            json!({"name": "echo", "arguments": {}}),
+        ),
+    );
+    assert_eq!(resp.status, 200);
+    srv.stop();
+    let mut found = Vec::new();
+    let complete = common::wait_until(Duration::from_secs(20), || {
+        otel.flush();
+        found = spans(received);
+        found
+            .iter()
+            .any(|s| attr(&s.attributes, "jsonrpc.request.id").as_deref() == Some("otel-principal"))
+    });
+    assert!(complete, "spans received: {found:#?}");
+    let span = found
+        .iter()
+        .find(|s| attr(&s.attributes, "jsonrpc.request.id").as_deref() == Some("otel-principal"))
+        .expect("the call's span");
+    assert_eq!(attr(&span.attributes, "principal"), None, "{span:?}");
+    for (path, body) in received.lock().unwrap().iter() {
+        assert!(
+            !String::from_utf8_lossy(body).contains(SUBJECT),
+            "the principal in {path}"
+        );
+    }
 }

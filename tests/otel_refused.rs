@@ -132,6 +132,24 @@ fn requests_refused_on_the_2026_post_get_a_span_and_a_duration() {
     assert_eq!(span["mcp.protocol.version"], "2026-07-28");
     assert_eq!(span["network.transport"], "tcp");
 
+    // A 401 naming a tool the server does not define: the name is the
+    // client's text, kept out of the span name.
+    let body = request(
+        json!("r-401-unknown"),
+        "tools/call",
+        json!({"name": "client-text-zzz", "arguments": {}}),
+    );
+    let resp = post(
+        srv.addr,
+        &headers("tools/call", Some("client-text-zzz")),
+        &body,
+    );
+    assert_eq!(resp.status, 401);
+    let span = span_where("request refused", |s| {
+        s["error.type"] == "401" && s["gen_ai.tool.name"] == "client-text-zzz"
+    });
+    assert_eq!(span["otel.name"], "tools/call");
+
     // Malformed JSON: -32700.
     let resp = post_raw(
         srv.addr,
@@ -306,9 +324,10 @@ fn requests_refused_on_the_2026_post_get_a_span_and_a_duration() {
         40,
         "{after_two}"
     );
+    // And the 401 naming `client-text-zzz` above.
     assert_eq!(
         operations(&after_two, "tools/call", "_OTHER", "401", "tcp", v),
-        40,
+        41,
         "{after_two}"
     );
     srv.stop();
@@ -384,7 +403,8 @@ fn the_2025_session_path_traces_every_request_and_its_get_stream() {
     );
     assert_eq!(sub.status, 200);
     let span = span_where("request answered", |s| s["jsonrpc.request.id"] == "l-sub");
-    assert_eq!(span["otel.name"], "resources/subscribe notes://n1");
+    // A URI is unbounded: never in the span name.
+    assert_eq!(span["otel.name"], "resources/subscribe");
     assert_eq!(span["mcp.resource.uri"], "notes://n1");
 
     // A session this server never made: 404 before dispatch.
@@ -421,6 +441,12 @@ fn the_2025_session_path_traces_every_request_and_its_get_stream() {
     assert_eq!(get.status, 200);
     assert_eq!(legacy::delete(srv.addr, &session).status, 200);
     let _ = get.read_to_end();
+    // Its span: no JSON-RPC request opened it, so no method or request id.
+    let span = span_where("stream closed", |s| {
+        s["otel.name"] == "session stream" && s["mcp.protocol.version"] == l
+    });
+    assert!(span.get("mcp.method.name").is_none(), "{span}");
+    assert!(span.get("jsonrpc.request.id").is_none(), "{span}");
 
     let get_series = format!(
         "mcp_server_session_duration_seconds_count{{mcp_session_kind=\"get\",error_type=\"\",\

@@ -49,11 +49,15 @@ pub fn init(format: LogFormat) {
 }
 
 /// Whether the `OTEL_*` environment asks for OTLP export: an OTLP endpoint
-/// is set and `OTEL_SDK_DISABLED` is not `true`.
+/// (general, traces or metrics) is set and `OTEL_SDK_DISABLED` is not
+/// `true`. (`--otlp` asks for it whatever these say.)
 fn otlp_from_env() -> bool {
     let set = |name: &str| std::env::var(name).is_ok_and(|v| !v.trim().is_empty());
     let disabled = std::env::var("OTEL_SDK_DISABLED").is_ok_and(|v| v.eq_ignore_ascii_case("true"));
-    !disabled && (set("OTEL_EXPORTER_OTLP_ENDPOINT") || set("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"))
+    !disabled
+        && (set("OTEL_EXPORTER_OTLP_ENDPOINT")
+            || set("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+            || set("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT"))
 }
 
 /// The exporter [`init_with_otlp`] started, for [`shutdown_export`].

@@ -1,7 +1,10 @@
 //! The deployment kit under `deploy/` stays true to the server: every metric
 //! the Grafana dashboard and the Prometheus alert rules name is one genmcp
-//! exports, every flag the systemd unit passes is one `genmcp serve` takes, and
+//! exports, every label they use is on a series of a scrape after real traffic, every flag the systemd unit passes is one `genmcp serve` takes, and
 //! the unit gives the drain the time it needs before systemd kills the process.
+
+#[path = "../../tests/common/mod.rs"]
+mod common;
 
 use std::collections::BTreeSet;
 use std::process::Command;
@@ -181,6 +184,120 @@ fn dashboard_and_alerts_name_only_exported_metrics() {
         named(&format!("alert {alert}"), expr);
     }
     assert!(checked > 20, "only {checked} names checked");
+}
+
+/// Every label name of a scrape after real traffic (a tool call, a listen
+/// stream ended by shutdown), with those Prometheus adds (`instance`, `job`).
+fn scraped_labels() -> BTreeSet<String> {
+    let mut config = common::config();
+    config.compat = Some(genmcp::http::CompatConfig::default());
+    let srv =
+        genmcp::http::ServerThread::spawn(|| genmcp_cli::demo::suite().0, config).expect("starts");
+    let call = common::call(
+        srv.addr,
+        serde_json::json!("kit-1"),
+        "tools/call",
+        serde_json::json!({"name": "add_note", "arguments": {"text": "kit"}}),
+    );
+    assert_eq!(call.status, 200);
+    let mut stream = common::listen(
+        srv.addr,
+        serde_json::json!("kit-listen"),
+        serde_json::json!({"toolsListChanged": true}),
+    );
+    stream.next_message().expect("ack");
+    let admin = Admin::new(
+        srv.server.clone(),
+        vec![("bus".to_string(), Arc::new(|| true) as _)],
+    );
+    srv.stop();
+    stream.next_message().expect("completion");
+    let mut text = String::new();
+    common::wait_until(std::time::Duration::from_secs(10), || {
+        text = admin.metrics_text();
+        text.contains("mcp_server_session_duration_seconds_count{")
+    });
+    let mut labels: BTreeSet<String> = ["instance", "job"].map(String::from).into();
+    for line in text.lines().filter(|l| !l.starts_with('#')) {
+        let Some((_, rest)) = line.split_once('{') else {
+            continue;
+        };
+        let Some((inside, _)) = rest.rsplit_once('}') else {
+            continue;
+        };
+        for pair in inside.split("\",") {
+            if let Some((name, _)) = pair.split_once('=') {
+                labels.insert(name.trim_start_matches(',').to_string());
+            }
+        }
+    }
+    assert!(labels.contains("mcp_method_name"), "{text}");
+    assert!(labels.contains("mcp_session_kind"), "{text}");
+    labels
+}
+
+/// The label names an expression uses: in `by (...)`/`without (...)` and in
+/// `{name="value"}` matchers.
+fn label_names(expr: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for keyword in ["by (", "without ("] {
+        for (i, _) in expr.match_indices(keyword) {
+            let rest = &expr[i + keyword.len()..];
+            let inside = rest.split(')').next().unwrap_or("");
+            out.extend(inside.split(',').map(|n| n.trim().to_string()));
+        }
+    }
+    let mut rest = expr;
+    while let Some(open) = rest.find('{') {
+        let Some(close) = rest[open..].find('}') else {
+            break;
+        };
+        let inside = &rest[open + 1..open + close];
+        let mut in_quotes = false;
+        let mut name = String::new();
+        let mut names = Vec::new();
+        for c in inside.chars() {
+            match c {
+                '"' => in_quotes = !in_quotes,
+                '=' | '!' | '~' if !in_quotes => {
+                    if !name.trim().is_empty() {
+                        names.push(name.trim().to_string());
+                    }
+                    name.clear();
+                }
+                ',' if !in_quotes => name.clear(),
+                _ if !in_quotes => name.push(c),
+                _ => {}
+            }
+        }
+        out.extend(names);
+        rest = &rest[open + close + 1..];
+    }
+    out.retain(|n| !n.is_empty());
+    out
+}
+
+#[test]
+fn dashboard_and_alerts_use_only_exported_labels() {
+    let labels = scraped_labels();
+    let mut exprs = dashboard_exprs();
+    exprs.extend(alert_exprs().into_iter().map(|(_, e)| e));
+    let mut checked = 0;
+    for expr in &exprs {
+        for name in label_names(expr) {
+            assert!(
+                labels.contains(&name),
+                "{expr} uses the label {name}, which no genmcp series has ({labels:?})"
+            );
+            checked += 1;
+        }
+    }
+    assert!(checked > 20, "only {checked} labels checked");
+    // The check can fail: a misspelt label is caught.
+    let made_up =
+        label_names("sum by (le, mcp_method) (rate(x{error_typ=\"1\",instance=~\"$i\"}[5m]))");
+    assert_eq!(made_up, ["le", "mcp_method", "error_typ", "instance"]);
+    assert!(!labels.contains("mcp_method") && !labels.contains("error_typ"));
 }
 
 #[test]

@@ -65,3 +65,87 @@ fn serve_with_otlp_exports_the_call_span_parented_on_the_clients_trace() {
         );
     }
 }
+
+#[test]
+fn serve_refuses_an_https_otlp_endpoint_it_cannot_reach() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_genmcp"))
+        .args(["serve", "--stdio", "--otlp", "https://127.0.0.1:4318"])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("runs");
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("only http:// is supported"), "{stderr}");
+}
+
+/// `genmcp serve --stdio` with `env` set, one `tools/call` on stdin, then EOF.
+fn serve_stdio_once(env: &[(&str, &str)]) -> std::process::Output {
+    use std::io::Write as _;
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_genmcp"))
+        .args(["serve", "--stdio"])
+        .envs(env.iter().copied())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("starts");
+    let call = common::request(
+        json!("env-1"),
+        "tools/call",
+        json!({"name": "add_note", "arguments": {"text": SECRET}}),
+    );
+    let mut answer = String::new();
+    if let Some(mut stdin) = child.stdin.take() {
+        // The process may already have exited (a refused configuration).
+        if stdin.write_all(format!("{call}\n").as_bytes()).is_ok()
+            && let Some(stdout) = child.stdout.as_mut()
+        {
+            // Its answer before EOF (EOF cancels what is in flight).
+            let _ = std::io::BufRead::read_line(&mut std::io::BufReader::new(stdout), &mut answer);
+        }
+    }
+    let mut out = child.wait_with_output().expect("exits");
+    out.stdout.splice(0..0, answer.into_bytes());
+    out
+}
+
+#[test]
+fn a_metrics_endpoint_alone_exports_metrics_only() {
+    let (collector, received) = receiver();
+    let out = serve_stdio_once(&[(
+        "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT",
+        &format!("http://{collector}/v1/metrics"),
+    )]);
+    assert!(out.status.success(), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("env-1"),
+        "{out:?}"
+    );
+    let got_metrics = common::wait_until(Duration::from_secs(10), || {
+        received
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|(p, _)| p == "/v1/metrics")
+    });
+    assert!(got_metrics, "no metrics exported");
+    assert!(
+        received
+            .lock()
+            .unwrap()
+            .iter()
+            .all(|(p, _)| p == "/v1/metrics"),
+        "traces were exported without a traces endpoint"
+    );
+}
+
+#[test]
+fn serve_refuses_an_otlp_protocol_it_does_not_speak() {
+    let out = serve_stdio_once(&[
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:4317"),
+        ("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc"),
+    ]);
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("only http/protobuf"), "{stderr}");
+}

@@ -24,6 +24,11 @@ pub const OTHER: &str = "_OTHER";
 /// The `error.type` of a `tools/call` result with `isError: true`.
 pub const TOOL_ERROR: &str = "tool_error";
 
+/// The `error.type` (and span `outcome`) of a request whose task ended
+/// before it was answered: the HTTP client went away, the stdio client sent
+/// `notifications/cancelled`, or stdin closed.
+pub const CANCELLED: &str = "cancelled";
+
 /// The most label sets each convention histogram holds; past it, new
 /// `gen_ai.tool.name` values are recorded as [`OTHER`].
 pub const MAX_SERIES: usize = 1024;
@@ -183,22 +188,28 @@ impl<L: Clone + Eq + std::hash::Hash> Family<L> {
     }
 
     /// Observes `took` under `labels`, or under `fold(labels)` when the
-    /// family is full and `labels` is new. The lock is held for the lookup
-    /// only.
-    fn observe(&self, labels: L, took: Duration, fold: impl FnOnce(L) -> L) {
-        let histogram = {
+    /// family is full and `labels` is new; returns the labels used. The lock
+    /// is held for the lookup only.
+    fn observe(&self, labels: L, took: Duration, fold: impl FnOnce(L) -> L) -> L {
+        let (histogram, labels) = {
             let mut series = self.lock();
             let labels = if series.len() >= MAX_SERIES && !series.contains_key(&labels) {
                 fold(labels)
             } else {
                 labels
             };
-            series
-                .entry(labels)
-                .or_insert_with(|| Histogram::new(DURATION_BUCKETS.iter().copied()))
-                .clone()
+            let histogram = match series.get(&labels) {
+                Some(histogram) => histogram.clone(),
+                None => {
+                    let histogram = Histogram::new(DURATION_BUCKETS.iter().copied());
+                    series.insert(labels.clone(), histogram.clone());
+                    histogram
+                }
+            };
+            (histogram, labels)
         };
         histogram.observe(took.as_secs_f64());
+        labels
     }
 
     /// Every series, for a scrape.
@@ -210,6 +221,14 @@ impl<L: Clone + Eq + std::hash::Hash> Family<L> {
     }
 }
 
+/// The labels of a new series past [`MAX_SERIES`]: the tool name folded.
+fn fold_tool(mut labels: OperationLabels) -> OperationLabels {
+    if !labels.tool.is_empty() {
+        labels.tool = Cow::Borrowed(OTHER);
+    }
+    labels
+}
+
 /// Both convention histograms of one server.
 #[derive(Debug, Default)]
 pub(crate) struct ConventionMetrics {
@@ -218,15 +237,12 @@ pub(crate) struct ConventionMetrics {
 }
 
 impl ConventionMetrics {
+    /// Records one request, on `/metrics` and (feature `otel`) over OTLP
+    /// under the same labels, folded alike past [`MAX_SERIES`].
     pub(crate) fn record_operation(&self, labels: OperationLabels, took: Duration) {
+        let _labels = self.operations.observe(labels, took, fold_tool);
         #[cfg(feature = "otel")]
-        crate::otel::record_operation(&labels, took.as_secs_f64());
-        self.operations.observe(labels, took, |mut l| {
-            if !l.tool.is_empty() {
-                l.tool = Cow::Borrowed(OTHER);
-            }
-            l
-        });
+        crate::otel::record_operation(&_labels, took.as_secs_f64());
     }
 
     pub(crate) fn record_session(&self, labels: SessionLabels, took: Duration) {
@@ -274,6 +290,15 @@ mod tests {
         }
         let series = metrics.operations.snapshot();
         assert_eq!(series.len(), MAX_SERIES + 1);
+        // What is exported over OTLP is the folded set too.
+        let used = metrics
+            .operations
+            .observe(labels("late"), Duration::from_millis(1), fold_tool);
+        assert_eq!(used.tool, OTHER);
+        let used = metrics
+            .operations
+            .observe(labels("t0"), Duration::from_millis(1), fold_tool);
+        assert_eq!(used.tool, "t0");
         assert!(series.iter().any(|(l, _)| &*l.tool == OTHER));
     }
 }

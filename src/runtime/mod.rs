@@ -28,8 +28,9 @@ pub use connection::{
 };
 pub(crate) use conventions::version_label;
 pub use conventions::{
-    DURATION_BUCKETS, MAX_SERIES, MAX_TOOL_LABEL_LEN, NetworkTransport, OTHER, OperationLabels,
-    SessionLabels, TOOL_ERROR, code_label, error_type, operation_method_label, status_label,
+    CANCELLED, DURATION_BUCKETS, MAX_SERIES, MAX_TOOL_LABEL_LEN, NetworkTransport, OTHER,
+    OperationLabels, SessionLabels, TOOL_ERROR, code_label, error_type, operation_method_label,
+    status_label,
 };
 pub(crate) use listen::spawn_legacy_stream;
 pub use listen::{listen_filter, spawn_listen};

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Map, Value};
 
 use super::conventions::{
-    NetworkTransport, OTHER, OperationLabels, TOOL_ERROR, code_label, error_type,
+    CANCELLED, NetworkTransport, OTHER, OperationLabels, TOOL_ERROR, code_label, error_type,
     operation_method_label, status_label,
 };
 use super::requests::RequestOutcome;
@@ -37,16 +37,22 @@ pub(crate) struct OperationStart<'a> {
     pub(crate) transport: NetworkTransport,
     /// The bounded protocol version label.
     pub(crate) version: &'static str,
-    /// For `tools/call`: whether the catalog knows the named tool (an unknown
-    /// name is labelled [`OTHER`] in the metric).
-    pub(crate) tool_known: bool,
+    /// For `tools/call` and `prompts/get`: whether the catalog knows the
+    /// named tool or prompt (an unknown name is labelled [`OTHER`] in the
+    /// metric and left out of the span name).
+    pub(crate) target_known: bool,
     /// The HTTP `traceparent`/`tracestate` headers, used when `_meta` has no
     /// valid `traceparent`.
     pub(crate) header_trace: Option<TraceContext>,
 }
 
-/// The target of a request: the tool or prompt name, or the resource URI.
-fn target<'p>(method: &str, params: &'p Map<String, Value>) -> Option<(&'static str, &'p str)> {
+/// The target of a request: the tool or prompt name, or the resource URI
+/// (without its userinfo, query or fragment: [`redacted_uri`]), at most
+/// [`MAX_TARGET_LEN`] bytes.
+fn target<'p>(
+    method: &str,
+    params: &'p Map<String, Value>,
+) -> Option<(&'static str, Cow<'p, str>)> {
     let (field, key) = match method {
         methods::TOOLS_CALL => ("gen_ai.tool.name", "name"),
         methods::PROMPTS_GET => ("gen_ai.prompt.name", "name"),
@@ -56,10 +62,38 @@ fn target<'p>(method: &str, params: &'p Map<String, Value>) -> Option<(&'static 
         _ => return None,
     };
     let value = params.get(key)?.as_str()?;
-    Some((
-        field,
-        crate::protocol::meta::truncate_str(value, MAX_TARGET_LEN),
-    ))
+    let value = if key == "uri" {
+        redacted_uri(value)
+    } else {
+        Cow::Borrowed(value)
+    };
+    let value = match value {
+        Cow::Borrowed(v) => Cow::Borrowed(crate::protocol::meta::truncate_str(v, MAX_TARGET_LEN)),
+        Cow::Owned(v) => {
+            Cow::Owned(crate::protocol::meta::truncate_str(&v, MAX_TARGET_LEN).to_owned())
+        }
+    };
+    Some((field, value))
+}
+
+/// A resource URI as a span carries it: without userinfo (`user:pass@`),
+/// query (`?sig=...`) or fragment, which may hold credentials.
+pub(crate) fn redacted_uri(uri: &str) -> Cow<'_, str> {
+    let uri = &uri[..uri.find(['?', '#']).unwrap_or(uri.len())];
+    if let Some(start) = uri.find("://").map(|i| i + 3) {
+        let authority_end = uri[start..].find('/').map_or(uri.len(), |i| start + i);
+        if let Some(at) = uri[start..authority_end].rfind('@') {
+            return Cow::Owned(format!("{}{}", &uri[..start], &uri[start + at + 1..]));
+        }
+    }
+    Cow::Borrowed(uri)
+}
+
+/// Whether the span name may carry the target: a tool or prompt the catalog
+/// knows (never client text the server did not define; resource URIs never,
+/// they are unbounded).
+fn named_target(method: &str, known: bool) -> bool {
+    known && matches!(method, methods::TOOLS_CALL | methods::PROMPTS_GET)
 }
 
 /// `jsonrpc.request.id`: the id as text, a string id without its quotes.
@@ -75,10 +109,19 @@ impl std::fmt::Display for IdAttr<'_> {
 }
 
 /// A request in progress: its span and the labels of its duration.
+///
+/// Dropped without [`Operation::finish`] (its task aborted: the HTTP client
+/// went away, stdio `notifications/cancelled`, stdin closed), it records
+/// itself as [`CANCELLED`]: `error.type = cancelled` on its span (status
+/// error) and in `mcp.server.operation.duration`, with its duration so far.
 pub(crate) struct Operation {
     span: tracing::Span,
     labels: OperationLabels,
     started: Instant,
+    /// Where the duration is recorded, also when dropped unfinished.
+    server: Server,
+    /// [`Operation::finish`] ran: nothing to record on drop.
+    finished: bool,
 }
 
 /// What is known of a request its transport refused before any handler saw
@@ -154,7 +197,7 @@ impl Refused {
         self.log_method = super::requests::method_label(method);
         self.target = params
             .and_then(|p| target(method, p))
-            .map(|(field, value)| (field, value.to_owned()));
+            .map(|(field, value)| (field, value.into_owned()));
         let meta = params
             .and_then(|p| p.get("_meta"))
             .and_then(Value::as_object);
@@ -201,7 +244,8 @@ fn tool_label(method: &str, target: Option<(&str, &str)>, tool_known: bool) -> C
 }
 
 /// The request span, at DEBUG (see the module documentation). `principal`
-/// and `trace` are asked only when the span is enabled.
+/// and `trace` are asked only when the span is enabled. `known`: whether the
+/// catalog defines the target (a tool or prompt), so that it may name the span.
 #[allow(clippy::too_many_arguments)]
 fn request_span(
     log_method: &'static str,
@@ -209,6 +253,7 @@ fn request_span(
     id: Option<&RequestId>,
     principal: impl FnOnce() -> Option<String>,
     target: Option<(&'static str, &str)>,
+    known: bool,
     transport: NetworkTransport,
     version: &'static str,
     trace: impl FnOnce() -> Option<TraceContext>,
@@ -238,13 +283,15 @@ fn request_span(
             span.record("principal", principal.as_str());
         }
         match target {
-            Some((field, value)) => {
+            Some((_, value)) if named_target(method, known) => {
                 span.record("otel.name", format!("{method} {value}").as_str());
-                span.record(field, value);
             }
-            None => {
+            _ => {
                 span.record("otel.name", method);
             }
+        }
+        if let Some((field, value)) = target {
+            span.record(field, value);
         }
         if method == methods::TOOLS_CALL {
             span.record("gen_ai.operation.name", "execute_tool");
@@ -262,13 +309,15 @@ impl Operation {
     pub(crate) fn start(server: &Server, channel: &Channel, start: OperationStart<'_>) -> Self {
         let method = operation_method_label(start.method);
         let target = target(start.method, start.params);
-        let tool = tool_label(start.method, target, start.tool_known);
+        let target = target.as_ref().map(|(f, v)| (*f, v.as_ref()));
+        let tool = tool_label(start.method, target, start.target_known);
         let span = request_span(
             super::requests::method_label(start.method),
             method,
             Some(channel.id()),
             || server.principal(channel.assigns()),
             target,
+            start.target_known,
             start.transport,
             start.version,
             || TraceContext::from_meta(&channel.meta().extra).or(start.header_trace),
@@ -283,6 +332,8 @@ impl Operation {
                 version: start.version,
             },
             started: Instant::now(),
+            server: server.clone(),
+            finished: false,
         }
     }
 
@@ -291,14 +342,14 @@ impl Operation {
     /// (with `error.type`, `rpc.response.status_code` when the answer has a
     /// JSON-RPC code, `outcome = refused`) and its duration since `started`
     /// (when the transport began reading it). The span is made at the refusal.
-    /// `tool_known`: whether the catalog has the tool named (asked of a
-    /// `tools/call` only).
+    /// `known(method, name)`: whether the catalog has the tool or prompt
+    /// named (asked of a `tools/call` or `prompts/get` only).
     pub(crate) fn refused(
         server: &Server,
         refused: Refused,
         how: Refusal,
         started: Instant,
-        tool_known: impl FnOnce(&str) -> bool,
+        known: impl FnOnce(&str, &str) -> bool,
     ) {
         let Refused {
             method,
@@ -310,8 +361,8 @@ impl Operation {
             transport,
         } = refused;
         let target = target.as_ref().map(|(f, v)| (*f, v.as_str()));
-        let known =
-            method == methods::TOOLS_CALL && target.is_some_and(|(_, name)| tool_known(name));
+        let known = matches!(method, methods::TOOLS_CALL | methods::PROMPTS_GET)
+            && target.is_some_and(|(_, name)| known(method, name));
         let tool = tool_label(method, target, known);
         let span = request_span(
             log_method,
@@ -319,6 +370,7 @@ impl Operation {
             id.as_ref(),
             || None,
             target,
+            known,
             transport,
             version,
             || trace,
@@ -369,7 +421,7 @@ impl Operation {
 
     fn finish_after(
         mut self,
-        server: &Server,
+        _server: &Server,
         result: Result<&Map<String, Value>, &McpError>,
         outcome: RequestOutcome,
         took: Duration,
@@ -391,7 +443,37 @@ impl Operation {
             }
             self.labels.error_type = error_type;
         }
-        server.conventions().record_operation(self.labels, took);
+        self.finished = true;
+        self.record(took);
+    }
+}
+
+impl Drop for Operation {
+    fn drop(&mut self) {
+        if self.finished {
+            return;
+        }
+        self.span.record("outcome", CANCELLED);
+        self.span.record("error.type", CANCELLED);
+        self.span.record("otel.status_code", "ERROR");
+        if !self.span.is_disabled() {
+            self.span
+                .in_scope(|| tracing::debug!("request cancelled before its answer"));
+        }
+        self.labels.error_type = CANCELLED;
+        self.record(self.started.elapsed());
+    }
+}
+
+impl Operation {
+    /// Records the duration under the labels (taking the tool name, the one
+    /// label that may own its text: no copy).
+    fn record(&mut self, took: Duration) {
+        let labels = OperationLabels {
+            tool: std::mem::take(&mut self.labels.tool),
+            ..self.labels.clone()
+        };
+        self.server.conventions().record_operation(labels, took);
     }
 }
 
@@ -404,3 +486,20 @@ pub(crate) fn set_parent(span: &tracing::Span, trace: &TraceContext) {
 
 #[cfg(not(feature = "otel"))]
 pub(crate) fn set_parent(_span: &tracing::Span, _trace: &TraceContext) {}
+
+#[cfg(test)]
+mod tests {
+    use super::redacted_uri;
+
+    #[test]
+    fn resource_uris_lose_their_credentials() {
+        assert_eq!(redacted_uri("notes://1"), "notes://1");
+        assert_eq!(
+            redacted_uri("https://user:pw@host.example/a/b?sig=s3cret#frag"),
+            "https://host.example/a/b"
+        );
+        assert_eq!(redacted_uri("file:///a/b?token=x"), "file:///a/b");
+        assert_eq!(redacted_uri("s3://bucket/key@v2"), "s3://bucket/key@v2");
+        assert_eq!(redacted_uri("db://u@h"), "db://h");
+    }
+}

@@ -46,17 +46,24 @@ enum Phase {
     Done,
 }
 
+/// The span name of a 2025-era session's stream (the HTTP GET stream, or the
+/// stdio session's).
+const GET_STREAM_SPAN: &str = "session stream";
+
 /// The span of one stream, for its life: the method, the subscription id
 /// (the listen request's id), the principal when the server names one, and
 /// the close reason and frame count, recorded when the stream stops; with the
 /// OpenTelemetry MCP conventions' attributes and the caller's `traceparent`
-/// (from the listen's `_meta`) as its parent. The honoured filter is recorded
+/// (from the listen's `_meta`, where the HTTP transport copies the
+/// `traceparent` header when `_meta` has none) as its parent. The honoured filter is recorded
 /// as a summary once acknowledged (its kinds and how many URIs and task ids,
-/// never the URIs themselves).
+/// never the URIs themselves). A 2025-era GET stream's span is named
+/// [`GET_STREAM_SPAN`], without `mcp.method.name` or `jsonrpc.request.id`.
 fn stream_span(
     server: &Server,
     channel: &Channel,
     pipe: bool,
+    kind: &'static str,
     version: &'static str,
 ) -> tracing::Span {
     let transport = if pipe {
@@ -71,17 +78,29 @@ fn stream_span(
         principal = tracing::field::Empty,
         reason = tracing::field::Empty,
         frames = tracing::field::Empty,
-        otel.name = crate::protocol::methods::LISTEN,
+        otel.name = tracing::field::Empty,
         otel.kind = "server",
         otel.status_code = tracing::field::Empty,
-        mcp.method.name = crate::protocol::methods::LISTEN,
+        mcp.method.name = tracing::field::Empty,
         mcp.protocol.version = version,
-        jsonrpc.request.id = %super::operation::IdAttr(channel.id()),
+        jsonrpc.request.id = tracing::field::Empty,
         network.transport = transport.as_str(),
         mcp.subscription.filter = tracing::field::Empty,
         error.type = tracing::field::Empty,
     );
     if !span.is_disabled() {
+        if kind == "get" {
+            // A 2025-era session's GET stream: no JSON-RPC request opened
+            // it (its id is genmcp's own), so no method or request id.
+            span.record("otel.name", GET_STREAM_SPAN);
+        } else {
+            span.record("otel.name", crate::protocol::methods::LISTEN);
+            span.record("mcp.method.name", crate::protocol::methods::LISTEN);
+            span.record(
+                "jsonrpc.request.id",
+                tracing::field::display(super::operation::IdAttr(channel.id())),
+            );
+        }
         if let Some(principal) = server.principal(channel.assigns()) {
             span.record("principal", principal.as_str());
         }
@@ -203,7 +222,7 @@ impl<H: SubscriptionHandler> Stream<H> {
                 super::conventions::version_label(&setup.channel.meta().protocol_version, &[]),
             )
         };
-        let span = stream_span(&setup.server, &setup.channel, slot.pipe, version);
+        let span = stream_span(&setup.server, &setup.channel, slot.pipe, kind, version);
         Stream {
             handler,
             channel: setup.channel,
@@ -259,6 +278,30 @@ impl<H: SubscriptionHandler> Stream<H> {
             Err(ChannelError::Overflow) => self.cut(ctx, CloseReason::Overflow),
             Err(_) => self.cut(ctx, self.gone()),
         }
+    }
+
+    /// Records a listen's answer (its acknowledgement, or `error`) in
+    /// `mcp.server.operation.duration`, from the stream's start. A 2025-era
+    /// GET stream answers no request: nothing is recorded.
+    fn record_answer(&self, error: Option<&McpError>) {
+        if self.kind != "listen" {
+            return;
+        }
+        let transport = if self.pipe {
+            NetworkTransport::Pipe
+        } else {
+            NetworkTransport::Tcp
+        };
+        self.server.conventions().record_operation(
+            super::conventions::OperationLabels {
+                method: crate::protocol::methods::LISTEN,
+                tool: std::borrow::Cow::Borrowed(""),
+                error_type: error.map_or("", super::conventions::error_type),
+                transport,
+                version: self.version,
+            },
+            self.opened.elapsed(),
+        );
     }
 
     /// Ends the stream with an error reply for the listen id (rejection, panic).
@@ -493,15 +536,14 @@ impl<H: SubscriptionHandler> Actor for Stream<H> {
             }
             Ok(Some(Subscribe::Reject(error))) => {
                 tracing::debug!(%error, "listen rejected");
+                self.record_answer(Some(&error));
                 return self.fail(ctx, error, CloseReason::Rejected);
             }
             Err(_) => {
                 tracing::error!("subscribe panicked; rejecting the listen");
-                return self.fail(
-                    ctx,
-                    McpError::internal("Internal error: subscription handler failed"),
-                    CloseReason::Panicked,
-                );
+                let error = McpError::internal("Internal error: subscription handler failed");
+                self.record_answer(Some(&error));
+                return self.fail(ctx, error, CloseReason::Panicked);
             }
         };
         let mut honoured = wanted.allowed_by(&self.advertised);
@@ -520,6 +562,7 @@ impl<H: SubscriptionHandler> Actor for Stream<H> {
         if self.channel.acknowledge(honoured).is_err() {
             return self.cut(ctx, self.gone());
         }
+        self.record_answer(None);
         if empty {
             // Nothing to deliver: acknowledged, then completed at once.
             self.state = None;

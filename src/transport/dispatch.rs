@@ -142,11 +142,10 @@ pub(crate) fn operation<H: SubscriptionHandler>(
     origin: Origin,
     version: &'static str,
 ) -> Operation {
-    let tool_known = method == crate::protocol::methods::TOOLS_CALL
-        && params
-            .get("name")
-            .and_then(Value::as_str)
-            .is_some_and(|name| suite.catalog().tool(name).is_some());
+    let target_known = params
+        .get("name")
+        .and_then(Value::as_str)
+        .is_some_and(|name| target_known(suite, method, name));
     Operation::start(
         server,
         channel,
@@ -155,10 +154,25 @@ pub(crate) fn operation<H: SubscriptionHandler>(
             params,
             transport: origin.transport,
             version,
-            tool_known,
+            target_known,
             header_trace: origin.header_trace,
         },
     )
+}
+
+/// Whether `suite`'s catalog defines `name` as the target of `method`: a
+/// tool for `tools/call`, a prompt for `prompts/get` (false for any other
+/// method). Only such a name goes in a span name or a metric label.
+pub(crate) fn target_known<H: SubscriptionHandler>(
+    suite: &Suite<H>,
+    method: &str,
+    name: &str,
+) -> bool {
+    match method {
+        crate::protocol::methods::TOOLS_CALL => suite.catalog().tool(name).is_some(),
+        crate::protocol::methods::PROMPTS_GET => suite.catalog().prompt(name).is_some(),
+        _ => false,
+    }
 }
 
 /// The protocol version label of a 2026-07-28 request.

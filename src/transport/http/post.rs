@@ -95,7 +95,7 @@ pub(crate) async fn post<H: SubscriptionHandler>(
     let resp = serve(&req, payload, &state, &mut seen).await;
     seen.finish(
         &state.server,
-        |name| state.suite.catalog().tool(name).is_some(),
+        |method, name| crate::transport::dispatch::target_known(&state.suite, method, name),
         resp,
     )
 }
@@ -185,10 +185,13 @@ async fn serve<H: SubscriptionHandler>(
         }
         Ok(Routed::Listen(listen_request)) => {
             let ListenRequest {
-                meta,
+                mut meta,
                 assigns,
                 filter,
             } = *listen_request;
+            // The stream's span takes its parent from `_meta`, else from
+            // the HTTP `traceparent` header, as a unary request's does.
+            header_trace_into_meta(req, &mut meta.extra);
             // Noted in case the stream is refused before it opens (listens
             // are few: this costs nothing on the unary path).
             seen.read(methods::LISTEN, None);
@@ -213,6 +216,28 @@ async fn serve<H: SubscriptionHandler>(
             error_response(Some(&id), &error, Phase::Validation)
         }
     }
+}
+
+/// Copies the HTTP `traceparent` (and a valid `tracestate`) into `meta` when
+/// `meta` has no valid `traceparent` of its own and the header's is valid.
+fn header_trace_into_meta(req: &HttpRequest, meta: &mut Map<String, Value>) {
+    if TraceContext::from_meta(meta).is_some() {
+        return;
+    }
+    let head = req.headers();
+    let value = |name: &str| head.get(name).and_then(|v| v.to_str().ok());
+    let Some(parent) = value("traceparent") else {
+        return;
+    };
+    let state = value("tracestate").filter(|s| crate::protocol::trace_context::valid_tracestate(s));
+    if TraceContext::from_values(parent, state).is_none() {
+        return;
+    }
+    meta.insert("traceparent".into(), Value::from(parent));
+    match state {
+        Some(state) => meta.insert("tracestate".into(), Value::from(state)),
+        None => meta.remove("tracestate"),
+    };
 }
 
 /// The [`Origin`] of an HTTP request: TCP, and the W3C `traceparent` /

@@ -108,7 +108,7 @@ impl Seen {
     pub(crate) fn finish(
         mut self,
         server: &Server,
-        tool_known: impl FnOnce(&str) -> bool,
+        known: impl FnOnce(&str, &str) -> bool,
         resp: HttpResponse,
     ) -> HttpResponse {
         if self.taken {
@@ -133,7 +133,7 @@ impl Seen {
         };
         self.refused();
         if let Some(refused) = self.refused.take() {
-            Operation::refused(server, refused, how, self.started, tool_known);
+            Operation::refused(server, refused, how, self.started, known);
         }
         resp
     }

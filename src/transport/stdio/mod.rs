@@ -355,7 +355,7 @@ fn refuse<H: SubscriptionHandler>(
         refused,
         Refusal::Rpc(error.code()),
         started,
-        |name| pipe.suite.catalog().tool(name).is_some(),
+        |method, name| crate::transport::dispatch::target_known(pipe.suite, method, name),
     );
 }
 
