@@ -230,6 +230,39 @@ fn compat_a_stream_whose_client_stays_away_ends_after_the_resume_window() {
     srv.wait_subscribers(1);
     srv.bus.publish("all", numbered(2));
     assert_eq!(read_numbers(&mut again, 1), vec![2]);
+    // The old stream's id names nothing of the new one: 410, not a replay
+    // with a silent gap.
+    assert_eq!(get(srv.addr(), &session, Some(&seen)).status, 410);
+}
+
+#[test]
+fn compat_an_event_larger_than_the_session_bound_still_reaches_a_connected_client() {
+    let mut config = probe::config();
+    let mut compat = genmcp::http::CompatConfig::default();
+    compat.max_event_bytes_per_session = 4096;
+    config.compat = Some(compat);
+    let srv = probe::start(Mode::Accept, caps(), config);
+    let session = legacy::initialize(srv.addr());
+    let mut stream = get(srv.addr(), &session, None);
+    srv.wait_subscribers(1);
+    srv.bus.publish("all", numbered(1));
+    assert_eq!(read_numbers(&mut stream, 1), vec![1]);
+    // 16 KiB in one event, four times the session's byte bound.
+    let mut params = Map::new();
+    params.insert(
+        "_meta".into(),
+        json!({"n": 2, "pad": "x".repeat(16 * 1024)}),
+    );
+    srv.bus.publish(
+        "all",
+        send(Notification::new(
+            "notifications/tools/list_changed",
+            params,
+        )),
+    );
+    assert_eq!(read_numbers(&mut stream, 1), vec![2]);
+    srv.bus.publish("all", numbered(3));
+    assert_eq!(read_numbers(&mut stream, 1), vec![3]);
 }
 
 #[test]
