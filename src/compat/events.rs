@@ -214,6 +214,9 @@ struct Inner {
     bytes: usize,
     events: usize,
     swept: Option<Instant>,
+    /// When a search for a log to make room found none (searched again a
+    /// second later at the earliest).
+    full: Option<Instant>,
 }
 
 impl Inner {
@@ -234,6 +237,34 @@ impl Inner {
             .collect();
         for sid in expired {
             self.remove_session(&sid);
+        }
+    }
+
+    /// At the log cap: drops the log with no stream left that expires
+    /// first (an id of it is then not of this session: 400); whether one
+    /// was. Searched at most once a second while none is found.
+    fn evict_empty(&mut self) -> bool {
+        if self
+            .full
+            .is_some_and(|t| t.elapsed() < Duration::from_secs(1))
+        {
+            return false;
+        }
+        let empty = self
+            .sessions
+            .iter()
+            .filter(|(_, l)| l.streams.is_empty())
+            .min_by_key(|(_, l)| l.expires)
+            .map(|(sid, _)| sid.clone());
+        match empty {
+            Some(sid) => {
+                self.remove_session(&sid);
+                true
+            }
+            None => {
+                self.full = Some(Instant::now());
+                false
+            }
         }
     }
 
@@ -341,7 +372,7 @@ impl EventStore {
         let mut inner = self.lock();
         inner.sweep();
         if !inner.sessions.contains_key(key.sid) {
-            if inner.sessions.len() >= self.bounds.max_sessions {
+            if inner.sessions.len() >= self.bounds.max_sessions && !inner.evict_empty() {
                 return None;
             }
             inner.sessions.insert(
@@ -833,6 +864,22 @@ mod tests {
         assert_eq!(s.resolve(&k, &old), Resume::Gone);
         let primed = EventStore::id(&tag, GET_STREAM, s.position(&k));
         assert!(matches!(s.resolve(&k, &primed), Resume::At(_)));
+    }
+
+    #[test]
+    fn at_the_log_cap_a_log_with_no_stream_makes_room() {
+        let s = store(10, 1000, 1000);
+        let sids: Vec<String> = (0..10).map(|i| format!("s{i}")).collect();
+        for sid in &sids {
+            s.open(&key(sid), Some(GET_STREAM), "t".into())
+                .expect("room");
+        }
+        assert!(s.open(&key("new"), Some(GET_STREAM), "t".into()).is_none());
+        s.remove(&key("s3"), GET_STREAM);
+        s.lock().full = None;
+        assert!(s.open(&key("new"), Some(GET_STREAM), "t".into()).is_some());
+        assert!(s.tag(&key("s3")).is_none(), "the empty log made room");
+        assert!(s.tag(&key("s4")).is_some());
     }
 
     #[test]

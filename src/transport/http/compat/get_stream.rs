@@ -308,6 +308,9 @@ pub(in crate::transport::http) async fn get<H: SubscriptionHandler>(
     let Some((opened, reader, cursor)) = opened else {
         // No room for another session's events: served without ids (a
         // reconnection opens the stream again).
+        tracing::warn!(
+            "2025 stream served without event ids: max_session_states session logs are kept, none without a stream"
+        );
         return sse_response(SseBody::opened(
             rx,
             Some(done_rx),

@@ -135,6 +135,9 @@ pub(super) async fn unary<H: SubscriptionHandler>(
         });
     let Some(((stream, tag), reader, cursor)) = opened else {
         // No room for another session's events: served without ids.
+        tracing::warn!(
+            "2025 stream served without event ids: max_session_states session logs are kept, none without a stream"
+        );
         return sse_response(SseBody::new(
             first,
             rx,
