@@ -8,13 +8,14 @@
 //! |---|---|
 //! | `sess:{sessions}:<sid>:ev` | stream: the GET stream's events (field `d`: the JSON-RPC message; an entry `m` marks where a stream started) |
 //! | `sess:{sessions}:<sid>:evb` | string: the bytes of the messages kept in `ev` |
-//! | `sess:{sessions}:<sid>:evs` | string: the entry id the current stream started at (older ids are another stream's: 410) |
+//! | `sess:{sessions}:<sid>:evs` | string: the entry id the current stream started at, or the newest one dropped since (older ids are another stream's or dropped: 410) |
 //! | `sess:{sessions}:<sid>:evr` | string: the reader writing the stream to a client now (`<node>:r<n>`), `PX` [`READER_TTL`], renewed at every read |
 //!
 //! Bounds: the holder keeps at most `max_events_per_session` entries and
 //! `max_event_bytes_per_session` bytes of messages (one event bigger than
-//! that is kept alone), dropping the oldest first (`XDEL`, which records the
-//! highest dropped id: a cursor older than it is a gap, 410). The history
+//! that is kept alone), dropping the oldest first (`XDEL`; the newest
+//! dropped id becomes the stream's start in `evs`: a cursor older than it is
+//! a gap, 410, on Redis 6.2 as on 7). The history
 //! expires [`HISTORY_TTL`] after its holder last touched it (never after the
 //! session), [`DRAIN_TTL`] after its stream ended, and goes with a DELETE.
 //!
@@ -81,6 +82,7 @@ if redis.call('EXISTS', KEYS[4]) == 0 then return {'L'} end
 local maxlen, maxbytes = tonumber(ARGV[2]), tonumber(ARGV[3])
 local n = redis.call('XLEN', KEYS[2])
 local bytes = tonumber(redis.call('GET', KEYS[3]) or '0')
+local dropped = nil
 for m = 5, #ARGV do
   bytes = bytes + #ARGV[m]
   while n >= maxlen or bytes > maxbytes do
@@ -89,6 +91,7 @@ for m = 5, #ARGV do
     for _, e in ipairs(batch) do
       if n < maxlen and bytes <= maxbytes then break end
       redis.call('XDEL', KEYS[2], e[1])
+      dropped = e[1]
       n = n - 1
       if e[2][1] == 'd' then bytes = bytes - #e[2][2] end
     end
@@ -97,6 +100,9 @@ for m = 5, #ARGV do
   n = n + 1
 end
 redis.call('SET', KEYS[3], bytes)
+-- The floor: an id older than the newest dropped entry is a gap (without
+-- XINFO's max-deleted-entry-id, which Redis 6.2 lacks).
+if dropped then redis.call('SET', KEYS[4], dropped) end
 for i = 2, 4 do redis.call('PEXPIREAT', KEYS[i], ARGV[4]) end
 return {'O'}
 "#;
@@ -531,6 +537,32 @@ mod tests {
             let dropped = sent.len() - kept.len();
             assert!(bytes + sent[dropped - 1].len() > 2000 || entries.len() == 50);
 
+            // The start key names the newest dropped entry (the floor of
+            // what may be resumed, on Redis 6.2 as on 7).
+            let [_, _, evs, _] = event_keys(&sessions.node, "s1");
+            let floor: String = sessions.run(::redis::Cmd::get(&evs)).await.expect("GET");
+            let mut before = ::redis::cmd("XREVRANGE");
+            before
+                .arg(&ev)
+                .arg(format!("({}", entries[0].0))
+                .arg("-")
+                .arg("COUNT")
+                .arg(1);
+            let older: Vec<Entry> = sessions.run(before).await.expect("XREVRANGE");
+            assert!(older.is_empty(), "only the newest are kept");
+            assert_ne!(floor, start, "the floor moved with the drops");
+            let mut after_floor = ::redis::cmd("XRANGE");
+            after_floor
+                .arg(&ev)
+                .arg(format!("({floor}"))
+                .arg("+")
+                .arg("COUNT")
+                .arg(1);
+            let next: Vec<Entry> = sessions.run(after_floor).await.expect("XRANGE");
+            assert_eq!(
+                next[0].0, entries[0].0,
+                "the floor is just before the oldest kept"
+            );
             // From the stream's start (dropped since): a gap.
             let read = sessions
                 .read_events("s1", &start, "r1", 10)
