@@ -230,6 +230,39 @@ fn compat_a_stream_whose_client_stays_away_ends_after_the_resume_window() {
     srv.wait_subscribers(1);
     srv.bus.publish("all", numbered(2));
     assert_eq!(read_numbers(&mut again, 1), vec![2]);
+    // The old stream's id names nothing of the new one: 410, not a replay
+    // with a silent gap.
+    assert_eq!(get(srv.addr(), &session, Some(&seen)).status, 410);
+}
+
+#[test]
+fn compat_an_event_larger_than_the_session_bound_still_reaches_a_connected_client() {
+    let mut config = probe::config();
+    let mut compat = genmcp::http::CompatConfig::default();
+    compat.max_event_bytes_per_session = 4096;
+    config.compat = Some(compat);
+    let srv = probe::start(Mode::Accept, caps(), config);
+    let session = legacy::initialize(srv.addr());
+    let mut stream = get(srv.addr(), &session, None);
+    srv.wait_subscribers(1);
+    srv.bus.publish("all", numbered(1));
+    assert_eq!(read_numbers(&mut stream, 1), vec![1]);
+    // 16 KiB in one event, four times the session's byte bound.
+    let mut params = Map::new();
+    params.insert(
+        "_meta".into(),
+        json!({"n": 2, "pad": "x".repeat(16 * 1024)}),
+    );
+    srv.bus.publish(
+        "all",
+        send(Notification::new(
+            "notifications/tools/list_changed",
+            params,
+        )),
+    );
+    assert_eq!(read_numbers(&mut stream, 1), vec![2]);
+    srv.bus.publish("all", numbered(3));
+    assert_eq!(read_numbers(&mut stream, 1), vec![3]);
 }
 
 #[test]
@@ -285,4 +318,86 @@ fn compat_a_get_stream_opens_with_a_priming_event_and_2026_streams_have_no_ids()
     }
     assert_eq!(listen.last_id, None, "no ids on a 2026-07-28 stream");
     assert_eq!(listen.retry, None);
+}
+
+fn with_token(mut h: Vec<(String, String)>, token: &str) -> Vec<(String, String)> {
+    h.push(("Authorization".to_owned(), format!("Bearer {token}")));
+    h
+}
+
+/// A 2025 session of principal `token`.
+fn initialize_as(addr: std::net::SocketAddr, token: &str) -> String {
+    let mut h = with_token(legacy::headers(None), token);
+    h.retain(|(k, _)| k != "MCP-Protocol-Version");
+    let resp = common::post(
+        addr,
+        &h,
+        &json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": legacy::LEGACY, "capabilities": {},
+            "clientInfo": {"name": "legacy-tests", "version": "1"}}}),
+    );
+    assert_eq!(resp.status, 200, "{}", String::from_utf8_lossy(&resp.body));
+    let session = resp.header("mcp-session-id").expect("a session").to_owned();
+    let n = common::post(
+        addr,
+        &with_token(legacy::headers(Some(&session)), token),
+        &json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+    );
+    assert_eq!(n.status, 202);
+    session
+}
+
+fn get_as(
+    addr: std::net::SocketAddr,
+    token: &str,
+    session: &str,
+    last_event_id: Option<&str>,
+) -> Exchange {
+    let mut h = with_token(
+        vec![
+            ("Accept".to_owned(), "text/event-stream".to_owned()),
+            ("MCP-Protocol-Version".to_owned(), legacy::LEGACY.to_owned()),
+            ("Mcp-Session-Id".to_owned(), session.to_owned()),
+        ],
+        token,
+    );
+    if let Some(id) = last_event_id {
+        h.push(("Last-Event-ID".to_owned(), id.to_owned()));
+    }
+    Exchange::open_with(addr, "GET", &h, b"")
+}
+
+#[test]
+fn compat_a_last_event_id_of_another_principal_replays_nothing() {
+    let mut config = probe::config();
+    config.assigns = Some(std::sync::Arc::new(|req: &actix_web::HttpRequest| {
+        let user = req
+            .headers()
+            .get("authorization")
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .unwrap_or("anonymous");
+        Ok(Assigns::new().with(genmcp::mux::Principal::new(user)))
+    }));
+    let srv = probe::start(Mode::Accept, caps(), config);
+    let ada = initialize_as(srv.addr(), "ada");
+    let bob = initialize_as(srv.addr(), "bob");
+    let mut stream = get_as(srv.addr(), "ada", &ada, None);
+    assert_eq!(stream.status, 200);
+    srv.wait_subscribers(1);
+    srv.bus.publish("all", numbered(1));
+    assert_eq!(read_numbers(&mut stream, 1), vec![1]);
+    let ada_id = stream.last_id.clone().expect("an id");
+    stream.disconnect();
+    srv.bus.publish("all", numbered(2));
+    // Bob presents ada's id on his own session: nothing is replayed.
+    let refused = get_as(srv.addr(), "bob", &bob, Some(&ada_id));
+    assert_eq!(refused.status, 400);
+    // Nor on ada's session: it is not his.
+    let refused = get_as(srv.addr(), "bob", &ada, Some(&ada_id));
+    assert_eq!(refused.status, 404);
+    // Ada herself resumes after it.
+    let mut resumed = get_as(srv.addr(), "ada", &ada, Some(&ada_id));
+    assert_eq!(resumed.status, 200);
+    assert_eq!(read_numbers(&mut resumed, 1), vec![2]);
 }

@@ -123,3 +123,49 @@ fn compat_a_post_stream_cut_by_the_client_keeps_running_and_replays_the_rest_in_
     assert_eq!(last["id"], 7, "the response comes last: {rest:?}");
     assert!(last["result"].is_object());
 }
+
+#[test]
+fn compat_with_a_bus_a_post_stream_runs_to_its_response_past_the_max_stream_duration() {
+    let redis = common::redis_server::RedisServer::start();
+    let url = redis.url();
+    let (child, addr) = spawn_serve(
+        &[
+            "--conformance",
+            "--port",
+            "0",
+            "--bus",
+            &url,
+            "--max-stream-duration",
+            "0.05",
+        ],
+        &[],
+    );
+    let _child = Child(child);
+    let session = legacy::initialize(addr);
+    // The tool runs about 100 ms, twice the maximum stream duration: only
+    // this node keeps its POST stream, so the server does not cut it.
+    let mut post = call(
+        addr,
+        &session,
+        3,
+        "test_tool_with_progress",
+        json!({"progressToken": "p"}),
+    );
+    assert_eq!(post.status, 200);
+    let got = drain(&mut post);
+    let last = got.last().expect("the response");
+    assert_eq!(last["id"], 3, "the response on the POST stream: {got:?}");
+    assert!(last["result"].is_object());
+    // An id that is no fleet id and no event of this node's: the answer
+    // says where a POST stream's events are kept.
+    let refused = resume(addr, &session, "0123456789abcdef-1-2").into_response();
+    assert_eq!(refused.status, 400);
+    let message = refused.json()["error"]["message"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    assert!(
+        message.contains("only by the node that served it"),
+        "{message}"
+    );
+}

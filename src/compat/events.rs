@@ -11,9 +11,11 @@
 //! client that reconnects with `Last-Event-ID` gets what came after it, then
 //! the live events, in order and once.
 //!
-//! Bounds ([`EventBounds`]): events and bytes per session, bytes in all. The
-//! oldest events of a session go first; past the server-wide budget a
-//! session's new events push out its own oldest ones (one session never
+//! Bounds ([`EventBounds`]): events and bytes per session, bytes in all. Past
+//! a session's bounds its own oldest events go first; past the server-wide
+//! budget, the oldest events of the whole server, whichever session holds
+//! them. An event larger than a bound on its own is kept alone, so a
+//! connected reader still gets it.
 //! A cursor older than what is kept is a [`Gap`], never a silent skip. A
 //! session's log goes with the session (DELETE, expiry); a stream goes after
 //! [`EventBounds::resume_window`] without a reader (a POST stream's once its
@@ -212,6 +214,9 @@ struct Inner {
     bytes: usize,
     events: usize,
     swept: Option<Instant>,
+    /// When a search for a log to make room found none (searched again a
+    /// second later at the earliest).
+    full: Option<Instant>,
 }
 
 impl Inner {
@@ -232,6 +237,34 @@ impl Inner {
             .collect();
         for sid in expired {
             self.remove_session(&sid);
+        }
+    }
+
+    /// At the log cap: drops the log with no stream left that expires
+    /// first (an id of it is then not of this session: 400); whether one
+    /// was. Searched at most once a second while none is found.
+    fn evict_empty(&mut self) -> bool {
+        if self
+            .full
+            .is_some_and(|t| t.elapsed() < Duration::from_secs(1))
+        {
+            return false;
+        }
+        let empty = self
+            .sessions
+            .iter()
+            .filter(|(_, l)| l.streams.is_empty())
+            .min_by_key(|(_, l)| l.expires)
+            .map(|(sid, _)| sid.clone());
+        match empty {
+            Some(sid) => {
+                self.remove_session(&sid);
+                true
+            }
+            None => {
+                self.full = Some(Instant::now());
+                false
+            }
         }
     }
 
@@ -339,7 +372,7 @@ impl EventStore {
         let mut inner = self.lock();
         inner.sweep();
         if !inner.sessions.contains_key(key.sid) {
-            if inner.sessions.len() >= self.bounds.max_sessions {
+            if inner.sessions.len() >= self.bounds.max_sessions && !inner.evict_empty() {
                 return None;
             }
             inner.sessions.insert(
@@ -385,7 +418,19 @@ impl EventStore {
             }
         };
         let log = Self::log(&mut inner, key)?;
-        log.streams.entry(number).or_insert_with(Stream::new);
+        if !log.streams.contains_key(&number) {
+            let mut s = Stream::new();
+            if number == GET_STREAM {
+                // A GET stream reuses number 0: one position on, and nothing
+                // at or before it is of this stream, so an id of an earlier
+                // GET stream of the session is past what is kept (a 410,
+                // never a replay with a silent gap).
+                log.seq += 1;
+                s.floor = log.seq;
+                s.head = log.seq;
+            }
+            log.streams.insert(number, s);
+        }
         Some((number, log.tag.clone()))
     }
 
@@ -428,17 +473,18 @@ impl EventStore {
         Self::log(&mut inner, key).map_or(0, |l| l.seq)
     }
 
-    /// Appends one event to `stream`; returns whether it was kept. Past the
-    /// session's bounds or the server's budget, the session's oldest events
-    /// go first; an event that cannot be kept at all (larger than the
-    /// session's byte bound) still moves the stream on, so a reader behind
-    /// it finds a [`Gap`].
+    /// Appends one event to `stream`; returns whether it was kept (`false`
+    /// only when the session or the stream is gone). Past the session's
+    /// bounds its own oldest events go first, then past the server's budget
+    /// the server's oldest events, whichever session holds them. An event
+    /// larger than a bound on its own is still kept, alone: it pushes out
+    /// everything older, so a reader behind those finds a [`Gap`], but a
+    /// reader that has written them gets it.
     pub(crate) fn append(&self, key: &LogKey, stream: u64, data: Bytes, last: bool) -> bool {
         let mut guard = self.lock();
         let inner = &mut *guard;
         let bounds = self.bounds;
         let len = data.len();
-        let fits = len <= bounds.per_session_bytes && len <= bounds.total_bytes;
         let Some(sid) = inner
             .sessions
             .get_key_value(key.sid)
@@ -456,9 +502,8 @@ impl EventStore {
             }
             log.seq += 1;
             // The session's bounds: its own oldest events go first.
-            while fits
-                && (log.events >= bounds.per_session_events
-                    || log.bytes + len > bounds.per_session_bytes)
+            while log.events >= bounds.per_session_events
+                || log.bytes + len > bounds.per_session_bytes
             {
                 let Some(freed) = log.drop_oldest() else {
                     break;
@@ -469,7 +514,7 @@ impl EventStore {
             log.seq
         };
         // The server's budget: the oldest events of any session go first.
-        while fits && inner.bytes + len > bounds.total_bytes {
+        while inner.bytes + len > bounds.total_bytes {
             if !inner.drop_oldest() {
                 break;
             }
@@ -477,30 +522,22 @@ impl EventStore {
         let Some(log) = inner.sessions.get_mut(&sid) else {
             return false;
         };
-        let kept = fits
-            && log.events < bounds.per_session_events
-            && log.bytes + len <= bounds.per_session_bytes
-            && inner.bytes + len <= bounds.total_bytes;
         let Some(s) = log.streams.get_mut(&stream) else {
             return false;
         };
         s.head = seq;
         s.ended |= last;
-        if kept {
-            s.events.push_back(Event { seq, data, last });
-            log.order.push_back((stream, seq));
-            log.events += 1;
-            log.bytes += len;
-            inner.order.push_back((sid, stream, seq));
-            inner.bytes += len;
-            inner.events += 1;
-        } else {
-            s.floor = seq;
-        }
+        s.events.push_back(Event { seq, data, last });
+        log.order.push_back((stream, seq));
+        log.events += 1;
+        log.bytes += len;
+        inner.order.push_back((sid, stream, seq));
+        inner.bytes += len;
+        inner.events += 1;
         s.wake.send_replace(seq);
         log.compact();
         inner.compact();
-        kept
+        true
     }
 
     /// Makes a new reader the one of `stream` (the earlier one, if any, is
@@ -668,17 +705,24 @@ mod tests {
         let (n, tag) = s.open(&k, Some(GET_STREAM), "t1".into()).expect("opened");
         assert_eq!(n, GET_STREAM);
         let (reader, _rx) = s.attach(&k, n).expect("attached");
+        let base = s.position(&k);
         for i in 0..5 {
             assert!(s.append(&k, n, Bytes::from(format!("{i}")), false));
         }
-        let Ok(Read::Events(ev)) = s.read(&k, n, reader, 2, 10) else {
+        let Ok(Read::Events(ev)) = s.read(&k, n, reader, base + 2, 10) else {
             panic!("events")
         };
-        assert_eq!(ev.iter().map(|e| e.seq).collect::<Vec<_>>(), vec![3, 4, 5]);
-        let id = EventStore::id(&tag, n, 2);
+        assert_eq!(
+            ev.iter().map(|e| e.seq - base).collect::<Vec<_>>(),
+            vec![3, 4, 5]
+        );
+        let id = EventStore::id(&tag, n, base + 2);
         assert_eq!(
             s.resolve(&k, &id),
-            Resume::At(EventId { stream: 0, seq: 2 })
+            Resume::At(EventId {
+                stream: 0,
+                seq: base + 2
+            })
         );
     }
 
@@ -688,8 +732,9 @@ mod tests {
         let (a, b) = (key("a"), key("b"));
         let (_, tag_a) = s.open(&a, Some(GET_STREAM), "ta".into()).expect("a");
         s.open(&b, Some(GET_STREAM), "tb".into()).expect("b");
+        let primed = s.position(&a);
         s.append(&a, GET_STREAM, Bytes::from_static(b"x"), false);
-        let id = EventStore::id(&tag_a, GET_STREAM, 0);
+        let id = EventStore::id(&tag_a, GET_STREAM, primed);
         assert_eq!(s.resolve(&b, &id), Resume::NotOurs);
         let bob = LogKey {
             principal: Some("bob"),
@@ -699,7 +744,10 @@ mod tests {
         assert_eq!(s.resolve(&a, "garbage"), Resume::NotOurs);
         assert_eq!(
             s.resolve(&a, &id),
-            Resume::At(EventId { stream: 0, seq: 0 })
+            Resume::At(EventId {
+                stream: 0,
+                seq: primed
+            })
         );
     }
 
@@ -709,12 +757,16 @@ mod tests {
         let k = key("s");
         s.open(&k, Some(GET_STREAM), "t".into());
         let (reader, _rx) = s.attach(&k, GET_STREAM).expect("attached");
+        let base = s.position(&k);
         for i in 0..5 {
             s.append(&k, GET_STREAM, Bytes::from(format!("{i}")), false);
         }
         assert_eq!(s.held("s").0, 3);
-        assert_eq!(s.read(&k, GET_STREAM, reader, 1, 10).unwrap_err(), Gap);
-        let Ok(Read::Events(ev)) = s.read(&k, GET_STREAM, reader, 2, 10) else {
+        assert_eq!(
+            s.read(&k, GET_STREAM, reader, base + 1, 10).unwrap_err(),
+            Gap
+        );
+        let Ok(Read::Events(ev)) = s.read(&k, GET_STREAM, reader, base + 2, 10) else {
             panic!("events")
         };
         assert_eq!(ev.len(), 3);
@@ -751,10 +803,17 @@ mod tests {
             "a's events were the oldest: they went first"
         );
         assert_eq!(s.read(&a, GET_STREAM, ra, a_cursor, 10).unwrap_err(), Gap);
-        // Too large to keep at all: the stream moves on and leaves a gap.
+        // Larger than the bounds on its own: kept alone, so a reader that
+        // has written what came before gets it.
         let head = s.position(&a);
-        assert!(!s.append(&a, GET_STREAM, Bytes::from(vec![b'z'; 101]), false));
-        assert_eq!(s.read(&a, GET_STREAM, ra, head, 10).unwrap_err(), Gap);
+        assert!(s.append(&a, GET_STREAM, Bytes::from(vec![b'z'; 200]), false));
+        let Ok(Read::Events(ev)) = s.read(&a, GET_STREAM, ra, head, 10) else {
+            panic!("the large event")
+        };
+        assert_eq!(ev.len(), 1);
+        assert_eq!(ev[0].data.len(), 200);
+        assert_eq!(s.held("a").0, 1);
+        assert_eq!(s.held("b").0, 0);
     }
 
     #[test]
@@ -794,6 +853,36 @@ mod tests {
     }
 
     #[test]
+    fn an_id_of_an_earlier_get_stream_is_gone_once_a_new_one_opens() {
+        let s = store(10, 1000, 1000);
+        let k = key("s");
+        let (_, tag) = s.open(&k, Some(GET_STREAM), "t".into()).expect("open");
+        s.append(&k, GET_STREAM, Bytes::from_static(b"a"), false);
+        let old = EventStore::id(&tag, GET_STREAM, s.position(&k));
+        s.remove(&k, GET_STREAM);
+        s.open(&k, Some(GET_STREAM), "t".into()).expect("reopen");
+        assert_eq!(s.resolve(&k, &old), Resume::Gone);
+        let primed = EventStore::id(&tag, GET_STREAM, s.position(&k));
+        assert!(matches!(s.resolve(&k, &primed), Resume::At(_)));
+    }
+
+    #[test]
+    fn at_the_log_cap_a_log_with_no_stream_makes_room() {
+        let s = store(10, 1000, 1000);
+        let sids: Vec<String> = (0..10).map(|i| format!("s{i}")).collect();
+        for sid in &sids {
+            s.open(&key(sid), Some(GET_STREAM), "t".into())
+                .expect("room");
+        }
+        assert!(s.open(&key("new"), Some(GET_STREAM), "t".into()).is_none());
+        s.remove(&key("s3"), GET_STREAM);
+        s.lock().full = None;
+        assert!(s.open(&key("new"), Some(GET_STREAM), "t".into()).is_some());
+        assert!(s.tag(&key("s3")).is_none(), "the empty log made room");
+        assert!(s.tag(&key("s4")).is_some());
+    }
+
+    #[test]
     fn a_new_reader_supersedes_the_old_one() {
         let s = store(10, 1000, 1000);
         let k = key("s");
@@ -804,8 +893,9 @@ mod tests {
             s.read(&k, GET_STREAM, first, 0, 10),
             Ok(Read::Superseded)
         ));
+        let at = s.position(&k);
         assert!(matches!(
-            s.read(&k, GET_STREAM, second, 0, 10),
+            s.read(&k, GET_STREAM, second, at, 10),
             Ok(Read::Wait)
         ));
         s.remove_session("s");

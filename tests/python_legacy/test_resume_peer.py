@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import anyio
+import httpx
 import pytest
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
@@ -35,7 +36,23 @@ def polling(tmp_path: Path) -> Iterator[GenmcpServer]:
 
 async def test_a_get_stream_closed_every_2_s_loses_no_event(polling: GenmcpServer) -> None:
     frames = Frames()
-    async with streamable_http_client(polling.url) as (read, write, _sid):
+    # Every GET the SDK sends, with its Last-Event-ID (None when none): the
+    # stream must be resumed, not merely reopened.
+    gets: list[str | None] = []
+
+    async def record(request: httpx.Request) -> None:
+        if request.method == "GET":
+            gets.append(request.headers.get("last-event-id"))
+
+    http = httpx.AsyncClient(
+        follow_redirects=True,
+        timeout=httpx.Timeout(30.0, read=300.0),
+        event_hooks={"request": [record]},
+    )
+    async with (
+        http,
+        streamable_http_client(polling.url, http_client=http) as (read, write, _sid),
+    ):
         async with ClientSession(read, write, message_handler=frames) as s:
             await s.initialize()
             uris = [await add_note(s, f"note {i}") for i in range(NOTES)]
@@ -49,6 +66,7 @@ async def test_a_get_stream_closed_every_2_s_loses_no_event(polling: GenmcpServe
                     await anyio.sleep(0.1)
             await anyio.sleep(0.5)  # a late probe's update lands before the count
             start = len(frames.frames)
+            resumed_before = sum(1 for g in gets if g)
             # One edit per note, 0.25 s apart: about 6 s, across at least two
             # closes of the GET stream by the server.
             for uri in uris:
@@ -58,3 +76,5 @@ async def test_a_get_stream_closed_every_2_s_loses_no_event(polling: GenmcpServe
             await anyio.sleep(0.5)
             got = [u for m, u in frames.frames[start:] if m == UPDATED]
             assert got == uris, frames.frames[start:]
+            resumed = sum(1 for g in gets if g) - resumed_before
+            assert resumed >= 2, f"the GET stream was resumed {resumed} times during the edits"

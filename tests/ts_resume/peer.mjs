@@ -70,7 +70,18 @@ try {
     if (Date.now() > up) throw new Error("genmcp did not start");
     await sleep(50);
   }
-  const transport = new StreamableHTTPClientTransport(new URL(`http://127.0.0.1:${port}/mcp`));
+  // Every GET the SDK sends, with its Last-Event-ID (null when none): the
+  // stream must be resumed, not merely reopened.
+  const gets = [];
+  const countingFetch = (url, init) => {
+    if ((init?.method ?? "GET").toUpperCase() === "GET") {
+      gets.push(new Headers(init?.headers).get("last-event-id"));
+    }
+    return fetch(url, init);
+  };
+  const transport = new StreamableHTTPClientTransport(new URL(`http://127.0.0.1:${port}/mcp`), {
+    fetch: countingFetch,
+  });
   const client = new Client({ name: "ts-resume-peer", version: "1.0.0" }, { capabilities: {} });
   const updates = [];
   client.setNotificationHandler(ResourceUpdatedNotificationSchema, (n) => {
@@ -98,6 +109,7 @@ try {
   check(updates.includes(uris[0]), "the GET stream is open");
   await sleep(500);
   const start = updates.length;
+  const resumedBefore = gets.filter((id) => id).length;
   // One edit per note, 250 ms apart: about 6 s, across at least two closes.
   for (const uri of uris) {
     await addNote("edit", uri);
@@ -111,6 +123,8 @@ try {
     `every update once and in order across the closes (${got.length} received)`,
   );
   if (JSON.stringify(got) !== JSON.stringify(uris)) console.log(JSON.stringify(got));
+  const resumed = gets.filter((id) => id).length - resumedBefore;
+  check(resumed >= 2, `the GET stream was closed and resumed with Last-Event-ID ${resumed} times during the edits`);
   check(errors.length === 0, `no transport error (${errors.join("; ")})`);
   await transport.terminateSession().catch(() => {});
   await client.close();

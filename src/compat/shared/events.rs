@@ -8,13 +8,14 @@
 //! |---|---|
 //! | `sess:{sessions}:<sid>:ev` | stream: the GET stream's events (field `d`: the JSON-RPC message; an entry `m` marks where a stream started) |
 //! | `sess:{sessions}:<sid>:evb` | string: the bytes of the messages kept in `ev` |
-//! | `sess:{sessions}:<sid>:evs` | string: the entry id the current stream started at (older ids are another stream's: 410) |
+//! | `sess:{sessions}:<sid>:evs` | string: the entry id the current stream started at, or the newest one dropped since (older ids are another stream's or dropped: 410) |
 //! | `sess:{sessions}:<sid>:evr` | string: the reader writing the stream to a client now (`<node>:r<n>`), `PX` [`READER_TTL`], renewed at every read |
 //!
 //! Bounds: the holder keeps at most `max_events_per_session` entries and
 //! `max_event_bytes_per_session` bytes of messages (one event bigger than
-//! that is kept alone), dropping the oldest first (`XDEL`, which records the
-//! highest dropped id: a cursor older than it is a gap, 410). The history
+//! that is kept alone), dropping the oldest first (`XDEL`; the newest
+//! dropped id becomes the stream's start in `evs`: a cursor older than it is
+//! a gap, 410, on Redis 6.2 as on 7). The history
 //! expires [`HISTORY_TTL`] after its holder last touched it (never after the
 //! session), [`DRAIN_TTL`] after its stream ended, and goes with a DELETE.
 //!
@@ -81,6 +82,7 @@ if redis.call('EXISTS', KEYS[4]) == 0 then return {'L'} end
 local maxlen, maxbytes = tonumber(ARGV[2]), tonumber(ARGV[3])
 local n = redis.call('XLEN', KEYS[2])
 local bytes = tonumber(redis.call('GET', KEYS[3]) or '0')
+local dropped = nil
 for m = 5, #ARGV do
   bytes = bytes + #ARGV[m]
   while n >= maxlen or bytes > maxbytes do
@@ -89,6 +91,7 @@ for m = 5, #ARGV do
     for _, e in ipairs(batch) do
       if n < maxlen and bytes <= maxbytes then break end
       redis.call('XDEL', KEYS[2], e[1])
+      dropped = e[1]
       n = n - 1
       if e[2][1] == 'd' then bytes = bytes - #e[2][2] end
     end
@@ -97,6 +100,9 @@ for m = 5, #ARGV do
   n = n + 1
 end
 redis.call('SET', KEYS[3], bytes)
+-- The floor: an id older than the newest dropped entry is a gap (without
+-- XINFO's max-deleted-entry-id, which Redis 6.2 lacks).
+if dropped then redis.call('SET', KEYS[4], dropped) end
 for i = 2, 4 do redis.call('PEXPIREAT', KEYS[i], ARGV[4]) end
 return {'O'}
 "#;
@@ -114,24 +120,29 @@ const CLAIM: &str = concat!(
     r#"
 if redis.call('HGET', KEYS[1], 'd') then return {'D'} end
 local ev, evb, evs, evr = KEYS[7], KEYS[8], KEYS[9], KEYS[10]
+local until_ = math.min(exp, now + tonumber(ARGV[13]))
 if ARGV[12] == '1' then
   if redis.call('EXISTS', ev) == 1 then redis.call('XTRIM', ev, 'MAXLEN', 0) end
   redis.call('SET', evs, redis.call('XADD', ev, '*', 'm', ''))
   redis.call('SET', evb, 0)
+  -- Expiring from the start: a refusal below leaves no key without one.
+  for _, k in ipairs({ev, evb, evs}) do redis.call('PEXPIREAT', k, fmt(until_)) end
 end
 local head, maxdel = '0-0', '0-0'
 if redis.call('EXISTS', ev) == 1 then head, maxdel = info(ev) end
 local start = redis.call('GET', evs)
 local after = ARGV[8]
 if after ~= '' then
-  if not string.match(after, '^%d+-%d+$') or lt(head, after) then return {'N'} end
+  if not string.match(after, '^%d+-%d+$') then return {'N'} end
+  -- Before the head check: a history that expired (no start, head 0-0)
+  -- is a gap, not an id of another session.
   if not start or lt(after, start) or lt(after, maxdel) then return {'G'} end
+  if lt(head, after) then return {'N'} end
 end
 if ARGV[11] == '1' and redis.call('EXISTS', evr) == 1 then return {'B'} end
 local r = admit(nil)
 if r then return {r[1], fmt(r[2])} end
 redis.call('SET', evr, ARGV[9], 'PX', ARGV[10])
-local until_ = math.min(exp, now + tonumber(ARGV[13]))
 for _, k in ipairs({ev, evb, evs}) do
   if redis.call('EXISTS', k) == 1 then redis.call('PEXPIREAT', k, fmt(until_)) end
 end
@@ -526,6 +537,32 @@ mod tests {
             let dropped = sent.len() - kept.len();
             assert!(bytes + sent[dropped - 1].len() > 2000 || entries.len() == 50);
 
+            // The start key names the newest dropped entry (the floor of
+            // what may be resumed, on Redis 6.2 as on 7).
+            let [_, _, evs, _] = event_keys(&sessions.node, "s1");
+            let floor: String = sessions.run(::redis::Cmd::get(&evs)).await.expect("GET");
+            let mut before = ::redis::cmd("XREVRANGE");
+            before
+                .arg(&ev)
+                .arg(format!("({}", entries[0].0))
+                .arg("-")
+                .arg("COUNT")
+                .arg(1);
+            let older: Vec<Entry> = sessions.run(before).await.expect("XREVRANGE");
+            assert!(older.is_empty(), "only the newest are kept");
+            assert_ne!(floor, start, "the floor moved with the drops");
+            let mut after_floor = ::redis::cmd("XRANGE");
+            after_floor
+                .arg(&ev)
+                .arg(format!("({floor}"))
+                .arg("+")
+                .arg("COUNT")
+                .arg(1);
+            let next: Vec<Entry> = sessions.run(after_floor).await.expect("XRANGE");
+            assert_eq!(
+                next[0].0, entries[0].0,
+                "the floor is just before the oldest kept"
+            );
             // From the stream's start (dropped since): a gap.
             let read = sessions
                 .read_events("s1", &start, "r1", 10)
@@ -543,6 +580,83 @@ mod tests {
             };
             let got: Vec<Vec<u8>> = events.into_iter().map(|(_, d)| d).collect();
             assert_eq!(got, newest[newest.len() - 3..].to_vec());
+        });
+    }
+
+    /// Shared sessions over a fresh Redis with room for `max_sessions`.
+    async fn sessions_with(redis: &RedisChild, max_sessions: usize) -> SharedSessions {
+        let bus: Bus<SharedNotification> = Bus::redis(RedisBusConfig::new(redis.url()))
+            .await
+            .expect("connected");
+        let node = SharedTasks::new(bus.once().expect("a Redis bus"), bus.clone());
+        let bounds = StoreBounds {
+            max_sessions,
+            max_uris: 10,
+            per_owner_sessions: 10,
+            per_owner_uris: 10,
+        };
+        SharedSessions::new(node, bounds)
+    }
+
+    /// A claim that opens a stream and is then refused by the bounds leaves
+    /// no history key without an expiry.
+    #[test]
+    fn a_refused_claim_leaves_no_key_without_an_expiry() {
+        let redis = RedisChild::start();
+        block_on(async {
+            let sessions = sessions_with(&redis, 1).await;
+            let expires = seal::now_ms() + 60_000;
+            let first = StateKey {
+                sid: "s1",
+                owner: "o",
+                expires,
+            };
+            let reserved = sessions.reserve_get(&first, 1).await.expect("reserved");
+            assert!(matches!(reserved, Reserve::Reserved));
+            let second = StateKey { sid: "s2", ..first };
+            let refused = sessions
+                .claim_events(&second, None, "r2", (false, true))
+                .await;
+            assert!(refused.is_err(), "{refused:?}");
+            for k in event_keys(&sessions.node, "s2").into_iter().take(3) {
+                let mut pttl = ::redis::cmd("PTTL");
+                pttl.arg(&k);
+                let ttl: i64 = sessions.run(pttl).await.expect("PTTL");
+                assert_ne!(ttl, -1, "{k} has no expiry");
+            }
+        });
+    }
+
+    /// Once the history expired (the holder's mark still there), an id of
+    /// it is a gap (410), not an id of another session (400).
+    #[test]
+    fn an_id_of_an_expired_history_is_a_gap() {
+        let redis = RedisChild::start();
+        block_on(async {
+            let sessions = sessions_with(&redis, 10).await;
+            let key = StateKey {
+                sid: "s1",
+                owner: "o",
+                expires: seal::now_ms() + 60_000,
+            };
+            let reserved = sessions.reserve_get(&key, 1).await.expect("reserved");
+            assert!(matches!(reserved, Reserve::Reserved));
+            let claimed = sessions
+                .claim_events(&key, None, "r1", (false, true))
+                .await
+                .expect("claimed");
+            let Claim::Claimed { head, .. } = claimed else {
+                panic!("{claimed:?}");
+            };
+            let [ev, evb, evs, _] = event_keys(&sessions.node, "s1");
+            let mut del = ::redis::cmd("DEL");
+            del.arg(&ev).arg(&evb).arg(&evs);
+            let _: i64 = sessions.run(del).await.expect("DEL");
+            let claim = sessions
+                .claim_events(&key, Some(&head), "r2", (false, false))
+                .await
+                .expect("claimed");
+            assert!(matches!(claim, Claim::Gone), "{claim:?}");
         });
     }
 }

@@ -218,11 +218,12 @@ pub struct CompatConfig {
     /// (default 1,000); the oldest go first. See `docs/compat-2025.md`.
     pub max_events_per_session: usize,
     /// Bytes of events (their JSON text) kept per session (default 1 MiB);
-    /// the oldest go first.
+    /// the oldest go first. A single larger event is kept alone, so a
+    /// connected client still gets it.
     pub max_event_bytes_per_session: usize,
-    /// Bytes of events kept in the whole server (default 64 MiB): past it a
-    /// session's new events push out its own oldest ones (never another
-    /// session's).
+    /// Bytes of events kept in the whole server (default 64 MiB): past it
+    /// the oldest events of the whole server go first, whichever session
+    /// holds them.
     pub max_event_bytes: usize,
     /// How long a session's GET stream keeps running (and its events kept)
     /// after its client went away, and an ended POST stream's response is

@@ -219,7 +219,13 @@ pub(in crate::transport::http) async fn get<H: SubscriptionHandler>(
     let resume_from = match last_event_id.as_deref() {
         None => None,
         Some(raw) => match events.resolve(&log.key(), raw) {
-            Resume::NotOurs => return not_ours(),
+            Resume::NotOurs => {
+                #[cfg(feature = "redis")]
+                if compat.shared.is_some() {
+                    return not_on_this_node();
+                }
+                return not_ours();
+            }
             Resume::Gone => return gone(&events),
             Resume::At(at) if at.stream != GET_STREAM => {
                 // A POST stream's resumption: its remaining events, its
@@ -308,6 +314,9 @@ pub(in crate::transport::http) async fn get<H: SubscriptionHandler>(
     let Some((opened, reader, cursor)) = opened else {
         // No room for another session's events: served without ids (a
         // reconnection opens the stream again).
+        tracing::warn!(
+            "2025 stream served without event ids: max_session_states session logs are kept, none without a stream"
+        );
         return sse_response(SseBody::opened(
             rx,
             Some(done_rx),
@@ -347,8 +356,42 @@ pub(super) fn reader_config<H: SubscriptionHandler>(
         keep_alive: state.config.keep_alive,
         retry: compat.config.retry,
         max_duration: compat.config.max_stream_duration,
+        close_on_drain: true,
         prime: session.init.version.as_str() >= "2025-11-25",
     }
+}
+
+/// How a POST stream's responses of `session` are written: as
+/// [`reader_config`], but with shared sessions (`--bus`) neither the
+/// maximum stream duration nor a drain closes them (only this node keeps a
+/// POST stream, so a reconnection balanced to another node could not resume
+/// it): they end when their response is written.
+pub(super) fn post_reader_config<H: SubscriptionHandler>(
+    state: &AppState<H>,
+    compat: &Compat,
+    session: &Session,
+) -> resumable::ReaderConfig {
+    #[cfg_attr(not(feature = "redis"), allow(unused_mut))]
+    let mut config = reader_config(state, compat, session);
+    #[cfg(feature = "redis")]
+    if compat.shared.is_some() {
+        config.max_duration = None;
+        config.close_on_drain = false;
+    }
+    config
+}
+
+/// A `Last-Event-ID` that is not a fleet id, with shared sessions: a POST
+/// stream's, kept only by the node that served it (or no event at all).
+#[cfg(feature = "redis")]
+fn not_on_this_node() -> HttpResponse {
+    refusal(
+        StatusCode::BAD_REQUEST,
+        -32600,
+        "Bad Request: Last-Event-ID names no event of this session kept on this node \
+         (a POST stream's events are kept only by the node that served it); nothing is \
+         replayed (open the GET stream without it)",
+    )
 }
 
 /// A `Last-Event-ID` that names no event of this session's streams.
@@ -397,7 +440,7 @@ fn resume<H: SubscriptionHandler>(
         return gone(&events);
     };
     drop(permit);
-    let mut config = reader_config(state, compat, session);
+    let mut config = post_reader_config(state, compat, session);
     config.prime = false;
     resumable::response(
         events,

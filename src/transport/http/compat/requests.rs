@@ -51,7 +51,7 @@ pub(super) async fn unary<H: SubscriptionHandler>(
     let session_sid = session.sid.clone();
     let session_principal = session.principal.clone();
     let session_expires = session.expires;
-    let reader_config = super::get_stream::reader_config(state, &compat, &session);
+    let reader_config = super::get_stream::post_reader_config(state, &compat, &session);
     let events_compat = compat.clone();
     let timeout = state.config.request_timeout;
     let stall = state.server.limits().stall_timeout;
@@ -135,6 +135,9 @@ pub(super) async fn unary<H: SubscriptionHandler>(
         });
     let Some(((stream, tag), reader, cursor)) = opened else {
         // No room for another session's events: served without ids.
+        tracing::warn!(
+            "2025 stream served without event ids: max_session_states session logs are kept, none without a stream"
+        );
         return sse_response(SseBody::new(
             first,
             rx,

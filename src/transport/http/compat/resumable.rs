@@ -59,6 +59,10 @@ pub(super) struct ReaderConfig {
     pub(super) keep_alive: Duration,
     pub(super) retry: Duration,
     pub(super) max_duration: Option<Duration>,
+    /// Whether a drain closes the response with a `retry` hint (else it runs
+    /// to its end: a shared session's POST stream, which only this node
+    /// keeps, so a client resuming it elsewhere would find nothing).
+    pub(super) close_on_drain: bool,
     /// 2025-11-25: a priming event (id, empty data); 2025-06-18 clients get
     /// an SSE comment instead.
     pub(super) prime: bool,
@@ -215,7 +219,11 @@ pub(super) fn response(
         keepalive_at: now + config.keep_alive,
         keep_alive: config.keep_alive,
         deadline: config.max_duration.map(|d| now + d),
-        shutdown: Box::pin(server.shutdown_signal()),
+        shutdown: if config.close_on_drain {
+            Box::pin(server.shutdown_signal())
+        } else {
+            Box::pin(std::future::pending())
+        },
         server,
         done: false,
     };
