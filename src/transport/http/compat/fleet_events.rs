@@ -19,8 +19,6 @@
 //! with a `retry` hint, and the client resumes after the last id it got.
 
 use std::convert::Infallible;
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -31,7 +29,7 @@ use tokio::sync::oneshot;
 use tokio::time::Instant;
 
 use super::Compat;
-use super::resumable::ReaderConfig;
+use super::resumable::{Pacing, ReaderConfig};
 use crate::compat::{Claim, Fetched, StateKey};
 use crate::mux::OutboxReceiver;
 use crate::queue::TryRecvError;
@@ -199,12 +197,7 @@ struct State {
     reader: String,
     holder: String,
     cursor: String,
-    opening: Option<Bytes>,
-    retry: Bytes,
-    keepalive_at: Instant,
-    keep_alive: Duration,
-    deadline: Option<Instant>,
-    shutdown: Pin<Box<dyn Future<Output = ()> + Send>>,
+    pace: Pacing,
     server: Server,
     empty_polls: u32,
     done: bool,
@@ -238,15 +231,7 @@ pub(super) fn response(
     config: ReaderConfig,
     server: Server,
 ) -> actix_web::HttpResponse {
-    let retry_ms = config.retry.as_millis();
-    let opening = if config.prime {
-        Bytes::from(format!(
-            "id: {tag}-0-{cursor}\nretry: {retry_ms}\ndata: \n\n"
-        ))
-    } else {
-        Bytes::from_static(b": stream open\n\n")
-    };
-    let now = Instant::now();
+    let pace = config.pacing(&server, || format!("{tag}-0-{cursor}"));
     let state = State {
         compat,
         session,
@@ -254,12 +239,7 @@ pub(super) fn response(
         reader,
         holder,
         cursor,
-        opening: Some(opening),
-        retry: Bytes::from(format!("retry: {retry_ms}\n\n")),
-        keepalive_at: now + config.keep_alive,
-        keep_alive: config.keep_alive,
-        deadline: config.max_duration.map(|d| now + d),
-        shutdown: Box::pin(server.shutdown_signal()),
+        pace,
         server,
         empty_polls: 0,
         done: false,
@@ -269,7 +249,7 @@ pub(super) fn response(
 
 fn end_with_retry(mut st: State) -> Option<(Result<Bytes, Infallible>, State)> {
     st.done = true;
-    let retry = st.retry.clone();
+    let retry = st.pace.retry();
     Some((Ok(retry), st))
 }
 
@@ -294,7 +274,7 @@ async fn next(mut st: State) -> Option<(Result<Bytes, Infallible>, State)> {
     if st.done {
         return None;
     }
-    if let Some(opening) = st.opening.take() {
+    if let Some(opening) = st.pace.opening.take() {
         return Some((Ok(opening), st));
     }
     loop {
@@ -334,7 +314,7 @@ async fn next(mut st: State) -> Option<(Result<Bytes, Infallible>, State)> {
                 st.cursor = last;
                 st.server.count_frames(events.len() as u64);
                 st.empty_polls = 0;
-                st.keepalive_at = Instant::now() + st.keep_alive;
+                st.pace.wrote();
                 return Some((Ok(buf.freeze()), st));
             }
             Ok(Fetched::Events { holder, last, .. }) => {
@@ -352,17 +332,17 @@ async fn next(mut st: State) -> Option<(Result<Bytes, Infallible>, State)> {
                 }
             }
         }
-        let deadline = st.deadline;
+        let deadline = st.pace.deadline;
         tokio::select! {
             () = tokio::time::sleep(POLL) => {}
-            () = tokio::time::sleep_until(st.keepalive_at) => {
-                st.keepalive_at = Instant::now() + st.keep_alive;
+            () = tokio::time::sleep_until(st.pace.keepalive_at) => {
+                st.pace.wrote();
                 return Some((Ok(Bytes::from_static(KEEPALIVE)), st));
             }
             () = async { if let Some(at) = deadline { tokio::time::sleep_until(at).await } }, if deadline.is_some() => {
                 return end_with_retry(st);
             }
-            () = &mut st.shutdown => {
+            () = &mut st.pace.shutdown => {
                 return end_with_retry(st);
             }
         }

@@ -68,6 +68,64 @@ pub(super) struct ReaderConfig {
     pub(super) prime: bool,
 }
 
+impl ReaderConfig {
+    /// The pacing of one response: it opens with a priming event of id
+    /// `priming_id` (or a comment), and ends with the `retry` hint.
+    pub(super) fn pacing(&self, server: &Server, priming_id: impl FnOnce() -> String) -> Pacing {
+        let retry_ms = self.retry.as_millis();
+        let opening = if self.prime {
+            Bytes::from(format!(
+                "id: {}\nretry: {retry_ms}\ndata: \n\n",
+                priming_id()
+            ))
+        } else {
+            Bytes::from_static(b": stream open\n\n")
+        };
+        let now = Instant::now();
+        Pacing {
+            opening: Some(opening),
+            retry: Bytes::from(format!("retry: {retry_ms}\n\n")),
+            keepalive_at: now + self.keep_alive,
+            keep_alive: self.keep_alive,
+            deadline: self.max_duration.map(|d| now + d),
+            shutdown: if self.close_on_drain {
+                Box::pin(server.shutdown_signal())
+            } else {
+                Box::pin(std::future::pending())
+            },
+        }
+    }
+}
+
+/// What paces a resumable response, whichever store it reads: its opening
+/// frame, keep-alive comments, its longest life and the drain (both end it
+/// with the `retry` hint).
+pub(super) struct Pacing {
+    /// The first frame, until it is sent.
+    pub(super) opening: Option<Bytes>,
+    retry: Bytes,
+    /// When the next keep-alive comment is due.
+    pub(super) keepalive_at: Instant,
+    keep_alive: Duration,
+    /// When the response ends with the `retry` hint (`--max-stream-duration`).
+    pub(super) deadline: Option<Instant>,
+    /// Resolves when the server drains (never, for a response that runs to
+    /// its end).
+    pub(super) shutdown: Pin<Box<dyn Future<Output = ()> + Send>>,
+}
+
+impl Pacing {
+    /// The `retry` hint that ends the response.
+    pub(super) fn retry(&self) -> Bytes {
+        self.retry.clone()
+    }
+
+    /// Something was written: the next keep-alive is a whole interval away.
+    pub(super) fn wrote(&mut self) {
+        self.keepalive_at = Instant::now() + self.keep_alive;
+    }
+}
+
 /// Moves a stream's frames into the log until its outbox ends (a POST's
 /// response, or `done` for a GET stream's connection), or, with `idle_limit`
 /// (a GET stream), until it has had no reader that long: then the stream is
@@ -164,12 +222,7 @@ struct State {
     tag: String,
     cursor: u64,
     wake: watch::Receiver<u64>,
-    opening: Option<Bytes>,
-    retry: Bytes,
-    keepalive_at: Instant,
-    keep_alive: Duration,
-    deadline: Option<Instant>,
-    shutdown: Pin<Box<dyn Future<Output = ()> + Send>>,
+    pace: Pacing,
     server: Server,
     done: bool,
 }
@@ -194,16 +247,7 @@ pub(super) fn response(
     config: ReaderConfig,
     server: Server,
 ) -> HttpResponse {
-    let retry_ms = config.retry.as_millis();
-    let opening = if config.prime {
-        Bytes::from(format!(
-            "id: {}\nretry: {retry_ms}\ndata: \n\n",
-            EventStore::id(&tag, stream, cursor)
-        ))
-    } else {
-        Bytes::from_static(b": stream open\n\n")
-    };
-    let now = Instant::now();
+    let pace = config.pacing(&server, || EventStore::id(&tag, stream, cursor));
     let state = State {
         r: Reader {
             events,
@@ -214,16 +258,7 @@ pub(super) fn response(
         tag,
         cursor,
         wake,
-        opening: Some(opening),
-        retry: Bytes::from(format!("retry: {retry_ms}\n\n")),
-        keepalive_at: now + config.keep_alive,
-        keep_alive: config.keep_alive,
-        deadline: config.max_duration.map(|d| now + d),
-        shutdown: if config.close_on_drain {
-            Box::pin(server.shutdown_signal())
-        } else {
-            Box::pin(std::future::pending())
-        },
+        pace,
         server,
         done: false,
     };
@@ -235,7 +270,7 @@ async fn next(mut st: State) -> Option<(Result<Bytes, Infallible>, State)> {
     if st.done {
         return None;
     }
-    if let Some(opening) = st.opening.take() {
+    if let Some(opening) = st.pace.opening.take() {
         return Some((Ok(opening), st));
     }
     loop {
@@ -266,39 +301,39 @@ async fn next(mut st: State) -> Option<(Result<Bytes, Infallible>, State)> {
                 // the resume window: this client may not have read it (a
                 // write to a connection that is already gone succeeds).
                 st.done |= finished;
-                st.keepalive_at = Instant::now() + st.keep_alive;
+                st.pace.wrote();
                 return Some((Ok(buf.freeze()), st));
             }
             Ok(Read::Superseded | Read::Ended) => {
                 st.done = true;
-                let retry = st.retry.clone();
+                let retry = st.pace.retry();
                 return Some((Ok(retry), st));
             }
             Ok(Read::Wait) => {}
         }
-        let deadline = st.deadline;
+        let deadline = st.pace.deadline;
         tokio::select! {
             changed = st.wake.changed() => {
                 if changed.is_err() {
                     // The stream was dropped (its session ended, or its GET
                     // stream stopped).
                     st.done = true;
-                    let retry = st.retry.clone();
+                    let retry = st.pace.retry();
                     return Some((Ok(retry), st));
                 }
             }
-            () = tokio::time::sleep_until(st.keepalive_at) => {
-                st.keepalive_at = Instant::now() + st.keep_alive;
+            () = tokio::time::sleep_until(st.pace.keepalive_at) => {
+                st.pace.wrote();
                 return Some((Ok(Bytes::from_static(KEEPALIVE)), st));
             }
             () = async { if let Some(at) = deadline { tokio::time::sleep_until(at).await } }, if deadline.is_some() => {
                 st.done = true;
-                let retry = st.retry.clone();
+                let retry = st.pace.retry();
                 return Some((Ok(retry), st));
             }
-            () = &mut st.shutdown => {
+            () = &mut st.pace.shutdown => {
                 st.done = true;
-                let retry = st.retry.clone();
+                let retry = st.pace.retry();
                 return Some((Ok(retry), st));
             }
         }
