@@ -37,7 +37,10 @@ pub(crate) use rounds::{Asker, Pending, rounds};
 pub(crate) use route::{LegacyRoute, legacy_route, set_level, subscription_uri};
 pub(crate) use shape::{encode_legacy_error, legacy_error, legacy_result};
 #[cfg(feature = "redis")]
-pub(crate) use shared::{Claim, Control, Fetched, SharedSessions, Unconfirmed};
+pub(crate) use shared::{
+    Claim, Control, Fetched, PostBounds, PostCheck, PostFetched, PostKind, PostOpened, PostWrite,
+    SharedSessions, Unconfirmed, Writer,
+};
 #[cfg(not(feature = "redis"))]
 pub(crate) use single::SharedSessions;
 pub(crate) use state::SessionState;

@@ -35,7 +35,7 @@
 use super::super::StateKey;
 use super::SharedSessions;
 use super::owner::unexpected;
-use super::scripts::{eval, event_keys, prelude, session_keys};
+use super::scripts::{eval, event_keys, prelude, session_keys, stream_prelude};
 use crate::protocol::McpError;
 use crate::suite::sealing::seal;
 
@@ -46,30 +46,6 @@ pub(crate) const READER_TTL: std::time::Duration = std::time::Duration::from_sec
 pub(crate) const HISTORY_TTL: std::time::Duration = std::time::Duration::from_secs(30);
 /// How long an ended stream's history stays for its readers to finish.
 pub(crate) const DRAIN_TTL: std::time::Duration = std::time::Duration::from_secs(10);
-
-/// Shared by the scripts: a stream's head and highest dropped id, and the
-/// order of two entry ids.
-macro_rules! stream_prelude {
-    () => {
-        r#"
-local function info(k)
-  local i = redis.call('XINFO', 'STREAM', k)
-  local last, maxdel = '0-0', '0-0'
-  for j = 1, #i, 2 do
-    if i[j] == 'last-generated-id' then last = i[j + 1] end
-    if i[j] == 'max-deleted-entry-id' then maxdel = i[j + 1] end
-  end
-  return last, maxdel
-end
-local function lt(a, b)
-  local am, as = string.match(a, '^(%d+)-(%d+)$')
-  local bm, bs = string.match(b, '^(%d+)-(%d+)$')
-  am, as, bm, bs = tonumber(am), tonumber(as), tonumber(bm), tonumber(bs)
-  return am < bm or (am == bm and as < bs)
-end
-"#
-    };
-}
 
 /// KEYS: the session's hash, the stream, its bytes, its start. ARGV: the
 /// holder, the most entries, the most bytes, the history's expiry (ms since

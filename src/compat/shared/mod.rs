@@ -39,13 +39,14 @@
 //! stream's holder and this node's table), `control` (the messages to the
 //! holder's node), `forward` (a forwarded URI change and its outcome),
 //! `events` (the GET stream's events in a Redis stream, for `Last-Event-ID`
-//! on any node).
+//! on any node), `post_events` (the POST streams' events, likewise).
 
 mod control;
 mod events;
 mod forward;
 mod get_stream;
 mod owner;
+mod post_events;
 mod scripts;
 mod state;
 
@@ -62,6 +63,9 @@ use get_stream::Slot;
 pub(crate) use control::Control;
 pub(crate) use events::{Claim, Fetched};
 pub(crate) use forward::Unconfirmed;
+pub(crate) use post_events::{
+    PostBounds, PostCheck, PostFetched, PostKind, PostOpened, PostWrite, Writer,
+};
 
 /// The answer when Redis cannot be asked: session requests fail closed.
 pub(crate) fn unavailable(e: &BusError) -> McpError {

@@ -41,6 +41,24 @@ pub(super) fn event_keys(node: &SharedTasks, sid: &str) -> [String; 4] {
     [k("ev"), k("evb"), k("evs"), k("evr")]
 }
 
+/// The session's POST streams' history (same slot as its hash): the Redis
+/// stream of their events, the bytes of their messages, the oldest entry id
+/// a cursor may name, and each stream's writer; then the fleet's sorted set
+/// of sessions with such a history (scored by its expiry).
+pub(super) fn post_event_keys(node: &SharedTasks, sid: &str) -> [String; 5] {
+    let k = |suffix: &str| {
+        node.keys()
+            .key(&format!("sess:{{sessions}}:{sid}:{suffix}"))
+    };
+    [
+        k("pev"),
+        k("pevb"),
+        k("pevs"),
+        k("pevw"),
+        node.keys().key("sess-all:{sessions}:pev"),
+    ]
+}
+
 pub(super) fn eval(script: &str, keys: &[String], args: &[String]) -> ::redis::Cmd {
     let mut cmd = ::redis::cmd("EVAL");
     cmd.arg(script).arg(keys.len());
@@ -111,6 +129,32 @@ end
 }
 
 pub(super) use prelude;
+
+/// Shared by the scripts: a stream's head and highest dropped id, and the
+/// order of two entry ids.
+macro_rules! stream_prelude {
+    () => {
+        r#"
+local function info(k)
+  local i = redis.call('XINFO', 'STREAM', k)
+  local last, maxdel = '0-0', '0-0'
+  for j = 1, #i, 2 do
+    if i[j] == 'last-generated-id' then last = i[j + 1] end
+    if i[j] == 'max-deleted-entry-id' then maxdel = i[j + 1] end
+  end
+  return last, maxdel
+end
+local function lt(a, b)
+  local am, as = string.match(a, '^(%d+)-(%d+)$')
+  local bm, bs = string.match(b, '^(%d+)-(%d+)$')
+  am, as, bm, bs = tonumber(am), tonumber(as), tonumber(bm), tonumber(bs)
+  return am < bm or (am == bm and as < bs)
+end
+"#
+    };
+}
+
+pub(super) use stream_prelude;
 
 /// Sets the level (ARGV[8]) unless the session was deleted: `{'1'}` when
 /// set, `{'0'}` when deleted, or a refusal of `admit`.

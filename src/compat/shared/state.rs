@@ -7,7 +7,7 @@ use super::super::{DeletedMarks, LegacyStream, StateKey};
 use super::SharedSessions;
 use super::control::Control;
 use super::owner::unexpected;
-use super::scripts::{CHANGE_URI, DELETE, SET_LEVEL, event_keys, session_keys};
+use super::scripts::{CHANGE_URI, DELETE, SET_LEVEL, event_keys, post_event_keys, session_keys};
 use crate::protocol::{LogLevel, McpError};
 use crate::suite::tasks::SharedTasks;
 
@@ -127,10 +127,19 @@ impl SharedSessions {
     /// all the same). Refused, like any new state, when its owner is at its
     /// bound.
     pub(crate) async fn delete(&self, session: &StateKey<'_>) -> Result<Deleted, McpError> {
-        let history = event_keys(&self.node, session.sid);
+        let [ev, evb, evs, evr] = event_keys(&self.node, session.sid);
+        let [pev, pevb, pevs, pevw, posts] = post_event_keys(&self.node, session.sid);
+        let history = [ev, evb, evs, evr, pev, pevb, pevs, pevw];
         let answer = self
             .run_counted_with(DELETE, session, &history, &[])
             .await?;
+        // Its POST history no longer counts against the fleet's bound (an
+        // error leaves its entry to lapse with the history's expiry).
+        let mut forget = ::redis::cmd("ZREM");
+        forget.arg(posts).arg(session.sid);
+        if let Err(error) = self.run::<i64>(forget).await {
+            tracing::debug!(%error, "a deleted session's POST history left to lapse from the fleet's count");
+        }
         let [_, _, holder] = answer.as_slice() else {
             return Err(unexpected());
         };

@@ -22,11 +22,11 @@ use actix_web::http::{StatusCode, header};
 use actix_web::{HttpRequest, HttpResponse, web};
 use tokio::sync::{OwnedSemaphorePermit, oneshot};
 
-#[cfg(feature = "redis")]
-use super::fleet_events;
 use super::resumable::{self, OwnedKey};
 use super::session::{SESSION_HEADER_NAME, Session};
 use super::{AppState, Compat, LEGACY_VERSIONS, SessionRefused, refusal, session_of};
+#[cfg(feature = "redis")]
+use super::{fleet_events, fleet_post};
 use crate::compat::{
     EventId, EventStore, GET_STREAM, LegacyStream, Reservation, Reserve, Resume,
     encode_legacy_error,
@@ -196,15 +196,30 @@ pub(in crate::transport::http) async fn get<H: SubscriptionHandler>(
         expires: session.expires,
     };
     let events = compat.events.clone();
-    // With a bus, the GET stream's ids are the fleet's (any node resumes
-    // them); a POST stream's resumption stays on its node.
+    // With a bus, every id is the fleet's: any node resumes the GET stream
+    // and the POST streams from Redis.
     #[cfg(feature = "redis")]
-    if compat.shared.is_some()
-        && last_event_id
+    if compat.shared.is_some() {
+        let config = reader_config(&state, &compat, &session);
+        let tag = fleet_events::tag(&session.sid, session.principal.as_deref());
+        if let Some((token, entry)) = last_event_id
+            .as_deref()
+            .and_then(|raw| fleet_post::post_of(&tag, raw))
+        {
+            let post = fleet_post::PostStream {
+                sid: session.sid.clone(),
+                expires: session.expires,
+                tag,
+                token: token.to_owned(),
+            };
+            return fleet_post::resume(compat, post, entry, config, (server.clone(), permit)).await;
+        }
+        if !last_event_id
             .as_deref()
             .is_none_or(fleet_events::is_fleet_id)
-    {
-        let config = reader_config(&state, &compat, &session);
+        {
+            return not_ours();
+        }
         return super::fleet::get(
             &state,
             compat,
@@ -219,13 +234,7 @@ pub(in crate::transport::http) async fn get<H: SubscriptionHandler>(
     let resume_from = match last_event_id.as_deref() {
         None => None,
         Some(raw) => match events.resolve(&log.key(), raw) {
-            Resume::NotOurs => {
-                #[cfg(feature = "redis")]
-                if compat.shared.is_some() {
-                    return not_on_this_node();
-                }
-                return not_ours();
-            }
+            Resume::NotOurs => return not_ours(),
             Resume::Gone => return gone(&events),
             Resume::At(at) if at.stream != GET_STREAM => {
                 // A POST stream's resumption: its remaining events, its
@@ -361,39 +370,6 @@ pub(super) fn reader_config<H: SubscriptionHandler>(
     }
 }
 
-/// How a POST stream's responses of `session` are written: as
-/// [`reader_config`], but with shared sessions (`--bus`) neither the
-/// maximum stream duration nor a drain closes them (only this node keeps a
-/// POST stream, so a reconnection balanced to another node could not resume
-/// it): they end when their response is written.
-pub(super) fn post_reader_config<H: SubscriptionHandler>(
-    state: &AppState<H>,
-    compat: &Compat,
-    session: &Session,
-) -> resumable::ReaderConfig {
-    #[cfg_attr(not(feature = "redis"), allow(unused_mut))]
-    let mut config = reader_config(state, compat, session);
-    #[cfg(feature = "redis")]
-    if compat.shared.is_some() {
-        config.max_duration = None;
-        config.close_on_drain = false;
-    }
-    config
-}
-
-/// A `Last-Event-ID` that is not a fleet id, with shared sessions: a POST
-/// stream's, kept only by the node that served it (or no event at all).
-#[cfg(feature = "redis")]
-fn not_on_this_node() -> HttpResponse {
-    refusal(
-        StatusCode::BAD_REQUEST,
-        -32600,
-        "Bad Request: Last-Event-ID names no event of this session kept on this node \
-         (a POST stream's events are kept only by the node that served it); nothing is \
-         replayed (open the GET stream without it)",
-    )
-}
-
 /// A `Last-Event-ID` that names no event of this session's streams.
 pub(super) fn not_ours() -> HttpResponse {
     refusal(
@@ -440,7 +416,7 @@ fn resume<H: SubscriptionHandler>(
         return gone(&events);
     };
     drop(permit);
-    let mut config = post_reader_config(state, compat, session);
+    let mut config = reader_config(state, compat, session);
     config.prime = false;
     resumable::response(
         events,

@@ -21,6 +21,8 @@ mod expiry;
 mod fleet;
 #[cfg(feature = "redis")]
 mod fleet_events;
+#[cfg(feature = "redis")]
+mod fleet_post;
 mod get_stream;
 mod requests;
 mod resumable;

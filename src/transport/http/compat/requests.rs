@@ -51,7 +51,7 @@ pub(super) async fn unary<H: SubscriptionHandler>(
     let session_sid = session.sid.clone();
     let session_principal = session.principal.clone();
     let session_expires = session.expires;
-    let reader_config = super::get_stream::post_reader_config(state, &compat, &session);
+    let reader_config = super::get_stream::reader_config(state, &compat, &session);
     let events_compat = compat.clone();
     let timeout = state.config.request_timeout;
     let stall = state.server.limits().stall_timeout;
@@ -114,6 +114,42 @@ pub(super) async fn unary<H: SubscriptionHandler>(
         state.server.count_frames(1);
         return json_ok(first.to_bytes());
     }
+    // With shared sessions, the stream's frames go into the session's POST
+    // history in Redis, so any node resumes it.
+    #[cfg(feature = "redis")]
+    let (first, rx) = if events_compat.shared.is_some() {
+        let post = super::fleet_post::PostStream {
+            tag: super::fleet_events::tag(&session_sid, session_principal.as_deref()),
+            sid: session_sid,
+            expires: session_expires,
+            token: format!("{:016x}", state.suite.sealer().nonce()),
+        };
+        let served = super::fleet_post::serve(
+            events_compat,
+            post,
+            (first, rx),
+            reader_config,
+            state.server.clone(),
+        )
+        .await;
+        return match served {
+            Ok(response) => {
+                // The request is no longer stopped by its client's leaving.
+                task.0.take();
+                response
+            }
+            Err((first, rx)) => sse_response(SseBody::new(
+                first,
+                rx,
+                None,
+                state.config.keep_alive,
+                state.server.clone(),
+                task,
+            )),
+        };
+    } else {
+        (first, rx)
+    };
     // A resumable stream: its frames go into the session's event log and
     // the response reads them from there; a client that loses it (or that
     // the server closes it on, for SSE polling) resumes it with GET and

@@ -1,0 +1,522 @@
+//! A shared session's POST streams in Redis, so a 2025 client whose tool call
+//! reply (a POST answered with SSE) was cut resumes it on any node of the
+//! fleet with `GET` and `Last-Event-ID`.
+//!
+//! Keys (in the session's slot, `{sessions}`, beside its hash):
+//!
+//! | key | what |
+//! |---|---|
+//! | `sess:{sessions}:<sid>:pev` | stream: every POST stream's events, each entry `s` (the stream's token) then one of `m` (the stream opened: its priming id), `d` (a message), `l` (the response, the stream's last), `c` (the server closed the response for SSE polling) |
+//! | `sess:{sessions}:<sid>:pevb` | string: the bytes of the messages kept in `pev` |
+//! | `sess:{sessions}:<sid>:pevs` | string: the oldest entry id a cursor may name (the first entry, then the newest one dropped): older is a gap (410) |
+//! | `sess:{sessions}:<sid>:pevw` | hash: token → `<writer> <lease ms>` while the request runs (`gone` once its writer gave up without a response); removed with the response |
+//! | `sess-all:{sessions}:pev` | sorted set: the sessions with such a history, scored by its expiry (the fleet's bound, `max_session_states`) |
+//!
+//! One writer per stream (the node running the request) appends its frames
+//! in order; any reader, on any node, reads the entries of its stream's
+//! token after its cursor. The writer's lease ([`WRITER_LEASE`], renewed
+//! while the request runs) tells readers whether more will come: a lapsed
+//! lease (its node died, paused, or lost Redis) without a response ends the
+//! stream, and a resumption of it is a gap (410), never a wait for nothing.
+//!
+//! Bounds per session, over all its POST streams: `max_events_per_session`
+//! entries and `max_event_bytes_per_session` bytes of messages, the oldest
+//! dropped first (a cursor older than the newest dropped entry is a gap);
+//! in all, at most `max_session_states` sessions keep such a history. The
+//! history expires `HISTORY_TTL` after its last write while a request runs,
+//! the resume window after a response, never after the session, and goes
+//! with a DELETE (whose mark also refuses any later append).
+
+use super::SharedSessions;
+use super::owner::unexpected;
+use super::scripts::{eval, post_event_keys, session_keys, stream_prelude};
+use crate::protocol::McpError;
+
+/// How long a POST stream's writer counts as alive after its last renewal
+/// (it renews every half second while its request runs).
+pub(crate) const WRITER_LEASE: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Shared by the scripts: Redis's clock, a number as an integer string, the
+/// writer of a token, and keeping the history until a time.
+macro_rules! post_prelude {
+    () => {
+        r#"
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local function fmt(x) return string.format('%.0f', x) end
+local function writer_of(token)
+  local w = redis.call('HGET', KEYS[5], token)
+  if not w then return nil, 0 end
+  local name, u = string.match(w, '^(%S+) (%d+)$')
+  return name or w, tonumber(u or '0')
+end
+local function holds(token, writer)
+  local name, u = writer_of(token)
+  return name == writer and u >= now
+end
+local function keep(at)
+  for i = 2, 5 do
+    local ttl = redis.call('PTTL', KEYS[i])
+    if ttl ~= -2 and (ttl < 0 or now + ttl < at) then redis.call('PEXPIREAT', KEYS[i], fmt(at)) end
+  end
+  local s = redis.call('ZSCORE', KEYS[6], ARGV[1])
+  if not s or tonumber(s) < at then redis.call('ZADD', KEYS[6], fmt(at), ARGV[1]) end
+  local ttl = redis.call('PTTL', KEYS[6])
+  if ttl < 0 or now + ttl < at then redis.call('PEXPIREAT', KEYS[6], fmt(at)) end
+end
+"#
+    };
+}
+
+/// KEYS: the session's hash, then [`post_event_keys`]. ARGV: the session id,
+/// the token, the writer, its lease (ms), the history's TTL (ms), the
+/// session's expiry (ms since the epoch), the fleet's bound on sessions.
+/// `{'D'}` a deleted session, `{'F'}` the fleet keeps as many histories as
+/// it may, else `{'O', the opening entry id}`.
+const OPEN: &str = concat!(
+    post_prelude!(),
+    r#"
+if redis.call('HGET', KEYS[1], 'd') then return {'D'} end
+redis.call('ZREMRANGEBYSCORE', KEYS[6], '-inf', now)
+if not redis.call('ZSCORE', KEYS[6], ARGV[1])
+    and redis.call('ZCARD', KEYS[6]) >= tonumber(ARGV[7]) then return {'F'} end
+local id = redis.call('XADD', KEYS[2], '*', 's', ARGV[2], 'm', '')
+if redis.call('EXISTS', KEYS[4]) == 0 then redis.call('SET', KEYS[4], id) end
+if redis.call('EXISTS', KEYS[3]) == 0 then redis.call('SET', KEYS[3], 0) end
+redis.call('HSET', KEYS[5], ARGV[2], ARGV[3] .. ' ' .. fmt(now + tonumber(ARGV[4])))
+keep(math.min(tonumber(ARGV[6]), now + tonumber(ARGV[5])))
+return {'O', id}
+"#
+);
+
+/// KEYS as [`OPEN`]. ARGV as [`OPEN`]'s first six, then the most entries,
+/// the most bytes, the resume window (ms), then pairs of kind and message.
+/// `{'D'}` a deleted session, `{'L'}` the writer no longer holds the stream
+/// (its lease lapsed: going on would hide a gap), else `{'O'}`.
+const APPEND: &str = concat!(
+    post_prelude!(),
+    r#"
+if redis.call('HGET', KEYS[1], 'd') then return {'D'} end
+if not holds(ARGV[2], ARGV[3]) then return {'L'} end
+local maxlen, maxbytes = tonumber(ARGV[7]), tonumber(ARGV[8])
+local n = redis.call('XLEN', KEYS[2])
+local bytes = tonumber(redis.call('GET', KEYS[3]) or '0')
+local dropped, last = nil, false
+for m = 10, #ARGV - 1, 2 do
+  local kind, data = ARGV[m], ARGV[m + 1]
+  bytes = bytes + #data
+  while n >= maxlen or bytes > maxbytes do
+    local batch = redis.call('XRANGE', KEYS[2], '-', '+', 'COUNT', 64)
+    if #batch == 0 then break end
+    for _, e in ipairs(batch) do
+      if n < maxlen and bytes <= maxbytes then break end
+      redis.call('XDEL', KEYS[2], e[1])
+      dropped = e[1]
+      n = n - 1
+      bytes = bytes - #(e[2][4] or '')
+    end
+  end
+  redis.call('XADD', KEYS[2], '*', 's', ARGV[2], kind, data)
+  n = n + 1
+  if kind == 'l' then last = true end
+end
+redis.call('SET', KEYS[3], bytes)
+if dropped then redis.call('SET', KEYS[4], dropped) end
+if last then
+  redis.call('HDEL', KEYS[5], ARGV[2])
+  keep(math.min(tonumber(ARGV[6]), now + tonumber(ARGV[9])))
+else
+  redis.call('HSET', KEYS[5], ARGV[2], ARGV[3] .. ' ' .. fmt(now + tonumber(ARGV[4])))
+  keep(math.min(tonumber(ARGV[6]), now + tonumber(ARGV[5])))
+end
+return {'O'}
+"#
+);
+
+/// KEYS and ARGV as [`OPEN`]'s first six. Renews the writer's lease and the
+/// history's life: `{'D'}`, `{'L'}` or `{'O'}` as [`APPEND`].
+const TICK: &str = concat!(
+    post_prelude!(),
+    r#"
+if redis.call('HGET', KEYS[1], 'd') then return {'D'} end
+if not holds(ARGV[2], ARGV[3]) then return {'L'} end
+redis.call('HSET', KEYS[5], ARGV[2], ARGV[3] .. ' ' .. fmt(now + tonumber(ARGV[4])))
+keep(math.min(tonumber(ARGV[6]), now + tonumber(ARGV[5])))
+return {'O'}
+"#
+);
+
+/// KEYS: the writers' hash. ARGV: the token, the writer. The writer gave up
+/// without a response: its stream is marked `gone` (readers end, a
+/// resumption is a gap).
+const GIVE_UP: &str = r#"
+local w = redis.call('HGET', KEYS[1], ARGV[1])
+if w and string.match(w, '^(%S+)') == ARGV[2] then
+  redis.call('HSET', KEYS[1], ARGV[1], 'gone')
+  return 1
+end
+return 0
+"#;
+
+/// KEYS: the session's hash, the stream, its floor, the writers. ARGV: the
+/// token, the cursor. `{'D'}` a deleted session, `{'N'}` the cursor names
+/// no entry of this token, `{'G'}` what followed it is not all kept (or its
+/// writer gave up, or its lease lapsed, before the response), else `{'O'}`.
+const CHECK: &str = concat!(
+    stream_prelude!(),
+    r#"
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+if redis.call('HGET', KEYS[1], 'd') then return {'D'} end
+local cur = ARGV[2]
+if not string.match(cur, '^%d+-%d+$') then return {'N'} end
+local floor = redis.call('GET', KEYS[3])
+if not floor or lt(cur, floor) then return {'G'} end
+local head = '0-0'
+if redis.call('EXISTS', KEYS[2]) == 1 then head = info(KEYS[2]) end
+if lt(head, cur) then return {'N'} end
+if cur ~= floor then
+  local at = redis.call('XRANGE', KEYS[2], cur, cur)
+  if #at == 0 or at[1][2][2] ~= ARGV[1] then return {'N'} end
+end
+local w = redis.call('HGET', KEYS[4], ARGV[1])
+if w then
+  local u = string.match(w, '^%S+ (%d+)$')
+  if not u or tonumber(u) < now then return {'G'} end
+end
+return {'O'}
+"#
+);
+
+/// KEYS: the stream, its floor, the writers. ARGV: the token, the cursor,
+/// the most entries to scan. `{'G'}` what followed the cursor is not all
+/// kept, else `{'O', writer state, last entry scanned, id, kind, message,
+/// ...}`: the state is `W` (writing), `E` (ended with its response) or `X`
+/// (its writer gave up or its lease lapsed).
+const READ: &str = concat!(
+    stream_prelude!(),
+    r#"
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local floor = redis.call('GET', KEYS[2])
+if not floor or lt(ARGV[2], floor) then return {'G'} end
+local state = 'E'
+local w = redis.call('HGET', KEYS[3], ARGV[1])
+if w then
+  local u = string.match(w, '^%S+ (%d+)$')
+  if u and tonumber(u) >= now then state = 'W' else state = 'X' end
+end
+local out = {'O', state, ARGV[2]}
+for _, e in ipairs(redis.call('XRANGE', KEYS[1], '(' .. ARGV[2], '+', 'COUNT', ARGV[3])) do
+  out[3] = e[1]
+  local f = e[2]
+  if f[2] == ARGV[1] and f[3] ~= 'm' then
+    out[#out + 1] = e[1]
+    out[#out + 1] = f[3]
+    out[#out + 1] = f[4]
+  end
+end
+return out
+"#
+);
+
+/// What a frame of a POST stream is, in its history.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum PostKind {
+    /// A message before the response (a notification, a server-to-client
+    /// request).
+    Message,
+    /// The response: the stream's last event.
+    Last,
+    /// The server closed the response for SSE polling (the request's
+    /// handler asked to): its reader ends with a `retry` hint.
+    Close,
+}
+
+impl PostKind {
+    fn field(self) -> &'static str {
+        match self {
+            PostKind::Message => "d",
+            PostKind::Last => "l",
+            PostKind::Close => "c",
+        }
+    }
+
+    fn of(field: &[u8]) -> Option<Self> {
+        match field {
+            b"d" => Some(PostKind::Message),
+            b"l" => Some(PostKind::Last),
+            b"c" => Some(PostKind::Close),
+            _ => None,
+        }
+    }
+}
+
+/// What opening a POST stream's history found.
+#[derive(Debug)]
+pub(crate) enum PostOpened {
+    /// Opened: the entry id its priming event names.
+    Opened(String),
+    /// The session was DELETEd.
+    Deleted,
+    /// The fleet keeps as many sessions' POST histories as it may.
+    Full,
+}
+
+/// What an append (or a renewal) found.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum PostWrite {
+    /// Written.
+    Kept,
+    /// The session was DELETEd.
+    Deleted,
+    /// The writer's lease lapsed: the stream is no longer its to write.
+    Lost,
+}
+
+/// Whether a POST stream may be resumed from a cursor.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum PostCheck {
+    /// Yes: read it after the cursor.
+    Resumable,
+    /// The session was DELETEd.
+    Deleted,
+    /// The cursor names no event of that stream.
+    NotOurs,
+    /// What followed the cursor is not all kept, or will never come.
+    Gone,
+}
+
+/// Whether more events of a POST stream will come.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Writer {
+    /// Its request runs: more will come.
+    Writing,
+    /// Its response was written.
+    Ended,
+    /// Its writer gave up or vanished before the response.
+    Lost,
+}
+
+/// One event of a POST stream.
+#[derive(Debug)]
+pub(crate) struct PostEvent {
+    /// Its entry id.
+    pub(crate) id: String,
+    /// What it is.
+    pub(crate) kind: PostKind,
+    /// The JSON-RPC message (empty for a close).
+    pub(crate) data: Vec<u8>,
+}
+
+/// What one read of a POST stream found.
+#[derive(Debug)]
+pub(crate) enum PostFetched {
+    /// Its events after the cursor (maybe none).
+    Events {
+        /// Whether more will come.
+        writer: Writer,
+        /// The last entry scanned (the new cursor), of this stream or not.
+        last: String,
+        /// Its events, in order.
+        events: Vec<PostEvent>,
+    },
+    /// What followed the cursor is not all kept.
+    Gone,
+}
+
+/// The stream a POST stream's frames go to, and how long its history lives.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct PostBounds {
+    /// Entries per session at most.
+    pub(crate) max_events: usize,
+    /// Bytes of messages per session at most.
+    pub(crate) max_bytes: usize,
+    /// How long a response stays after it was written.
+    pub(crate) resume_window: std::time::Duration,
+}
+
+fn ms(d: std::time::Duration) -> String {
+    d.as_millis().to_string()
+}
+
+fn text(part: &[u8]) -> Result<String, McpError> {
+    String::from_utf8(part.to_vec()).map_err(|_| unexpected())
+}
+
+impl SharedSessions {
+    /// The keys of `sid`'s POST history, its hash first.
+    fn post_keys(&self, sid: &str) -> [String; 6] {
+        let [hash, _] = session_keys(&self.node, sid);
+        let [pev, pevb, pevs, pevw, all] = post_event_keys(&self.node, sid);
+        [hash, pev, pevb, pevs, pevw, all]
+    }
+
+    /// The first arguments of the writer's scripts.
+    fn post_args(sid: &str, token: &str, writer: &str, expires: u64) -> Vec<String> {
+        vec![
+            sid.to_owned(),
+            token.to_owned(),
+            writer.to_owned(),
+            ms(WRITER_LEASE),
+            ms(super::events::HISTORY_TTL),
+            expires.to_string(),
+        ]
+    }
+
+    fn post_write(answer: &[Vec<u8>]) -> Result<PostWrite, McpError> {
+        match answer.first().map(Vec::as_slice) {
+            Some(b"O") => Ok(PostWrite::Kept),
+            Some(b"D") => Ok(PostWrite::Deleted),
+            Some(b"L") => Ok(PostWrite::Lost),
+            _ => Err(unexpected()),
+        }
+    }
+
+    /// This node's name for POST stream writer number `n`.
+    pub(crate) fn writer_name(&self, n: u64) -> String {
+        format!("{}:p{n}", self.node.node())
+    }
+
+    /// Opens the history of POST stream `token` of session `sid` for
+    /// `writer` (expiring with the session at `expires`).
+    pub(crate) async fn open_post(
+        &self,
+        sid: &str,
+        token: &str,
+        writer: &str,
+        expires: u64,
+    ) -> Result<PostOpened, McpError> {
+        let keys = self.post_keys(sid);
+        let mut args = Self::post_args(sid, token, writer, expires);
+        args.push(self.bounds.max_sessions.to_string());
+        let answer: Vec<Vec<u8>> = self.run(eval(OPEN, &keys, &args)).await?;
+        match answer.as_slice() {
+            [o, id] if o == b"O" => Ok(PostOpened::Opened(text(id)?)),
+            [d] if d == b"D" => Ok(PostOpened::Deleted),
+            [f] if f == b"F" => Ok(PostOpened::Full),
+            _ => Err(unexpected()),
+        }
+    }
+
+    /// Appends frames of POST stream `token`, in order, within `bounds` (the
+    /// oldest entries of the session dropped first).
+    pub(crate) async fn append_post(
+        &self,
+        (sid, token, writer): (&str, &str, &str),
+        expires: u64,
+        frames: &[(PostKind, bytes::Bytes)],
+        bounds: PostBounds,
+    ) -> Result<PostWrite, McpError> {
+        let keys = self.post_keys(sid);
+        let mut cmd = eval(APPEND, &keys, &Self::post_args(sid, token, writer, expires));
+        cmd.arg(bounds.max_events.max(1))
+            .arg(bounds.max_bytes.max(1))
+            .arg(ms(bounds.resume_window));
+        for (kind, data) in frames {
+            cmd.arg(kind.field()).arg(data.as_ref());
+        }
+        let answer: Vec<Vec<u8>> = self.run(cmd).await?;
+        Self::post_write(&answer)
+    }
+
+    /// Renews the writer's lease on POST stream `token` while its request
+    /// runs.
+    pub(crate) async fn tick_post(
+        &self,
+        (sid, token, writer): (&str, &str, &str),
+        expires: u64,
+    ) -> Result<PostWrite, McpError> {
+        let keys = self.post_keys(sid);
+        let args = Self::post_args(sid, token, writer, expires);
+        let answer: Vec<Vec<u8>> = self.run(eval(TICK, &keys, &args)).await?;
+        Self::post_write(&answer)
+    }
+
+    /// The writer of POST stream `token` stops without its response: its
+    /// readers end and a resumption of it is a gap (else its lease lapses
+    /// within [`WRITER_LEASE`], with the same outcome).
+    pub(crate) async fn give_up_post(&self, sid: &str, token: &str, writer: &str) {
+        let [_, _, _, pevw, _] = post_event_keys(&self.node, sid);
+        let mut cmd = eval(GIVE_UP, &[pevw], &[]);
+        cmd.arg(token).arg(writer);
+        if let Err(error) = self.run::<i64>(cmd).await {
+            tracing::debug!(%error, "a POST stream's writer left to lapse");
+        }
+    }
+
+    /// Whether POST stream `token` of `sid` may be resumed after `cursor`.
+    pub(crate) async fn check_post(
+        &self,
+        sid: &str,
+        token: &str,
+        cursor: &str,
+    ) -> Result<PostCheck, McpError> {
+        let [hash, _] = session_keys(&self.node, sid);
+        let [pev, _, pevs, pevw, _] = post_event_keys(&self.node, sid);
+        let args = [token.to_owned(), cursor.to_owned()];
+        let answer: Vec<Vec<u8>> = self
+            .run(eval(CHECK, &[hash, pev, pevs, pevw], &args))
+            .await?;
+        match answer.first().map(Vec::as_slice) {
+            Some(b"O") => Ok(PostCheck::Resumable),
+            Some(b"D") => Ok(PostCheck::Deleted),
+            Some(b"N") => Ok(PostCheck::NotOurs),
+            Some(b"G") => Ok(PostCheck::Gone),
+            _ => Err(unexpected()),
+        }
+    }
+
+    /// Reads POST stream `token`'s events after `cursor`, scanning at most
+    /// `count` entries of the session's history.
+    pub(crate) async fn read_post(
+        &self,
+        sid: &str,
+        token: &str,
+        cursor: &str,
+        count: usize,
+    ) -> Result<PostFetched, McpError> {
+        let [pev, _, pevs, pevw, _] = post_event_keys(&self.node, sid);
+        let args = [
+            token.to_owned(),
+            cursor.to_owned(),
+            count.max(1).to_string(),
+        ];
+        let answer: Vec<Vec<u8>> = self.run(eval(READ, &[pev, pevs, pevw], &args)).await?;
+        let Some((code, rest)) = answer.split_first() else {
+            return Err(unexpected());
+        };
+        match code.as_slice() {
+            b"G" => Ok(PostFetched::Gone),
+            b"O" => {
+                let [state, last, entries @ ..] = rest else {
+                    return Err(unexpected());
+                };
+                let writer = match state.as_slice() {
+                    b"W" => Writer::Writing,
+                    b"E" => Writer::Ended,
+                    b"X" => Writer::Lost,
+                    _ => return Err(unexpected()),
+                };
+                let mut events = Vec::with_capacity(entries.len() / 3);
+                for triple in entries.chunks(3) {
+                    let [id, kind, data] = triple else {
+                        return Err(unexpected());
+                    };
+                    let kind = PostKind::of(kind).ok_or_else(unexpected)?;
+                    events.push(PostEvent {
+                        id: text(id)?,
+                        kind,
+                        data: data.clone(),
+                    });
+                }
+                Ok(PostFetched::Events {
+                    writer,
+                    last: text(last)?,
+                    events,
+                })
+            }
+            _ => Err(unexpected()),
+        }
+    }
+}

@@ -1,0 +1,294 @@
+//! A 2025 tool call whose POST SSE reply is cut resumes on any node of a
+//! fleet (`--bus`): the reply's events are kept in Redis, so a client that
+//! reconnects with `GET` and `Last-Event-ID` to another node gets the rest
+//! of that reply, its response last, each event once and in order. Another
+//! session's id names nothing; a reply whose node died is gone (410), never
+//! a wait for nothing; a DELETE takes the history with it.
+//!
+//! Two in-process nodes on one real `redis-server`, a real HTTP client.
+
+mod common;
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use common::legacy::{self, LEGACY};
+use common::redis_server::{RedisServer, redis_bus};
+use common::{Event, Exchange};
+use genmcp::http::{CompatConfig, ServerThread};
+use genmcp::mux::SharedNotification;
+use genmcp::prelude::*;
+use genmcp_cli::demo;
+use serde_json::{Value, json};
+
+type Events = Bus<SharedNotification>;
+
+fn key() -> [u8; 32] {
+    genmcp::suite::secret::parse_secret(&"5a".repeat(32)).expect("key")
+}
+
+/// `count`: `n` progress notifications `gap_ms` apart (its SSE reply closed
+/// for polling first with `poll`), then `counted <n>`.
+fn counting_tool() -> impl Tool {
+    ToolBuilder::new("count")
+        .description("Reports progress n times, gap_ms apart, then answers")
+        .handler(|call| async move {
+            let n = call
+                .arguments
+                .get("n")
+                .and_then(Value::as_u64)
+                .unwrap_or(10);
+            let gap = call
+                .arguments
+                .get("gap_ms")
+                .and_then(Value::as_u64)
+                .unwrap_or(100);
+            if call.arguments.get("poll") == Some(&json!(true)) {
+                let _ = call.channel.close_sse_stream();
+            }
+            for i in 0..n {
+                tokio::time::sleep(Duration::from_millis(gap)).await;
+                #[allow(clippy::cast_precision_loss)]
+                let _ = call.channel.send_progress(i as f64, Some(n as f64), None);
+            }
+            Ok(CallToolResult::text(format!("counted {n}")).into())
+        })
+}
+
+fn node(bus: &Events, compat: CompatConfig) -> ServerThread {
+    let bus = bus.clone();
+    let mut config = common::config();
+    config.workers = 2;
+    config.keep_alive = Duration::from_millis(100);
+    config.compat = Some(compat);
+    ServerThread::spawn(
+        move || {
+            let (suite, _) = demo::suite_with(bus, Some(key()));
+            suite.catalog().add_tool(counting_tool());
+            suite
+        },
+        config,
+    )
+    .expect("node starts")
+}
+
+struct Fleet {
+    redis: RedisServer,
+    a: Option<ServerThread>,
+    b: ServerThread,
+    _buses: Vec<Events>,
+}
+
+impl Fleet {
+    fn a(&self) -> SocketAddr {
+        self.a.as_ref().expect("node A runs").addr
+    }
+}
+
+fn fleet(prefix: &str, compat: CompatConfig) -> Fleet {
+    let redis = RedisServer::start();
+    let buses: Vec<Events> = (0..2).map(|_| redis_bus(&redis.url(), prefix)).collect();
+    let a = node(&buses[0], compat.clone());
+    let b = node(&buses[1], compat);
+    Fleet {
+        redis,
+        a: Some(a),
+        b,
+        _buses: buses,
+    }
+}
+
+/// Calls `count` with `args`: its reply, open.
+fn call(addr: SocketAddr, session: &str, args: Value) -> Exchange {
+    let body = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+        "params": {"name": "count", "arguments": args, "_meta": {"progressToken": "p"}}});
+    let e = Exchange::open(
+        addr,
+        &legacy::headers(Some(session)),
+        body.to_string().as_bytes(),
+    );
+    e.set_timeout(Duration::from_secs(15));
+    e
+}
+
+fn resume(addr: SocketAddr, session: &str, last_event_id: &str) -> Exchange {
+    let h = vec![
+        ("Accept".to_owned(), "text/event-stream".to_owned()),
+        ("MCP-Protocol-Version".to_owned(), LEGACY.to_owned()),
+        ("Mcp-Session-Id".to_owned(), session.to_owned()),
+        ("Last-Event-ID".to_owned(), last_event_id.to_owned()),
+    ];
+    let e = Exchange::open_with(addr, "GET", &h, b"");
+    e.set_timeout(Duration::from_secs(15));
+    e
+}
+
+/// What one message of the reply is: `P<progress>` or `R<result text>`.
+fn label(m: &Value) -> String {
+    if m["method"] == "notifications/progress" {
+        return format!("P{}", m["params"]["progress"]);
+    }
+    match m["result"]["content"][0]["text"].as_str() {
+        Some(text) => format!("R{text}"),
+        None => panic!("unexpected message {m}"),
+    }
+}
+
+/// Up to `limit` messages of the reply (all until its body ends when
+/// `limit` is `None`), as labels.
+fn read(stream: &mut Exchange, limit: Option<usize>) -> Vec<String> {
+    let mut out = Vec::new();
+    while limit.is_none_or(|l| out.len() < l) {
+        match stream.try_next_event().expect("an event within 15 s") {
+            Some(Event::Message(m)) => out.push(label(&m)),
+            Some(_) => {}
+            None => break,
+        }
+    }
+    out
+}
+
+fn expected(n: u64) -> Vec<String> {
+    let mut all: Vec<String> = (0..n).map(|i| format!("P{i}")).collect();
+    all.push(format!("Rcounted {n}"));
+    all
+}
+
+fn sid_of(token: &str) -> String {
+    use base64::Engine as _;
+    let body = token.split('.').nth(1).expect("a sealed token");
+    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(body)
+        .expect("base64url");
+    let payload: Value = serde_json::from_slice(&bytes).expect("JSON");
+    payload["sid"].as_str().expect("a sid").to_owned()
+}
+
+#[test]
+fn a_post_reply_cut_resumes_on_another_node_with_its_response_last() {
+    let f = fleet("t-fpost1:", CompatConfig::default());
+    let session = legacy::initialize(f.a());
+    let mut post = call(f.a(), &session, json!({"n": 12, "gap_ms": 100}));
+    assert_eq!(post.status, 200);
+    assert_eq!(post.header("content-type"), Some("text/event-stream"));
+    let first = read(&mut post, Some(3));
+    assert_eq!(first, expected(12)[..3].to_vec());
+    let seen = post.last_id.clone().expect("events carry ids");
+    post.disconnect();
+
+    // Another session's GET with that id: nothing of this reply.
+    let other = legacy::initialize(f.b.addr);
+    assert_eq!(resume(f.b.addr, &other, &seen).into_response().status, 400);
+    // A made-up POST stream of this session: nothing either.
+    let mut parts: Vec<&str> = seen.splitn(3, '-').collect();
+    parts[1] = "0123456789abcdef";
+    let forged = parts.join("-");
+    assert_eq!(
+        resume(f.b.addr, &session, &forged).into_response().status,
+        400
+    );
+
+    // On node B: the rest of the reply, once and in order, then the body ends.
+    let mut resumed = resume(f.b.addr, &session, &seen);
+    assert_eq!(resumed.status, 200);
+    let rest = read(&mut resumed, None);
+    assert_eq!(rest, expected(12)[3..].to_vec());
+}
+
+#[test]
+fn a_post_reply_closed_for_polling_resumes_across_nodes_losing_nothing() {
+    let mut compat = CompatConfig::default();
+    compat.max_stream_duration = Some(Duration::from_millis(400));
+    let f = fleet("t-fpost2:", compat);
+    let session = legacy::initialize(f.a());
+    // Closed by its tool at once, then by the server every 400 ms.
+    let mut stream = call(
+        f.a(),
+        &session,
+        json!({"n": 15, "gap_ms": 80, "poll": true}),
+    );
+    assert_eq!(stream.status, 200);
+    let mut got = Vec::new();
+    let mut closes = 0;
+    for round in 0..100 {
+        got.extend(read(&mut stream, None));
+        if got.last().is_some_and(|l| l.starts_with('R')) {
+            break;
+        }
+        assert!(stream.retry.is_some(), "closed with a retry hint");
+        closes += 1;
+        let last = stream.last_id.clone().expect("an id to resume from");
+        let addr = if round % 2 == 0 { f.b.addr } else { f.a() };
+        stream = resume(addr, &session, &last);
+        assert_eq!(stream.status, 200, "round {round}");
+    }
+    assert_eq!(
+        got,
+        expected(15),
+        "each event once, in order, over {closes} closes"
+    );
+    assert!(closes >= 3, "the reply was closed and resumed ({closes})");
+}
+
+#[test]
+fn a_post_reply_whose_node_died_is_gone_not_awaited() {
+    let mut f = fleet("t-fpost3:", CompatConfig::default());
+    let session = legacy::initialize(f.a());
+    let mut post = call(f.a(), &session, json!({"n": 100, "gap_ms": 100}));
+    assert_eq!(read(&mut post, Some(2)), expected(100)[..2].to_vec());
+    let seen = post.last_id.clone().expect("an id");
+    post.disconnect();
+    // Node A goes, its request with it.
+    drop(f.a.take());
+    // On node B: what A appended, then the body ends once A's lease lapsed
+    // (no response will come); resuming again is 410.
+    let mut resumed = resume(f.b.addr, &session, &seen);
+    assert_eq!(resumed.status, 200);
+    let rest = read(&mut resumed, None);
+    assert!(
+        rest.iter().all(|l| l.starts_with('P')),
+        "no response from a dead node: {rest:?}"
+    );
+    assert_eq!(rest, expected(100)[2..2 + rest.len()].to_vec());
+    let last = resumed.last_id.clone().unwrap_or(seen);
+    assert_eq!(
+        resume(f.b.addr, &session, &last).into_response().status,
+        410
+    );
+}
+
+#[test]
+fn a_delete_takes_a_running_post_replys_history_and_it_is_not_recreated() {
+    let f = fleet("t-fpost4:", CompatConfig::default());
+    let session = legacy::initialize(f.a());
+    let mut post = call(f.a(), &session, json!({"n": 20, "gap_ms": 100}));
+    assert_eq!(read(&mut post, Some(2)), expected(20)[..2].to_vec());
+    let seen = post.last_id.clone().expect("an id");
+    assert_eq!(legacy::delete(f.b.addr, &session).status, 200);
+    // The reply ends (its history went), and the request's later frames do
+    // not bring the history back.
+    let rest = read(&mut post, None);
+    assert!(
+        rest.len() < 18,
+        "the reply ended with its session: {rest:?}"
+    );
+    std::thread::sleep(Duration::from_millis(500));
+    let sid = sid_of(&session);
+    let keys = f
+        .redis
+        .command(&["KEYS", &format!("t-fpost4:sess:{{sessions}}:{sid}:pev*")])
+        .expect("redis answers");
+    assert!(
+        !keys.contains("pev"),
+        "a deleted session's POST history is gone: {keys}"
+    );
+    let score = f
+        .redis
+        .command(&["ZSCORE", "t-fpost4:sess-all:{sessions}:pev", &sid])
+        .expect("redis answers");
+    assert_eq!(score.trim(), "$-1", "no longer counted");
+    assert_eq!(
+        resume(f.b.addr, &session, &seen).into_response().status,
+        404
+    );
+}
