@@ -292,3 +292,21 @@ fn a_delete_takes_a_running_post_replys_history_and_it_is_not_recreated() {
         404
     );
 }
+
+#[test]
+fn past_the_fleets_bound_a_post_reply_is_served_whole_without_ids() {
+    let mut compat = CompatConfig::default();
+    compat.max_session_states = 1;
+    let f = fleet("t-fpost5:", compat);
+    let first = legacy::initialize(f.a());
+    let mut kept = call(f.a(), &first, json!({"n": 3, "gap_ms": 50}));
+    assert_eq!(read(&mut kept, None), expected(3));
+    assert!(kept.last_id.is_some(), "the first session's reply has ids");
+    // The fleet keeps one session's POST history (for the resume window):
+    // another session's reply comes whole, without ids (nothing to resume).
+    let second = legacy::initialize(f.b.addr);
+    let mut plain = call(f.b.addr, &second, json!({"n": 3, "gap_ms": 50}));
+    assert_eq!(plain.status, 200);
+    assert_eq!(read(&mut plain, None), expected(3));
+    assert_eq!(plain.last_id, None, "no ids past the bound");
+}

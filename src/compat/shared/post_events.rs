@@ -520,3 +520,186 @@ impl SharedSessions {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::compat::StoreBounds;
+    use crate::mux::SharedNotification;
+    use crate::pubsub::redis_child::{RedisChild, block_on};
+    use crate::pubsub::{Bus, RedisBusConfig};
+    use crate::suite::sealing::seal;
+    use crate::suite::tasks::SharedTasks;
+
+    async fn sessions(redis: &RedisChild, max_sessions: usize) -> SharedSessions {
+        let bus: Bus<SharedNotification> = Bus::redis(RedisBusConfig::new(redis.url()))
+            .await
+            .expect("connected");
+        let node = SharedTasks::new(bus.once().expect("a Redis bus"), bus.clone());
+        let bounds = StoreBounds {
+            max_sessions,
+            max_uris: 10,
+            per_owner_sessions: 10,
+            per_owner_uris: 10,
+        };
+        SharedSessions::new(node, bounds)
+    }
+
+    /// Every message a token's reader gets after `cursor`, read to the end.
+    async fn read_all(s: &SharedSessions, token: &str, mut cursor: String) -> Option<Vec<Vec<u8>>> {
+        let mut out = Vec::new();
+        loop {
+            match s.read_post("s1", token, &cursor, 7).await.expect("read") {
+                PostFetched::Gone => return None,
+                PostFetched::Events { last, events, .. } => {
+                    if last == cursor {
+                        return Some(out);
+                    }
+                    out.extend(events.into_iter().map(|e| e.data));
+                    cursor = last;
+                }
+            }
+        }
+    }
+
+    /// Two POST streams of one session flooded in turns keep the session's
+    /// newest entries within both bounds, the byte count exact; a cursor
+    /// from before what is kept is a gap, one within it reads exactly what
+    /// followed (its own stream's events only).
+    #[test]
+    fn a_flooded_sessions_post_history_stays_within_its_bounds() {
+        let redis = RedisChild::start();
+        block_on(async {
+            let s = sessions(&redis, 10).await;
+            let expires = seal::now_ms() + 60_000;
+            let bounds = PostBounds {
+                max_events: 40,
+                max_bytes: 1500,
+                resume_window: std::time::Duration::from_secs(60),
+            };
+            let mut starts = Vec::new();
+            for token in ["a", "b"] {
+                let opened = s.open_post("s1", token, "w", expires).await.expect("open");
+                let PostOpened::Opened(start) = opened else {
+                    panic!("{opened:?}");
+                };
+                starts.push(start);
+            }
+            let mut sent: Vec<(&str, Vec<u8>)> = Vec::new();
+            for round in 0..50u8 {
+                let token = if round % 2 == 0 { "a" } else { "b" };
+                let batch: Vec<(PostKind, bytes::Bytes)> = (0..3u8)
+                    .map(|i| {
+                        let n = usize::from(round.wrapping_mul(3).wrapping_add(i)) % 61 + 1;
+                        (
+                            PostKind::Message,
+                            bytes::Bytes::from(vec![b'a' + (round % 26); n]),
+                        )
+                    })
+                    .collect();
+                sent.extend(batch.iter().map(|(_, b)| (token, b.to_vec())));
+                let wrote = s
+                    .append_post(("s1", token, "w"), expires, &batch, bounds)
+                    .await
+                    .expect("appended");
+                assert_eq!(wrote, PostWrite::Kept);
+            }
+            let [pev, pevb, ..] = post_event_keys(&s.node, "s1");
+            let mut range = ::redis::cmd("XRANGE");
+            range.arg(&pev).arg("-").arg("+");
+            let entries: Vec<(String, Vec<(String, Vec<u8>)>)> =
+                s.run(range).await.expect("XRANGE");
+            let counted: usize = s.run(::redis::Cmd::get(&pevb)).await.expect("GET");
+            let kept: Vec<Vec<u8>> = entries.iter().map(|(_, f)| f[1].1.clone()).collect();
+            let bytes: usize = kept.iter().map(Vec::len).sum();
+            assert_eq!(bytes, counted, "the byte count drifted");
+            assert!(
+                entries.len() <= 40 && bytes <= 1500,
+                "{} {bytes}",
+                entries.len()
+            );
+            let newest: Vec<Vec<u8>> = sent[sent.len() - kept.len()..]
+                .iter()
+                .map(|(_, b)| b.clone())
+                .collect();
+            assert_eq!(kept, newest, "not the newest events");
+            // From a stream's start (dropped since): a gap.
+            assert!(read_all(&s, "a", starts[0].clone()).await.is_none());
+            // From within what is kept: exactly what followed, of its stream.
+            let cursor = entries[entries.len() - 5].0.clone();
+            let token = std::str::from_utf8(&entries[entries.len() - 5].1[0].1)
+                .expect("a token")
+                .to_owned();
+            let got = read_all(&s, &token, cursor).await.expect("kept");
+            let want: Vec<Vec<u8>> = sent[sent.len() - 4..]
+                .iter()
+                .filter(|(t, _)| *t == token)
+                .map(|(_, b)| b.clone())
+                .collect();
+            assert_eq!(got, want);
+        });
+    }
+
+    /// The fleet keeps at most `max_session_states` sessions' POST
+    /// histories.
+    #[test]
+    fn the_fleet_bounds_how_many_sessions_keep_a_post_history() {
+        let redis = RedisChild::start();
+        block_on(async {
+            let s = sessions(&redis, 1).await;
+            let expires = seal::now_ms() + 60_000;
+            let first = s.open_post("s1", "a", "w", expires).await.expect("open");
+            assert!(matches!(first, PostOpened::Opened(_)), "{first:?}");
+            let again = s.open_post("s1", "b", "w", expires).await.expect("open");
+            assert!(
+                matches!(again, PostOpened::Opened(_)),
+                "the same session: {again:?}"
+            );
+            let full = s.open_post("s2", "c", "w", expires).await.expect("open");
+            assert!(matches!(full, PostOpened::Full), "{full:?}");
+        });
+    }
+
+    /// At the default bounds (1,000 entries, 1 MiB of messages per
+    /// session), a session whose POST reply floods 3,000 progress
+    /// notifications keeps the newest 1,000; its Redis memory is printed
+    /// (`cargo test -p genmcp --lib post_history_default -- --nocapture`,
+    /// the figure in docs/compat-2025.md).
+    #[test]
+    fn post_history_default_bounds_under_a_flood() {
+        let redis = RedisChild::start();
+        block_on(async {
+            let s = sessions(&redis, 10).await;
+            let expires = seal::now_ms() + 60_000;
+            let bounds = PostBounds {
+                max_events: 1000,
+                max_bytes: 1 << 20,
+                resume_window: std::time::Duration::from_secs(120),
+            };
+            let opened = s.open_post("s1", "a", "w", expires).await.expect("open");
+            assert!(matches!(opened, PostOpened::Opened(_)), "{opened:?}");
+            let message = br#"{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":"p","progress":1234,"total":3000}}"#;
+            for _ in 0..(3000 / 50) {
+                let batch = vec![(PostKind::Message, bytes::Bytes::from_static(message)); 50];
+                let wrote = s
+                    .append_post(("s1", "a", "w"), expires, &batch, bounds)
+                    .await
+                    .expect("appended");
+                assert_eq!(wrote, PostWrite::Kept);
+            }
+            let [pev, ..] = post_event_keys(&s.node, "s1");
+            let mut xlen = ::redis::cmd("XLEN");
+            xlen.arg(&pev);
+            let len: usize = s.run(xlen).await.expect("XLEN");
+            assert_eq!(len, 1000);
+            let mut usage = ::redis::cmd("MEMORY");
+            usage.arg("USAGE").arg(&pev).arg("SAMPLES").arg(0);
+            let memory: usize = s.run(usage).await.expect("MEMORY USAGE");
+            println!(
+                "POST history: {len} entries of {} bytes kept, {} bytes of messages, {memory} bytes of Redis memory",
+                message.len(),
+                len * message.len()
+            );
+        });
+    }
+}
