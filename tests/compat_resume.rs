@@ -401,3 +401,46 @@ fn compat_a_last_event_id_of_another_principal_replays_nothing() {
     assert_eq!(resumed.status, 200);
     assert_eq!(read_numbers(&mut resumed, 1), vec![2]);
 }
+
+/// A POST reply whose first frame comes after its session was DELETEd is
+/// served whole but keeps nothing: the deleted session's log is not made
+/// again (it would hold a place of `max_session_states` for the resume
+/// window).
+#[test]
+fn compat_a_post_reply_begun_after_its_session_was_deleted_keeps_no_log() {
+    use common::counting::{call, counting_tool, expected, read};
+    let mut compat = genmcp::http::CompatConfig::default();
+    compat.max_session_states = 1;
+    let mut config = common::config();
+    config.compat = Some(compat);
+    let srv = genmcp::http::ServerThread::spawn(
+        || {
+            let (suite, _) = genmcp_cli::demo::suite();
+            suite.catalog().add_tool(counting_tool());
+            suite
+        },
+        config,
+    )
+    .expect("server starts");
+    let addr = srv.addr;
+    let first = legacy::initialize(addr);
+    let reply = {
+        let first = first.clone();
+        // Its first frame comes 300 ms in.
+        std::thread::spawn(move || {
+            let mut post = call(addr, &first, json!({"n": 2, "gap_ms": 300}));
+            (post.status, read(&mut post, None), post.last_id.clone())
+        })
+    };
+    std::thread::sleep(Duration::from_millis(100));
+    assert_eq!(legacy::delete(addr, &first).status, 200);
+    let (status, got, last_id) = reply.join().expect("the call");
+    assert_eq!(status, 200);
+    assert_eq!(got, expected(2), "the request ran to its end");
+    assert_eq!(last_id, None, "nothing kept for a deleted session");
+    // The one place for a session's log is free for another session.
+    let second = legacy::initialize(addr);
+    let mut post = call(addr, &second, json!({"n": 1, "gap_ms": 10}));
+    assert_eq!(read(&mut post, None), expected(1));
+    assert!(post.last_id.is_some(), "the next session's reply has ids");
+}

@@ -3,6 +3,7 @@
 //! (chunked decoding included), slow readers and abrupt disconnects.
 #![allow(dead_code)]
 
+pub mod counting;
 pub mod legacy;
 pub mod log_capture;
 pub mod probe;

@@ -183,6 +183,25 @@ pub(super) async fn unary<H: SubscriptionHandler>(
             task,
         ));
     };
+    // DELETEd before this first frame came: the session's log is not made
+    // again (DELETE marks the session before it drops the log, so either
+    // this sees the mark or the DELETE drops what was just opened).
+    let deleted = crate::compat::StateKey {
+        sid: &log.sid,
+        owner: "",
+        expires: log.expires,
+    };
+    if events_compat.sessions.is_deleted(&deleted) {
+        events.remove_session(&log.sid);
+        return sse_response(SseBody::new(
+            first,
+            rx,
+            None,
+            state.config.keep_alive,
+            state.server.clone(),
+            task,
+        ));
+    }
     // The request is no longer stopped by its client's leaving.
     task.0.take();
     if first.is_empty() {
