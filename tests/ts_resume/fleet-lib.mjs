@@ -1,0 +1,125 @@
+// What the fleet peers share: checks, a free port, waiting for a listener,
+// a redis-server and `genmcp serve --bus` nodes on free loopback ports, and
+// a per-request round-robin proxy in front of them. Used by fleet.mjs and
+// fleet_post.mjs (run by scripts/ts-resume-peer.sh).
+import { spawn } from "node:child_process";
+import http from "node:http";
+import net from "node:net";
+
+export const WAIT_MS = 20_000;
+const KEY = "5a".repeat(32);
+let failed = 0;
+
+export function check(ok, what) {
+  console.log(`${ok ? "ok  " : "FAIL"} ${what}`);
+  if (!ok) failed += 1;
+}
+
+/** Prints the summary line and exits: non-zero when a check failed. */
+export function finish(name) {
+  console.log(`${name}: ${failed === 0 ? "all checks passed" : `${failed} checks failed`}`);
+  process.exit(failed === 0 ? 0 : 1);
+}
+
+export const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+export async function waitUntil(cond, what) {
+  const end = Date.now() + WAIT_MS;
+  while (!cond()) {
+    if (Date.now() > end) {
+      check(false, `${what} (timed out)`);
+      return false;
+    }
+    await sleep(20);
+  }
+  check(true, what);
+  return true;
+}
+
+function freePort() {
+  return new Promise((resolve, reject) => {
+    const srv = net.createServer();
+    srv.once("error", reject);
+    srv.listen(0, "127.0.0.1", () => {
+      const { port } = srv.address();
+      srv.close(() => resolve(port));
+    });
+  });
+}
+
+async function accepts(port) {
+  return new Promise((resolve) => {
+    const sock = net.connect(port, "127.0.0.1");
+    sock.once("connect", () => {
+      sock.destroy();
+      resolve(true);
+    });
+    sock.once("error", () => resolve(false));
+  });
+}
+
+async function waitAccepts(port, what) {
+  const up = Date.now() + WAIT_MS;
+  while (!(await accepts(port))) {
+    if (Date.now() > up) throw new Error(`${what} did not start`);
+    await sleep(50);
+  }
+}
+
+// Each request goes to the next node in turn; GETs take their own turns, so
+// each reconnection of the GET stream lands on another node than the last
+// one. Bodies are streamed both ways, and a client that leaves aborts the
+// upstream request.
+export function roundRobin(ports, gets) {
+  let next = 0;
+  let nextGet = 0;
+  const proxy = http.createServer((req, res) => {
+    let node;
+    if (req.method === "GET") {
+      node = nextGet % ports.length;
+      nextGet += 1;
+      gets.push({ node, lastEventId: req.headers["last-event-id"] });
+    } else {
+      node = next % ports.length;
+      next += 1;
+    }
+    const up = http.request(
+      { host: "127.0.0.1", port: ports[node], method: req.method, path: req.url, headers: req.headers },
+      (upRes) => {
+        res.writeHead(upRes.statusCode, upRes.headers);
+        upRes.pipe(res);
+      },
+    );
+    up.on("error", () => res.destroy());
+    res.on("close", () => up.destroy());
+    req.pipe(up);
+  });
+  return new Promise((resolve) => proxy.listen(0, "127.0.0.1", () => resolve(proxy)));
+}
+
+/**
+ * A redis-server and `count` `genmcp serve --bus` nodes (each also given
+ * `args`), pushed onto `children`: the nodes' ports.
+ */
+export async function startFleet(bin, count, args, children) {
+  const redisPort = await freePort();
+  children.push(
+    spawn("redis-server", ["--port", String(redisPort), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"], {
+      stdio: "ignore",
+    }),
+  );
+  await waitAccepts(redisPort, "redis-server");
+  const ports = [];
+  for (let i = 0; i < count; i += 1) {
+    const port = await freePort();
+    ports.push(port);
+    children.push(
+      spawn(bin, ["serve", "--host", "127.0.0.1", "--port", String(port), "--bus", `redis://127.0.0.1:${redisPort}`, ...args], {
+        stdio: ["ignore", "ignore", "inherit"],
+        env: { ...process.env, GENMCP_KEY: KEY },
+      }),
+    );
+  }
+  for (const port of ports) await waitAccepts(port, "genmcp");
+  return ports;
+}
