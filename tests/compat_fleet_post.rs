@@ -239,3 +239,99 @@ fn past_the_fleets_bound_a_post_reply_is_served_whole_without_ids() {
     assert_eq!(read(&mut plain, None), expected(3));
     assert_eq!(plain.last_id, None, "no ids past the bound");
 }
+
+/// Reads `post` to its end, then resumes it (on node B, then A, in turns)
+/// until its response came or a resumption is 410; 503 (Redis coming back)
+/// is retried, at most 300 times 100 ms apart. What was received, and
+/// whether the last resumption was 410.
+fn read_resuming(
+    f: &Fleet,
+    session: &str,
+    mut post: Exchange,
+    mut got: Vec<String>,
+) -> (Vec<String>, bool) {
+    let mut tries = 0;
+    let mut last_seen: Option<String> = None;
+    loop {
+        got.extend(read(&mut post, None));
+        if got.last().is_some_and(|l| l.starts_with('R')) {
+            return (got, false);
+        }
+        if let Some(id) = post.last_id.clone() {
+            last_seen = Some(id);
+        }
+        let Some(last) = last_seen.clone() else {
+            panic!("ended without an id to resume from: {got:?}");
+        };
+        loop {
+            tries += 1;
+            assert!(tries < 300, "no answer but 503 for 30 s: {got:?}");
+            let addr = if tries % 2 == 0 { f.a() } else { f.b.addr };
+            let resumed = resume(addr, session, &last);
+            match resumed.status {
+                200 => {
+                    post = resumed;
+                    break;
+                }
+                410 => return (got, true),
+                503 => std::thread::sleep(Duration::from_millis(100)),
+                other => panic!("resumed with {other}"),
+            }
+        }
+    }
+}
+
+/// `got` is the reply's events from its start, each once and in order, and
+/// all of them unless the reply was gone.
+fn assert_exact(got: &[String], n: u64, gone: bool) {
+    let all = expected(n);
+    assert!(got.len() <= all.len(), "more than sent: {got:?}");
+    assert_eq!(got, &all[..got.len()], "a gap or a repeat");
+    if !gone {
+        assert_eq!(got, all.as_slice(), "not gone, so whole");
+    }
+}
+
+#[test]
+fn a_post_reply_whose_redis_connections_are_cut_is_whole_or_gone_never_gapped() {
+    let f = fleet("t-fpost6:", CompatConfig::default());
+    let session = legacy::initialize(f.a());
+    let mut post = call(f.a(), &session, json!({"n": 20, "gap_ms": 50}));
+    let first = read(&mut post, Some(3));
+    for kind in ["normal", "pubsub"] {
+        f.redis
+            .command(&["CLIENT", "KILL", "TYPE", kind])
+            .expect("redis answers");
+    }
+    let (got, gone) = read_resuming(&f, &session, post, first);
+    assert_exact(&got, 20, gone);
+}
+
+#[test]
+fn a_post_reply_while_redis_is_paused_past_the_writers_lease_is_gone_not_gapped() {
+    let f = fleet("t-fpost7:", CompatConfig::default());
+    let session = legacy::initialize(f.a());
+    let mut post = call(f.a(), &session, json!({"n": 30, "gap_ms": 100}));
+    let first = read(&mut post, Some(3));
+    // Paused 6 s (the writer's lease is 5 s): what was appended before
+    // stays, nothing after it can be, so the reply is gone.
+    f.redis.signal("-STOP");
+    std::thread::sleep(Duration::from_secs(6));
+    f.redis.signal("-CONT");
+    let (got, gone) = read_resuming(&f, &session, post, first);
+    assert!(gone, "the writer lost its lease: {got:?}");
+    assert_exact(&got, 30, gone);
+}
+
+#[test]
+fn a_post_reply_across_a_redis_restart_is_gone_not_gapped() {
+    let mut f = fleet("t-fpost8:", CompatConfig::default());
+    let session = legacy::initialize(f.a());
+    let mut post = call(f.a(), &session, json!({"n": 30, "gap_ms": 100}));
+    let first = read(&mut post, Some(3));
+    // Restarted empty: the history went with it.
+    f.redis.restart();
+    let (got, gone) = read_resuming(&f, &session, post, first);
+    assert!(gone, "its history went with Redis: {got:?}");
+    assert_exact(&got, 30, gone);
+}
