@@ -365,7 +365,6 @@ pub(super) fn reader_config<H: SubscriptionHandler>(
         keep_alive: state.config.keep_alive,
         retry: compat.config.retry,
         max_duration: compat.config.max_stream_duration,
-        close_on_drain: true,
         prime: session.init.version.as_str() >= "2025-11-25",
     }
 }

@@ -59,10 +59,6 @@ pub(super) struct ReaderConfig {
     pub(super) keep_alive: Duration,
     pub(super) retry: Duration,
     pub(super) max_duration: Option<Duration>,
-    /// Whether a drain closes the response with a `retry` hint (else it runs
-    /// to its end: a shared session's POST stream, which only this node
-    /// keeps, so a client resuming it elsewhere would find nothing).
-    pub(super) close_on_drain: bool,
     /// 2025-11-25: a priming event (id, empty data); 2025-06-18 clients get
     /// an SSE comment instead.
     pub(super) prime: bool,
@@ -88,11 +84,7 @@ impl ReaderConfig {
             keepalive_at: now + self.keep_alive,
             keep_alive: self.keep_alive,
             deadline: self.max_duration.map(|d| now + d),
-            shutdown: if self.close_on_drain {
-                Box::pin(server.shutdown_signal())
-            } else {
-                Box::pin(std::future::pending())
-            },
+            shutdown: Box::pin(server.shutdown_signal()),
         }
     }
 }
@@ -109,8 +101,7 @@ pub(super) struct Pacing {
     keep_alive: Duration,
     /// When the response ends with the `retry` hint (`--max-stream-duration`).
     pub(super) deadline: Option<Instant>,
-    /// Resolves when the server drains (never, for a response that runs to
-    /// its end).
+    /// Resolves when the server drains.
     pub(super) shutdown: Pin<Box<dyn Future<Output = ()> + Send>>,
 }
 
