@@ -87,9 +87,9 @@ pub struct OtelConfig {
     /// `{url}/v1/traces`, metrics to `{url}/v1/metrics`. `None`: the `OTEL_*`
     /// variables, else `http://localhost:4318`.
     pub endpoint: Option<String>,
-    /// Export genmcp's `principal` span attribute (the authenticated
-    /// subject: a user's identity). Off by default: it stays in the log
-    /// lines, and leaves the process only when asked for.
+    /// Export genmcp's `principal` span field (the authenticated subject: a
+    /// user's identity), as `genmcp.principal`. Off by default: it stays in
+    /// the log lines, and leaves the process only when asked for.
     pub export_principal: bool,
 }
 
@@ -163,8 +163,8 @@ impl OtelConfig {
         Ok(())
     }
 
-    /// Exports the `principal` attribute of request and stream spans (off
-    /// by default).
+    /// Exports the `principal` field of request and stream spans, as
+    /// `genmcp.principal` (off by default).
     pub fn export_principal(mut self, on: bool) -> Self {
         self.export_principal = on;
         self
@@ -262,11 +262,10 @@ impl Otel {
                 .build()
                 .map_err(|e| OtelError::Exporter(e.to_string()))?;
             let batch = opentelemetry_sdk::trace::BatchSpanProcessor::builder(spans).build();
-            if config.export_principal {
-                tracer = tracer.with_span_processor(batch);
-            } else {
-                tracer = tracer.with_span_processor(WithoutPrincipal(batch));
-            }
+            tracer = tracer.with_span_processor(Exported {
+                inner: batch,
+                principal: config.export_principal,
+            });
         } else {
             // No span is recorded: the layer's cost stays small.
             tracer = tracer.with_sampler(opentelemetry_sdk::trace::Sampler::AlwaysOff);
@@ -321,6 +320,9 @@ impl Otel {
             .with_tracer(tracer)
             .with_location(false)
             .with_threads(false)
+            // The `tracing` target (a module path) is no attribute of the
+            // conventions, and says nothing the span name does not.
+            .with_target(false)
             .with_tracked_inactivity(false)
             .with_filter(
                 filter_fn(|meta| {
@@ -346,35 +348,66 @@ impl Otel {
     }
 }
 
-/// A span processor passing spans on without their `principal` attribute.
+/// genmcp's own span fields (not names of the OpenTelemetry conventions), as
+/// they are exported: under the `genmcp.` namespace, as the conventions ask of
+/// custom attributes. The log lines keep the short names.
+const GENMCP_ATTRIBUTES: [(&str, &str); 7] = [
+    ("method", "genmcp.method"),
+    ("request_id", "genmcp.request_id"),
+    ("outcome", "genmcp.request.outcome"),
+    ("subscription_id", "genmcp.stream.subscription_id"),
+    ("reason", "genmcp.stream.close_reason"),
+    ("frames", "genmcp.stream.frames"),
+    (PRINCIPAL, "genmcp.principal"),
+];
+
+/// The span field of the authenticated subject.
+const PRINCIPAL: &str = "principal";
+
+/// A span processor passing spans on with genmcp's own attributes under
+/// their exported names ([`GENMCP_ATTRIBUTES`]), and without `principal`
+/// unless it was asked for.
 #[derive(Debug)]
-struct WithoutPrincipal<P>(P);
+struct Exported<P> {
+    inner: P,
+    principal: bool,
+}
 
 impl<P: opentelemetry_sdk::trace::SpanProcessor> opentelemetry_sdk::trace::SpanProcessor
-    for WithoutPrincipal<P>
+    for Exported<P>
 {
     fn on_start(&self, span: &mut opentelemetry_sdk::trace::Span, cx: &opentelemetry::Context) {
-        self.0.on_start(span, cx);
+        self.inner.on_start(span, cx);
     }
 
     fn on_end(&self, mut span: opentelemetry_sdk::trace::SpanData) {
-        span.attributes.retain(|kv| kv.key.as_str() != "principal");
-        self.0.on_end(span);
+        if !self.principal {
+            span.attributes.retain(|kv| kv.key.as_str() != PRINCIPAL);
+        }
+        for kv in &mut span.attributes {
+            if let Some((_, exported)) = GENMCP_ATTRIBUTES
+                .iter()
+                .find(|(field, _)| *field == kv.key.as_str())
+            {
+                kv.key = opentelemetry::Key::from_static_str(exported);
+            }
+        }
+        self.inner.on_end(span);
     }
 
     fn force_flush(&self) -> opentelemetry_sdk::error::OTelSdkResult {
-        self.0.force_flush()
+        self.inner.force_flush()
     }
 
     fn shutdown_with_timeout(
         &self,
         timeout: std::time::Duration,
     ) -> opentelemetry_sdk::error::OTelSdkResult {
-        self.0.shutdown_with_timeout(timeout)
+        self.inner.shutdown_with_timeout(timeout)
     }
 
     fn set_resource(&mut self, resource: &Resource) {
-        self.0.set_resource(resource);
+        self.inner.set_resource(resource);
     }
 }
 
@@ -418,7 +451,7 @@ pub(crate) fn record_operation(labels: &OperationLabels, secs: f64) {
 pub(crate) fn record_session(labels: &SessionLabels, secs: f64) {
     if let Some(i) = INSTRUMENTS.get() {
         let mut attrs = vec![
-            KeyValue::new("mcp.session.kind", labels.kind),
+            KeyValue::new("genmcp.session.kind", labels.kind),
             KeyValue::new("network.transport", labels.transport.as_str()),
             KeyValue::new("mcp.protocol.version", labels.version),
         ];

@@ -712,7 +712,7 @@ fn a_delete_whose_control_message_was_lost_still_ends_the_get_stream() {
 fn sessions_ended(node: &ServerThread) -> String {
     let text = genmcp::admin::Admin::new(node.server.clone(), Vec::new()).metrics_text();
     let series = format!(
-        "mcp_server_session_duration_seconds_count{{mcp_session_kind=\"session\",error_type=\"\",\
+        "mcp_server_session_duration_seconds_count{{genmcp_session_kind=\"session\",error_type=\"\",\
          network_transport=\"tcp\",mcp_protocol_version=\"{LEGACY}\"}} "
     );
     text.lines()
@@ -722,9 +722,9 @@ fn sessions_ended(node: &ServerThread) -> String {
 }
 
 /// A session's end is recorded once in the fleet: by the node that took its
-/// DELETE, or, for one left to expire, by the node that began it (which reads
-/// the deleted mark first, so a session DELETEd elsewhere is not recorded a
-/// second time at its expiry).
+/// DELETE, or, for one left to expire, by the node that began it (whichever
+/// claims the end first: a session DELETEd elsewhere is not recorded a second
+/// time at its expiry).
 #[test]
 fn a_sessions_end_is_recorded_once_in_the_fleet() {
     let redis = RedisServer::start();
@@ -732,7 +732,6 @@ fn a_sessions_end_is_recorded_once_in_the_fleet() {
         .map(|_| redis_bus(&redis.url(), "t-fleet-expiry:"))
         .collect();
     let mut compat = CompatConfig::default();
-    // The expiry is read 2 s ahead: the DELETE below lands well before.
     compat.session_ttl = Duration::from_secs(5);
     let nodes: Vec<ServerThread> = buses
         .iter()
@@ -759,4 +758,67 @@ fn a_sessions_end_is_recorded_once_in_the_fleet() {
         "recorded once, the DELETEd one not again"
     );
     assert_eq!(sessions_ended(&nodes[1]), "1");
+}
+
+/// The expiry (ms since the epoch) inside a 2025 session token.
+fn expiry_of(token: &str) -> u64 {
+    use base64::Engine as _;
+    let body = token.split('.').nth(1).expect("a sealed token");
+    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(body)
+        .expect("base64url");
+    let payload: Value = serde_json::from_slice(&bytes).expect("JSON");
+    payload["exp"].as_u64().expect("an expiry")
+}
+
+/// A DELETE landing on another node in the last moments before the session's
+/// expiry, while the node that began it is about to record that expiry: the
+/// session still ends once in the fleet's metrics (the DELETE's node claimed
+/// its end first), and the claim is kept in the sessions' hash slot.
+#[test]
+fn a_delete_just_before_the_expiry_is_recorded_once_in_the_fleet() {
+    let redis = RedisServer::start();
+    let buses: Vec<Events> = (0..2)
+        .map(|_| redis_bus(&redis.url(), "t-fleet-late:"))
+        .collect();
+    let mut compat = CompatConfig::default();
+    compat.session_ttl = Duration::from_secs(8);
+    let nodes: Vec<ServerThread> = buses
+        .iter()
+        .map(|b| fixture_node(b, Some(compat.clone())))
+        .collect();
+    let session = legacy::initialize(nodes[0].addr);
+    let expires = expiry_of(&session);
+    let now = || {
+        u64::try_from(
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .expect("after the epoch")
+                .as_millis(),
+        )
+        .expect("ms fit")
+    };
+    // One second before the expiry: after any look node 0 could take ahead
+    // of it, before the token is refused.
+    std::thread::sleep(Duration::from_millis(
+        expires.saturating_sub(1000).saturating_sub(now()),
+    ));
+    assert_eq!(legacy::delete(nodes[1].addr, &session).status, 200);
+    assert_eq!(sessions_ended(&nodes[1]), "1", "recorded where it landed");
+    // Past the expiry, node 0's clock has come and gone.
+    std::thread::sleep(Duration::from_millis(
+        (expires + 2000).saturating_sub(now()),
+    ));
+    assert_eq!(
+        sessions_ended(&nodes[0]),
+        "0",
+        "the expiry of a session DELETEd elsewhere is not recorded again"
+    );
+    assert_eq!(sessions_ended(&nodes[1]), "1");
+    // The claim, in the sessions' slot (`{sessions}`: one Redis Cluster node).
+    let end = format!("t-fleet-late:sess:{{sessions}}:{}:end", sid_of(&session));
+    assert_eq!(
+        redis.command(&["EXISTS", &end]).as_deref().map(str::trim),
+        Some(":1")
+    );
 }

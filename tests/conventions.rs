@@ -208,7 +208,7 @@ fn http_requests_carry_the_conventions_attributes_and_metrics() {
         stream.next_message().expect("completion")["result"]["resultType"],
         "complete"
     );
-    let session_series = "mcp_server_session_duration_seconds_count{mcp_session_kind=\"listen\",\
+    let session_series = "mcp_server_session_duration_seconds_count{genmcp_session_kind=\"listen\",\
                           error_type=\"\",network_transport=\"tcp\",mcp_protocol_version=\"2026-07-28\"} 1";
     assert!(
         common::wait_until(Duration::from_secs(10), || admin
@@ -226,7 +226,7 @@ fn http_requests_carry_the_conventions_attributes_and_metrics() {
         })
         .expect("the stream's close line");
     assert_eq!(
-        stream_line["span"]["mcp.subscription.filter"],
+        stream_line["span"]["genmcp.stream.filter"],
         "toolsListChanged"
     );
     assert_eq!(stream_line["span"]["reason"], "shutdown");
@@ -244,7 +244,7 @@ fn http_requests_carry_the_conventions_attributes_and_metrics() {
          error_type=\"\",network_transport=\"tcp\",mcp_protocol_version=\"2026-07-28\"} 1",
         "mcp_server_operation_duration_seconds_count{mcp_method_name=\"tools/call\",gen_ai_tool_name=\"echo\",\
          error_type=\"\",network_transport=\"tcp\",mcp_protocol_version=\"2025-11-25\"} 1",
-        "mcp_server_session_duration_seconds_count{mcp_session_kind=\"session\",error_type=\"\",\
+        "mcp_server_session_duration_seconds_count{genmcp_session_kind=\"session\",error_type=\"\",\
          network_transport=\"tcp\",mcp_protocol_version=\"2025-11-25\"} 1",
         // The listen's answer (its acknowledgement), as a request.
         "mcp_server_operation_duration_seconds_count{mcp_method_name=\"subscriptions/listen\",\

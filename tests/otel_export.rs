@@ -250,14 +250,38 @@ fn a_call_with_a_traceparent_is_exported_as_a_child_span_with_its_duration_metri
         Some(common::legacy::LEGACY)
     );
     assert_eq!(
-        attr(&listen.attributes, "mcp.subscription.filter").as_deref(),
+        attr(&listen.attributes, "genmcp.stream.filter").as_deref(),
         Some("toolsListChanged")
     );
     assert_eq!(
-        attr(&listen.attributes, "reason").as_deref(),
+        attr(&listen.attributes, "genmcp.stream.close_reason").as_deref(),
         Some("shutdown")
     );
-    assert_eq!(attr(&listen.attributes, "frames").as_deref(), Some("2"));
+    assert_eq!(
+        attr(&listen.attributes, "genmcp.stream.frames").as_deref(),
+        Some("2")
+    );
+    assert_eq!(
+        attr(&listen.attributes, "genmcp.stream.subscription_id").as_deref(),
+        Some("\"otel-listen\"")
+    );
+    assert_eq!(
+        attr(&call.attributes, "genmcp.request.outcome").as_deref(),
+        Some("ok")
+    );
+    // Every attribute is a convention's, or genmcp's own under `genmcp.`.
+    for span in &found {
+        for kv in &span.attributes {
+            assert!(
+                CONVENTION_NAMESPACES
+                    .iter()
+                    .any(|ns| kv.key.starts_with(ns)),
+                "{:?} of {:?} is neither a convention's nor under genmcp.",
+                kv.key,
+                span.name
+            );
+        }
+    }
 
     // Each process names itself: a fleet's series do not merge in a collector.
     let instance_ids: Vec<String> = received
@@ -288,8 +312,11 @@ fn a_call_with_a_traceparent_is_exported_as_a_child_span_with_its_duration_metri
         .flat_map(|r| r.scope_metrics)
         .flat_map(|s| s.metrics)
         .collect();
+    // The latest export (the others' of this file share the exporter and
+    // flush it too: an earlier one may predate this test's calls).
     let duration = metrics
         .iter()
+        .rev()
         .find(|m| m.name == "mcp.server.operation.duration")
         .unwrap_or_else(|| panic!("no duration metric in {metrics:#?}"));
     assert_eq!(duration.unit, "s");
@@ -317,12 +344,18 @@ fn a_call_with_a_traceparent_is_exported_as_a_child_span_with_its_duration_metri
         attr(&point.attributes, "mcp.protocol.version").as_deref(),
         Some("2026-07-28")
     );
-    assert!(
-        metrics
-            .iter()
-            .any(|m| m.name == "mcp.server.session.duration"),
-        "the stream's life is recorded"
-    );
+    // The stream's life, its kind under genmcp's own attribute.
+    let kinds: Vec<String> = metrics
+        .iter()
+        .filter(|m| m.name == "mcp.server.session.duration")
+        .filter_map(|m| match &m.data {
+            Some(metric::Data::Histogram(h)) => Some(&h.data_points),
+            _ => None,
+        })
+        .flatten()
+        .filter_map(|p| attr(&p.attributes, "genmcp.session.kind"))
+        .collect();
+    assert!(kinds.iter().any(|k| k == "listen"), "{kinds:?}");
 
     // Nothing sensitive left the process: no argument, result or token in
     // any exported byte.
@@ -331,6 +364,74 @@ fn a_call_with_a_traceparent_is_exported_as_a_child_span_with_its_duration_metri
         assert!(!body.contains(SECRET), "an argument or result in {path}");
         assert!(!body.contains(TOKEN), "a token in {path}");
     }
+}
+
+/// The namespaces of the attributes the conventions name, and genmcp's own.
+const CONVENTION_NAMESPACES: [&str; 7] = [
+    "mcp.", "gen_ai.", "jsonrpc.", "rpc.", "error.", "network.", "genmcp.",
+];
+
+const GET_TRACE_ID: &str = "5555aaaa5555aaaa5555aaaa5555aaaa";
+const GET_PARENT_ID: &str = "1234567890abcdef";
+
+#[test]
+fn a_2025_get_stream_is_parented_on_the_traceparent_header_of_its_get() {
+    let (otel, received) = exporter();
+    let mut config = common::config();
+    config.compat = Some(genmcp::http::CompatConfig::default());
+    let srv = genmcp::http::ServerThread::spawn(suite, config).expect("starts");
+    let session = common::legacy::initialize(srv.addr);
+    // A GET has no `_meta`: its headers carry the client's trace context.
+    let h = vec![
+        ("Accept".to_owned(), "text/event-stream".to_owned()),
+        (
+            "MCP-Protocol-Version".to_owned(),
+            common::legacy::LEGACY.to_owned(),
+        ),
+        ("Mcp-Session-Id".to_owned(), session.clone()),
+        (
+            "traceparent".to_owned(),
+            format!("00-{GET_TRACE_ID}-{GET_PARENT_ID}-01"),
+        ),
+        ("tracestate".to_owned(), "vendor=get".to_owned()),
+    ];
+    let mut get = common::Exchange::open_with(srv.addr, "GET", &h, b"");
+    assert_eq!(get.status, 200);
+    // The DELETE ends the stream, and so its span.
+    assert_eq!(common::legacy::delete(srv.addr, &session).status, 200);
+    let _ = get.read_to_end();
+    srv.stop();
+
+    let mut found = Vec::new();
+    let complete = common::wait_until(Duration::from_secs(20), || {
+        otel.flush();
+        found = spans(received);
+        found
+            .iter()
+            .any(|s| s.name == "session stream" && hex(&s.trace_id) == GET_TRACE_ID)
+    });
+    assert!(
+        complete,
+        "no session stream span in the GET's trace: {found:#?}"
+    );
+    let stream = found
+        .iter()
+        .find(|s| s.name == "session stream" && hex(&s.trace_id) == GET_TRACE_ID)
+        .expect("the GET stream's span");
+    assert_eq!(
+        hex(&stream.parent_span_id),
+        GET_PARENT_ID,
+        "the GET's span is the parent"
+    );
+    assert_eq!(stream.trace_state, "vendor=get");
+    assert_eq!(
+        attr(&stream.attributes, "mcp.protocol.version").as_deref(),
+        Some(common::legacy::LEGACY)
+    );
+    assert_eq!(
+        attr(&stream.attributes, "genmcp.stream.close_reason").as_deref(),
+        Some("disconnected")
+    );
 }
 
 /// A tool that runs as a task and waits for input until cancelled.
@@ -406,7 +507,7 @@ fn a_task_links_to_the_call_that_created_it_and_a_listen_following_it_links_to_t
         listen.links
     );
     assert_eq!(
-        attr(&listen.attributes, "mcp.subscription.filter").as_deref(),
+        attr(&listen.attributes, "genmcp.stream.filter").as_deref(),
         Some("taskIds:1")
     );
 }
@@ -518,16 +619,13 @@ fn the_authenticated_principal_is_not_exported_by_default() {
         genmcp::http::auth::TokenTable::parse(&format!("tok-principal {SUBJECT}\n")).unwrap(),
     ));
     let srv = genmcp::http::ServerThread::spawn(suite, config).expect("starts");
-    let mut h = headers("tools/call", Some("echo"));
+    // Not `echo`: the first test counts its calls.
+    let mut h = headers("tools/list", None);
     h.push(("Authorization".into(), "Bearer tok-principal".into()));
     let resp = post(
         srv.addr,
         &h,
-        &request(
-            json!("otel-principal"),
-            "tools/call",
-            json!({"name": "echo", "arguments": {}}),
-        ),
+        &request(json!("otel-principal"), "tools/list", json!({})),
     );
     assert_eq!(resp.status, 200);
     srv.stop();
@@ -545,6 +643,7 @@ fn the_authenticated_principal_is_not_exported_by_default() {
         .find(|s| attr(&s.attributes, "jsonrpc.request.id").as_deref() == Some("otel-principal"))
         .expect("the call's span");
     assert_eq!(attr(&span.attributes, "principal"), None, "{span:?}");
+    assert_eq!(attr(&span.attributes, "genmcp.principal"), None, "{span:?}");
     for (path, body) in received.lock().unwrap().iter() {
         assert!(
             !String::from_utf8_lossy(body).contains(SUBJECT),

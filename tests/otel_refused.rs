@@ -449,7 +449,7 @@ fn the_2025_session_path_traces_every_request_and_its_get_stream() {
     assert!(span.get("jsonrpc.request.id").is_none(), "{span}");
 
     let get_series = format!(
-        "mcp_server_session_duration_seconds_count{{mcp_session_kind=\"get\",error_type=\"\",\
+        "mcp_server_session_duration_seconds_count{{genmcp_session_kind=\"get\",error_type=\"\",\
          network_transport=\"tcp\",mcp_protocol_version=\"{l}\"}} 1"
     );
     assert!(
@@ -460,7 +460,7 @@ fn the_2025_session_path_traces_every_request_and_its_get_stream() {
         admin.metrics_text()
     );
     let text = admin.metrics_text();
-    assert!(!text.contains("mcp_session_kind=\"get\",error_type=\"\",network_transport=\"tcp\",mcp_protocol_version=\"_OTHER\""), "{text}");
+    assert!(!text.contains("genmcp_session_kind=\"get\",error_type=\"\",network_transport=\"tcp\",mcp_protocol_version=\"_OTHER\""), "{text}");
     for (method, error) in [
         ("initialize", ""),
         ("ping", ""),
@@ -489,7 +489,7 @@ fn a_2025_session_left_to_expire_is_recorded_when_it_expires() {
     let admin = genmcp::admin::Admin::new(srv.server.clone(), Vec::new());
     let session = legacy::initialize(srv.addr);
     let ended = format!(
-        "mcp_server_session_duration_seconds_count{{mcp_session_kind=\"session\",error_type=\"\",\
+        "mcp_server_session_duration_seconds_count{{genmcp_session_kind=\"session\",error_type=\"\",\
          network_transport=\"tcp\",mcp_protocol_version=\"{}\"}} 1",
         legacy::LEGACY
     );
@@ -607,7 +607,7 @@ async fn requests_refused_on_stdio_of_both_eras_get_a_span_and_a_duration() {
     let l = "2025-06-18";
     // The session's stream, ended by EOF, under the session's version.
     let stream = format!(
-        "mcp_server_session_duration_seconds_count{{mcp_session_kind=\"get\",error_type=\"\",\
+        "mcp_server_session_duration_seconds_count{{genmcp_session_kind=\"get\",error_type=\"\",\
          network_transport=\"pipe\",mcp_protocol_version=\"{l}\"}} 1"
     );
     assert!(

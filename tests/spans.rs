@@ -103,6 +103,6 @@ fn request_and_stream_spans_carry_method_ids_principal_outcome_and_reason() {
                "frames": 2, "otel.name": "subscriptions/listen", "otel.kind": "server",
                "mcp.method.name": "subscriptions/listen", "mcp.protocol.version": "2026-07-28",
                "jsonrpc.request.id": "s1", "network.transport": "tcp",
-               "mcp.subscription.filter": "toolsListChanged"})
+               "genmcp.stream.filter": "toolsListChanged"})
     );
 }

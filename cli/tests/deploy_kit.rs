@@ -66,9 +66,12 @@ fn exported_names() -> BTreeSet<String> {
 /// The metric identifiers an expression names: genmcp's own (`genmcp_*`)
 /// and those of the OpenTelemetry MCP conventions (`mcp_server_*`), in order.
 fn metric_names(expr: &str) -> Vec<String> {
+    // genmcp's own labels (`genmcp_session_kind`) share the prefix.
+    let labels = label_names(expr);
     let mut out: Vec<(usize, String)> = ["genmcp_", "mcp_server_"]
         .iter()
         .flat_map(|prefix| names_with(expr, prefix))
+        .filter(|(_, name)| !labels.contains(name))
         .collect();
     out.sort();
     out.into_iter().map(|(_, name)| name).collect()
@@ -232,7 +235,7 @@ fn scraped_labels() -> BTreeSet<String> {
         }
     }
     assert!(labels.contains("mcp_method_name"), "{text}");
-    assert!(labels.contains("mcp_session_kind"), "{text}");
+    assert!(labels.contains("genmcp_session_kind"), "{text}");
     labels
 }
 

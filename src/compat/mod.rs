@@ -46,10 +46,13 @@ pub(crate) use single::SharedSessions;
 pub(crate) use state::SessionState;
 pub(crate) use store::{Reservation, Reserve, SessionStore, StateKey, StoreBounds};
 
-/// Reads whether a shared session was DELETEd on any node: `Ok(true)` when
-/// it was, `Err` when the shared store cannot say now.
-pub(crate) type DeletedMarks = std::sync::Arc<
-    dyn Fn(String) -> crate::suite::BoxFuture<Result<bool, crate::protocol::McpError>>
+/// Claims the end of the shared session `sid` (expiring at the `u64`, ms
+/// since the epoch) for the fleet's metrics: `Ok(true)` for the first claim
+/// of the fleet (its caller records the end), `Ok(false)` when a node claimed
+/// it already, `Err` when the shared store cannot say now (nothing is
+/// recorded then: never twice).
+pub(crate) type EndClaims = std::sync::Arc<
+    dyn Fn(String, u64) -> crate::suite::BoxFuture<Result<bool, crate::protocol::McpError>>
         + Send
         + Sync,
 >;

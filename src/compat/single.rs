@@ -4,7 +4,7 @@
 //! the calls below are never made; they give the transports one code path
 //! for both builds.
 
-use super::{DeletedMarks, LegacyStream, StateKey, StoreBounds};
+use super::{EndClaims, LegacyStream, StateKey, StoreBounds};
 use crate::protocol::{LogLevel, McpError};
 use crate::suite::tasks::SharedTasks;
 
@@ -33,9 +33,14 @@ impl SharedSessions {
         match node {}
     }
 
-    /// Reads whether a session is marked deleted.
-    pub(crate) fn deleted_marks(node: SharedTasks) -> DeletedMarks {
+    /// Claims a session's end for the fleet's metrics.
+    pub(crate) fn end_claims(node: SharedTasks) -> EndClaims {
         match node {}
+    }
+
+    /// Claims a session's end for the fleet's metrics.
+    pub(crate) async fn claim_end(&self, _sid: &str, _expires: u64) -> Result<bool, McpError> {
+        match *self {}
     }
 
     /// The session's deleted mark and level.

@@ -155,7 +155,7 @@ pub struct OperationLabels {
 /// The labels of one `mcp.server.session.duration` observation.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct SessionLabels {
-    /// `mcp.session.kind` (genmcp's): `listen` (a `subscriptions/listen`
+    /// `genmcp.session.kind` (genmcp's own): `listen` (a `subscriptions/listen`
     /// stream), `get` (a 2025-era session's GET stream) or `session` (a
     /// 2025-era HTTP session, from `initialize` to its `DELETE`).
     pub kind: &'static str,

@@ -54,8 +54,9 @@ const GET_STREAM_SPAN: &str = "session stream";
 /// (the listen request's id), the principal when the server names one, and
 /// the close reason and frame count, recorded when the stream stops; with the
 /// OpenTelemetry MCP conventions' attributes and the caller's `traceparent`
-/// (from the listen's `_meta`, where the HTTP transport copies the
-/// `traceparent` header when `_meta` has none) as its parent. The honoured filter is recorded
+/// as its parent (from the channel's `_meta`, where the HTTP transport
+/// copies the `traceparent` header of a listen whose `_meta` has none, and of
+/// a 2025-era GET). The honoured filter (`genmcp.stream.filter`) is recorded
 /// as a summary once acknowledged (its kinds and how many URIs and task ids,
 /// never the URIs themselves). A 2025-era GET stream's span is named
 /// [`GET_STREAM_SPAN`], without `mcp.method.name` or `jsonrpc.request.id`.
@@ -85,7 +86,7 @@ fn stream_span(
         mcp.protocol.version = version,
         jsonrpc.request.id = tracing::field::Empty,
         network.transport = transport.as_str(),
-        mcp.subscription.filter = tracing::field::Empty,
+        genmcp.stream.filter = tracing::field::Empty,
         error.type = tracing::field::Empty,
     );
     if !span.is_disabled() {
@@ -550,10 +551,8 @@ impl<H: SubscriptionHandler> Actor for Stream<H> {
         honoured.task_ids = task_ids;
         let empty = honoured.is_empty();
         if !self.span.is_disabled() {
-            self.span.record(
-                "mcp.subscription.filter",
-                filter_summary(&honoured).as_str(),
-            );
+            self.span
+                .record("genmcp.stream.filter", filter_summary(&honoured).as_str());
         }
         // The state joined the application's event source: from here on a
         // teardown from outside hands it to handle_close, even if the

@@ -30,6 +30,12 @@ pub(super) fn session_keys(node: &SharedTasks, sid: &str) -> [String; 2] {
     ]
 }
 
+/// The session's end claim (same slot as its hash): set once, by the first
+/// node to record the session's end in its metrics.
+pub(super) fn end_key(node: &SharedTasks, sid: &str) -> String {
+    node.keys().key(&format!("sess:{{sessions}}:{sid}:end"))
+}
+
 /// The session's GET stream history (same slot as its hash): the Redis
 /// stream of its events, the bytes of their messages, the entry id its
 /// current stream started at, and the reader writing it now.

@@ -3,17 +3,44 @@
 
 use std::sync::Arc;
 
-use super::super::{DeletedMarks, LegacyStream, StateKey};
+use super::super::{EndClaims, LegacyStream, StateKey};
 use super::SharedSessions;
 use super::control::Control;
 use super::owner::unexpected;
-use super::scripts::{CHANGE_URI, DELETE, SET_LEVEL, event_keys, post_event_keys, session_keys};
+use super::scripts::{
+    CHANGE_URI, DELETE, SET_LEVEL, end_key, event_keys, post_event_keys, session_keys,
+};
 use crate::protocol::{LogLevel, McpError};
 use crate::suite::tasks::SharedTasks;
 
 /// How long a DELETE waits for the node holding the session's GET stream to
 /// confirm it ended it.
 const DELETE_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// How long a session's end claim outlives the session's expiry: the node
+/// that began the session claims it at the expiry, by its own clock (a
+/// little late under load, or behind the DELETE node's clock).
+const END_CLAIM_GRACE: std::time::Duration = std::time::Duration::from_secs(600);
+
+/// Claims the end of the session `sid` (expiring at `expires`, ms since the
+/// epoch) for the fleet's metrics: `SET NX` of its end key, which lives
+/// until [`END_CLAIM_GRACE`] after the expiry. `Ok(true)` for the first claim.
+async fn claim_end(node: &SharedTasks, sid: &str, expires: u64) -> Result<bool, McpError> {
+    let ttl = expires
+        .saturating_sub(crate::suite::sealing::seal::now_ms())
+        .saturating_add(u64::try_from(END_CLAIM_GRACE.as_millis()).unwrap_or(u64::MAX));
+    let mut cmd = ::redis::cmd("SET");
+    cmd.arg(end_key(node, sid))
+        .arg("1")
+        .arg("NX")
+        .arg("PX")
+        .arg(ttl);
+    node.keys()
+        .query::<Option<String>>(cmd)
+        .await
+        .map(|set| set.is_some())
+        .map_err(|e| super::unavailable(&e))
+}
 
 /// What one request reads of its session.
 #[derive(Debug, Default)]
@@ -31,22 +58,21 @@ pub(crate) struct Deleted {
 }
 
 impl SharedSessions {
-    /// Reads, through `node` alone, whether a session is marked deleted (on
-    /// any node): for the session clock, which outlives any borrow. The mark
-    /// lives until the session's expiry.
-    pub(crate) fn deleted_marks(node: SharedTasks) -> DeletedMarks {
-        Arc::new(move |sid: String| {
+    /// Claims sessions' ends through `node` alone: for the session clock,
+    /// which outlives any borrow ([`Self::claim_end`]).
+    pub(crate) fn end_claims(node: SharedTasks) -> EndClaims {
+        Arc::new(move |sid: String, expires: u64| {
             let node = node.clone();
-            Box::pin(async move {
-                let [hash, _] = session_keys(&node, &sid);
-                let mut cmd = ::redis::cmd("HEXISTS");
-                cmd.arg(hash).arg("d");
-                node.keys()
-                    .query::<bool>(cmd)
-                    .await
-                    .map_err(|e| super::unavailable(&e))
-            })
+            Box::pin(async move { claim_end(&node, &sid, expires).await })
         })
+    }
+
+    /// Claims the end of the session `sid` (expiring at `expires`) for the
+    /// fleet's metrics, as its DELETE or its expiry records it: `Ok(true)`
+    /// for the first claim in the fleet, `Ok(false)` when another DELETE or
+    /// the expiry claimed it, `Err` when Redis cannot answer.
+    pub(crate) async fn claim_end(&self, sid: &str, expires: u64) -> Result<bool, McpError> {
+        claim_end(&self.node, sid, expires).await
     }
 
     /// The session's deleted mark and level: one round trip.

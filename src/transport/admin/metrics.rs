@@ -139,7 +139,7 @@ fn encode_conventions(
     )?;
     for (l, histogram) in conventions.sessions.snapshot() {
         let labels = [
-            ("mcp_session_kind", l.kind),
+            ("genmcp_session_kind", l.kind),
             ("error_type", l.error_type),
             ("network_transport", l.transport.as_str()),
             ("mcp_protocol_version", l.version),

@@ -219,8 +219,10 @@ async fn serve<H: SubscriptionHandler>(
 }
 
 /// Copies the HTTP `traceparent` (and a valid `tracestate`) into `meta` when
-/// `meta` has no valid `traceparent` of its own and the header's is valid.
-fn header_trace_into_meta(req: &HttpRequest, meta: &mut Map<String, Value>) {
+/// `meta` has no valid `traceparent` of its own and the header's is valid: a
+/// listen's, and a 2025-era GET stream's (a GET has no `_meta` of its own),
+/// so that the stream's span takes its parent from them.
+pub(super) fn header_trace_into_meta(req: &HttpRequest, meta: &mut Map<String, Value>) {
     if TraceContext::from_meta(meta).is_some() {
         return;
     }

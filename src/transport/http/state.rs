@@ -83,13 +83,13 @@ impl Compat {
             per_owner_sessions: config.max_session_states_per_principal,
             per_owner_uris: config.max_subscribed_uris_per_principal,
         };
-        // With shared sessions, an expiry is recorded only for a session no
-        // other node deleted.
-        let elsewhere = node.clone().map(SharedSessions::deleted_marks);
+        // With shared sessions, a session's end (its DELETE on any node, or
+        // its expiry) is recorded by whichever node claims it first.
+        let claims = node.clone().map(SharedSessions::end_claims);
         let clock = Arc::new(super::compat::SessionClock::new(
             config.max_session_states,
             config.session_ttl,
-            elsewhere,
+            claims,
         ));
         Compat {
             clock,

@@ -6,10 +6,10 @@
 //!
 //! With shared sessions (a Redis bus) the node that ran `initialize` times
 //! the session, and a `DELETE` may land on any other node, which records it
-//! there. So shortly before the expiry ([`CHECK_AHEAD`] at most, while the session's
-//! deleted mark still lives in Redis) the clock reads that mark and records
-//! the expiry only for a session nobody deleted; when Redis cannot answer,
-//! nothing is recorded for it (never twice).
+//! there. Both claim the session's end in Redis first (an atomic `SET NX` of
+//! its end key, [`EndClaims`]) and record it only with the claim, so each
+//! session ends once in the fleet's metrics, whichever comes first; when
+//! Redis cannot answer a claim, that end is not recorded (never twice).
 //!
 //! Bounded by `CompatConfig::max_session_states` sessions at once: a session
 //! begun past it is not timed at its expiry (its `DELETE` still is).
@@ -19,21 +19,16 @@ use std::collections::{BinaryHeap, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Duration;
 
-use crate::compat::DeletedMarks;
+use crate::compat::EndClaims;
 use crate::runtime::{NetworkTransport, Server, SessionLabels};
 use crate::suite::sealing::seal;
 
 /// The longest the sweeper sleeps between two looks at the clock.
 const MAX_SLEEP: Duration = Duration::from_secs(60);
 
-/// How long before a shared session's expiry its deleted mark is read (a
-/// quarter of the session TTL when that is shorter).
-pub(crate) const CHECK_AHEAD: Duration = Duration::from_secs(2);
-
 #[derive(Default)]
 struct Inner {
-    /// Live sessions: id → (when it is due, in ms since the epoch: its expiry,
-    /// or [`CHECK_AHEAD`] before it with shared sessions; version label).
+    /// Live sessions: id → (its expiry, in ms since the epoch; version label).
     live: HashMap<String, (u64, &'static str)>,
     /// Due times, soonest first (a DELETEd session's entry stays until its
     /// time, and is then skipped).
@@ -47,20 +42,20 @@ pub(crate) struct SessionClock {
     inner: Mutex<Inner>,
     max: usize,
     ttl: Duration,
-    /// With shared sessions: whether another node ended the session.
-    elsewhere: Option<DeletedMarks>,
+    /// With shared sessions: claims a session's end for the fleet.
+    claims: Option<EndClaims>,
 }
 
 impl SessionClock {
     /// A clock for at most `max` sessions at once, each living `ttl`; with
-    /// `elsewhere`, a session is checked for a `DELETE` on another node
-    /// before its expiry is recorded.
-    pub(crate) fn new(max: usize, ttl: Duration, elsewhere: Option<DeletedMarks>) -> Self {
+    /// `claims` (shared sessions), an expiry is recorded only with the
+    /// session's end claim (not when a `DELETE` on any node claimed it).
+    pub(crate) fn new(max: usize, ttl: Duration, claims: Option<EndClaims>) -> Self {
         SessionClock {
             inner: Mutex::new(Inner::default()),
             max,
             ttl,
-            elsewhere,
+            claims,
         }
     }
 
@@ -79,13 +74,6 @@ impl SessionClock {
         expires: u64,
         version: &'static str,
     ) {
-        let due = match self.elsewhere {
-            Some(_) => {
-                let ahead = CHECK_AHEAD.min(self.ttl / 4);
-                expires.saturating_sub(u64::try_from(ahead.as_millis()).unwrap_or(u64::MAX))
-            }
-            None => expires,
-        };
         let spawn = {
             let mut inner = self.lock();
             if inner.by_expiry.len() >= self.max {
@@ -98,8 +86,8 @@ impl SessionClock {
                 );
                 return;
             }
-            inner.live.insert(sid.to_owned(), (due, version));
-            inner.by_expiry.push(Reverse((due, sid.to_owned())));
+            inner.live.insert(sid.to_owned(), (expires, version));
+            inner.by_expiry.push(Reverse((expires, sid.to_owned())));
             !std::mem::replace(&mut inner.sweeping, true)
         };
         if spawn {
@@ -117,8 +105,9 @@ impl SessionClock {
         }
     }
 
-    /// Takes every session that is due off the clock.
-    fn take_due(&self, inner: &mut Inner) -> Vec<(String, &'static str)> {
+    /// Takes every session that is due off the clock: its id, expiry and
+    /// version label.
+    fn take_due(&self, inner: &mut Inner) -> Vec<(String, u64, &'static str)> {
         let now = seal::now_ms();
         let mut due = Vec::new();
         while let Some(Reverse((at, _))) = inner.by_expiry.peek() {
@@ -133,19 +122,19 @@ impl SessionClock {
             if inner.live.get(&sid).is_some_and(|(e, _)| *e == at)
                 && let Some((_, version)) = inner.live.remove(&sid)
             {
-                due.push((sid, version));
+                due.push((sid, at, version));
             }
         }
         due
     }
 
-    /// Records the expiry of `sid`, unless another node ended it first (or
-    /// that cannot be known).
-    async fn expired(&self, server: &Server, sid: String, version: &'static str) {
-        if let Some(elsewhere) = &self.elsewhere {
-            match elsewhere(sid).await {
-                Ok(false) => {}
-                Ok(true) => return, // recorded by the node that took the DELETE
+    /// Records the expiry of `sid` (at `expires`), unless a `DELETE` claimed
+    /// its end first (or the claim cannot be made).
+    async fn expired(&self, server: &Server, sid: String, expires: u64, version: &'static str) {
+        if let Some(claim) = &self.claims {
+            match claim(sid, expires).await {
+                Ok(true) => {}
+                Ok(false) => return, // recorded by the node that took the DELETE
                 Err(e) => {
                     tracing::debug!(error = %e, "2025 session expiry not recorded: the shared store did not answer");
                     return;
@@ -189,8 +178,8 @@ async fn sweeper(clock: Weak<SessionClock>, server: Server) {
             return;
         };
         let due = clock.take_due(&mut clock.lock());
-        for (sid, version) in due {
-            clock.expired(&server, sid, version).await;
+        for (sid, expires, version) in due {
+            clock.expired(&server, sid, expires, version).await;
         }
         let next = {
             let mut inner = clock.lock();

@@ -165,10 +165,13 @@ pub(in crate::transport::http) async fn get<H: SubscriptionHandler>(
             "Not Acceptable: the GET stream answers with text/event-stream",
         );
     }
-    let meta = match session.init.meta(None, None) {
+    let mut meta = match session.init.meta(None, None) {
         Ok((_, m)) => m,
         Err(e) => return refusal(StatusCode::BAD_REQUEST, e.code(), &e.to_string()),
     };
+    // The stream's span takes its parent from the GET's `traceparent` and
+    // `tracestate` headers (as a listen's does when its `_meta` has none).
+    crate::transport::http::post::header_trace_into_meta(&req, &mut meta.extra);
     let server = &state.server;
     let (tx, rx) = outbox(server.limits().outbox_capacity);
     let probe = Channel::for_request(
@@ -453,7 +456,21 @@ pub(in crate::transport::http) async fn delete<H: SubscriptionHandler>(
     };
     compat.events.remove_session(&session.sid);
     compat.clock.ended(&session.sid);
-    record_session_end(&state.server, &compat.config.session_ttl, &session);
+    // With shared sessions the end is recorded by whichever of this DELETE
+    // (or another one) and the session's expiry claims it first.
+    let first = match &compat.shared {
+        Some(shared) => shared
+            .claim_end(&session.sid, session.expires)
+            .await
+            .inspect_err(|e| {
+                tracing::debug!(error = %e, "2025 session end not recorded: the shared store did not answer its claim");
+            })
+            .unwrap_or(false),
+        None => true,
+    };
+    if first {
+        record_session_end(&state.server, &compat.config.session_ttl, &session);
+    }
     if let Some(running) = live.as_ref().and_then(LegacyStream::running) {
         let _ = running
             .stop
@@ -466,7 +483,8 @@ pub(in crate::transport::http) async fn delete<H: SubscriptionHandler>(
 
 /// `mcp.server.session.duration` of a session its client ended: from its
 /// `initialize` (its token's expiry less the session TTL) to now. A session
-/// left to expire is recorded by the endpoint's `SessionClock` instead.
+/// left to expire is recorded by the endpoint's `SessionClock` instead (with
+/// shared sessions, the one of the two that claims the end first records it).
 fn record_session_end(
     server: &crate::runtime::Server,
     ttl: &std::time::Duration,
