@@ -28,12 +28,17 @@ fn key() -> [u8; 32] {
     genmcp::suite::secret::parse_secret(&"5a".repeat(32)).expect("key")
 }
 
-fn node(bus: &Events, compat: CompatConfig) -> ServerThread {
+fn node(
+    bus: &Events,
+    compat: CompatConfig,
+    max_streams_per_principal: Option<usize>,
+) -> ServerThread {
     let bus = bus.clone();
     let mut config = common::config();
     config.workers = 2;
     config.keep_alive = Duration::from_millis(100);
     config.compat = Some(compat);
+    config.limits.max_streams_per_principal = max_streams_per_principal;
     ServerThread::spawn(
         move || {
             let (suite, _) = demo::suite_with(bus, Some(key()));
@@ -59,10 +64,15 @@ impl Fleet {
 }
 
 fn fleet(prefix: &str, compat: CompatConfig) -> Fleet {
+    fleet_limited(prefix, compat, None)
+}
+
+/// A fleet whose node B allows `b_streams` streams per principal.
+fn fleet_limited(prefix: &str, compat: CompatConfig, b_streams: Option<usize>) -> Fleet {
     let redis = RedisServer::start();
     let buses: Vec<Events> = (0..2).map(|_| redis_bus(&redis.url(), prefix)).collect();
-    let a = node(&buses[0], compat.clone());
-    let b = node(&buses[1], compat);
+    let a = node(&buses[0], compat.clone(), None);
+    let b = node(&buses[1], compat, b_streams);
     Fleet {
         redis,
         a: Some(a),
@@ -160,6 +170,66 @@ fn a_post_reply_closed_for_polling_resumes_across_nodes_losing_nothing() {
 }
 
 #[test]
+fn a_drained_node_finishes_its_post_replies_for_clients_resuming_elsewhere() {
+    let mut f = fleet("t-fpost9:", CompatConfig::default());
+    let session = legacy::initialize(f.a());
+    let mut post = call(f.a(), &session, json!({"n": 10, "gap_ms": 100}));
+    let mut got = read(&mut post, Some(2));
+    // Node A drains (a graceful stop): the reply is closed with a retry
+    // hint, and the request runs on to its response meanwhile.
+    let a = f.a.take().expect("node A");
+    let stopping = std::thread::spawn(move || a.stop());
+    got.extend(read(&mut post, None));
+    assert!(post.retry.is_some(), "closed with a retry hint");
+    let last = post.last_id.clone().expect("an id");
+    let mut resumed = resume(f.b.addr, &session, &last);
+    assert_eq!(resumed.status, 200);
+    got.extend(read(&mut resumed, None));
+    assert_eq!(
+        got,
+        expected(10),
+        "each event once, in order, the response last"
+    );
+    stopping.join().expect("node A stopped");
+}
+
+#[test]
+fn resumptions_of_a_post_reply_count_against_the_stream_limits() {
+    let f = fleet_limited("t-fpost10:", CompatConfig::default(), Some(1));
+    let session = legacy::initialize(f.a());
+    let mut post = call(f.a(), &session, json!({"n": 30, "gap_ms": 100}));
+    assert_eq!(read(&mut post, Some(2)), expected(30)[..2].to_vec());
+    let last = post.last_id.clone().expect("an id");
+    post.disconnect();
+    let mut first = resume(f.b.addr, &session, &last);
+    assert_eq!(first.status, 200);
+    assert_eq!(read(&mut first, Some(1)), vec!["P2".to_owned()]);
+    // One stream per principal on node B: a second reader is refused.
+    let second = resume(f.b.addr, &session, &last).into_response();
+    assert_eq!(
+        second.status,
+        429,
+        "{}",
+        String::from_utf8_lossy(&second.body)
+    );
+    assert!(second.header("retry-after").is_some());
+    first.disconnect();
+    // Its slot is freed once the first reader's connection is gone (at its
+    // next write).
+    let mut again = None;
+    for _ in 0..50 {
+        let r = resume(f.b.addr, &session, &last);
+        if r.status == 200 {
+            again = Some(r);
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let mut again = again.expect("resumed once the first reader left");
+    assert_eq!(read(&mut again, Some(1)), vec!["P2".to_owned()]);
+}
+
+#[test]
 fn a_post_reply_whose_node_died_is_gone_not_awaited() {
     let mut f = fleet("t-fpost3:", CompatConfig::default());
     let session = legacy::initialize(f.a());
@@ -251,17 +321,14 @@ fn read_resuming(
     mut got: Vec<String>,
 ) -> (Vec<String>, bool) {
     let mut tries = 0;
-    let mut last_seen: Option<String> = None;
     loop {
         got.extend(read(&mut post, None));
         if got.last().is_some_and(|l| l.starts_with('R')) {
             return (got, false);
         }
-        if let Some(id) = post.last_id.clone() {
-            last_seen = Some(id);
-        }
-        let Some(last) = last_seen.clone() else {
-            panic!("ended without an id to resume from: {got:?}");
+        // Only this body's ids, as an SDK resumes: every body has one.
+        let Some(last) = post.last_id.clone() else {
+            panic!("a body ended without an id to resume from: {got:?}");
         };
         loop {
             tries += 1;

@@ -39,6 +39,7 @@ pub(crate) use operation::{Operation, OperationStart, Refusal, Refused};
 pub use requests::{
     METHOD_LABELS, OTHER_METHOD, RequestOutcome, TIMED_OUT, duration_buckets, method_label,
 };
+pub(crate) use server::ReplyGuard;
 pub use server::{Metrics, PrincipalOf, Server, StreamPermit};
 pub(crate) use stream::{ChangeUri, SessionStreamControl, UriOutcome};
 pub use stream::{Deliver, StopStream, Stream};

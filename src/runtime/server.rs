@@ -36,6 +36,8 @@ struct Shared {
     conventions: ConventionMetrics,
     principal_of: Option<PrincipalOf>,
     open: AtomicUsize,
+    /// Resumable replies whose request still runs: a drain waits for them.
+    replies: AtomicUsize,
     opened: AtomicU64,
     frames: AtomicU64,
     closes: [AtomicU64; CloseReason::ALL.len()],
@@ -106,6 +108,21 @@ impl Drop for StreamPermit {
     }
 }
 
+/// A resumable reply whose request still runs after its client may have
+/// left (a 2025 POST answered with SSE): [`Server::drained`] waits until it
+/// is dropped, so a drain lets the request write its response where a
+/// client resuming it (on another node of a fleet) reads it.
+#[derive(Debug)]
+pub(crate) struct ReplyGuard {
+    server: Server,
+}
+
+impl Drop for ReplyGuard {
+    fn drop(&mut self) {
+        self.server.shared.replies.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
 impl Default for Server {
     fn default() -> Self {
         Server::new(Limits::default())
@@ -128,6 +145,7 @@ impl Server {
                 conventions: ConventionMetrics::default(),
                 principal_of,
                 open: AtomicUsize::new(0),
+                replies: AtomicUsize::new(0),
                 opened: AtomicU64::new(0),
                 frames: AtomicU64::new(0),
                 closes: Default::default(),
@@ -299,12 +317,22 @@ impl Server {
         }
     }
 
-    /// Waits until no stream is open, polling, for at most `timeout`. Returns
-    /// whether the server drained.
+    /// Counts a resumable reply's request as running until the guard drops.
+    pub(crate) fn hold_reply(&self) -> ReplyGuard {
+        self.shared.replies.fetch_add(1, Ordering::AcqRel);
+        ReplyGuard {
+            server: self.clone(),
+        }
+    }
+
+    /// Waits until no stream is open and no resumable reply's request runs,
+    /// polling, for at most `timeout`. Returns whether the server drained.
     pub async fn drained(&self, timeout: Duration) -> bool {
         let deadline = tokio::time::Instant::now() + timeout;
         loop {
-            if self.shared.open.load(Ordering::Acquire) == 0 {
+            if self.shared.open.load(Ordering::Acquire) == 0
+                && self.shared.replies.load(Ordering::Acquire) == 0
+            {
                 return true;
             }
             if tokio::time::Instant::now() >= deadline {

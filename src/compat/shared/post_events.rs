@@ -9,7 +9,7 @@
 //! | `sess:{sessions}:<sid>:pev` | stream: every POST stream's events, each entry `s` (the stream's token) then one of `m` (the stream opened: its priming id), `d` (a message), `l` (the response, the stream's last), `c` (the server closed the response for SSE polling) |
 //! | `sess:{sessions}:<sid>:pevb` | string: the bytes of the messages kept in `pev` |
 //! | `sess:{sessions}:<sid>:pevs` | string: the oldest entry id a cursor may name (the first entry, then the newest one dropped): older is a gap (410) |
-//! | `sess:{sessions}:<sid>:pevw` | hash: token → `<writer> <lease ms>` while the request runs (`gone` once its writer gave up without a response); removed with the response |
+//! | `sess:{sessions}:<sid>:pevw` | hash: token → `<writer> <lease ms>` while the request runs (`gone` once its writer gave up without a response); removed with the response, or (past 32 fields) once none of its stream's entries is kept |
 //! | `sess-all:{sessions}:pev` | sorted set: the sessions with such a history, scored by its expiry (the fleet's bound, `max_session_states`) |
 //!
 //! One writer per stream (the node running the request) appends its frames
@@ -80,6 +80,16 @@ if redis.call('HGET', KEYS[1], 'd') then return {'D'} end
 redis.call('ZREMRANGEBYSCORE', KEYS[6], '-inf', now)
 if not redis.call('ZSCORE', KEYS[6], ARGV[1])
     and redis.call('ZCARD', KEYS[6]) >= tonumber(ARGV[7]) then return {'F'} end
+-- Writers that gave up or lapsed, none of whose events are kept any
+-- more (a cursor of theirs is a gap anyway), are forgotten.
+if redis.call('HLEN', KEYS[5]) > 32 then
+  local kept = {}
+  for _, e in ipairs(redis.call('XRANGE', KEYS[2], '-', '+')) do kept[e[2][2]] = true end
+  for _, f in ipairs(redis.call('HKEYS', KEYS[5])) do
+    local _, u = writer_of(f)
+    if u < now and not kept[f] then redis.call('HDEL', KEYS[5], f) end
+  end
+end
 local id = redis.call('XADD', KEYS[2], '*', 's', ARGV[2], 'm', '')
 if redis.call('EXISTS', KEYS[4]) == 0 then redis.call('SET', KEYS[4], id) end
 if redis.call('EXISTS', KEYS[3]) == 0 then redis.call('SET', KEYS[3], 0) end
@@ -700,6 +710,46 @@ mod tests {
                 message.len(),
                 len * message.len()
             );
+        });
+    }
+
+    /// Writers that gave up leave no field behind once their events went:
+    /// the writers' hash stays small however many replies were abandoned.
+    #[test]
+    fn abandoned_writers_are_forgotten_once_their_events_went() {
+        let redis = RedisChild::start();
+        block_on(async {
+            let s = sessions(&redis, 10).await;
+            let expires = seal::now_ms() + 60_000;
+            let bounds = PostBounds {
+                max_events: 8,
+                max_bytes: 1 << 20,
+                resume_window: std::time::Duration::from_secs(60),
+            };
+            let mut last_open = String::new();
+            for i in 0..100 {
+                let token = format!("t{i}");
+                let opened = s.open_post("s1", &token, "w", expires).await.expect("open");
+                let PostOpened::Opened(id) = opened else {
+                    panic!("{opened:?}");
+                };
+                last_open = id;
+                let batch = vec![(PostKind::Message, bytes::Bytes::from_static(b"{}"))];
+                let wrote = s
+                    .append_post(("s1", &token, "w"), expires, &batch, bounds)
+                    .await
+                    .expect("appended");
+                assert_eq!(wrote, PostWrite::Kept);
+                s.give_up_post("s1", &token, "w").await;
+            }
+            let [_, _, _, pevw, _] = post_event_keys(&s.node, "s1");
+            let mut hlen = ::redis::cmd("HLEN");
+            hlen.arg(&pevw);
+            let fields: usize = s.run(hlen).await.expect("HLEN");
+            assert!(fields <= 33, "{fields} writers kept");
+            // The newest abandoned reply is still known as gone: 410.
+            let check = s.check_post("s1", "t99", &last_open).await.expect("check");
+            assert_eq!(check, PostCheck::Gone);
         });
     }
 }

@@ -32,7 +32,7 @@ use super::resumable::{Pacing, ReaderConfig};
 use crate::compat::{PostBounds, PostCheck, PostFetched, PostKind, PostOpened, PostWrite, Writer};
 use crate::mux::{Frame, OutboxReceiver};
 use crate::queue::TryRecvError;
-use crate::runtime::Server;
+use crate::runtime::{ReplyGuard, Server, StreamPermit};
 use crate::transport::http::sse::sse_response_of;
 
 /// How often a reader with nothing to write asks Redis again (the local
@@ -128,15 +128,19 @@ pub(super) async fn serve(
         }
     };
     let (wake_tx, wake_rx) = watch::channel(());
-    spawn_pump(compat.clone(), post.clone(), writer, (first, rx), wake_tx);
-    Ok(response(
-        compat,
-        post,
-        cursor,
-        config,
-        server,
-        Some(wake_rx),
-    ))
+    let reply = server.hold_reply();
+    spawn_pump(
+        compat.clone(),
+        post.clone(),
+        (writer, reply),
+        (first, rx),
+        wake_tx,
+    );
+    let reader = Reader {
+        wake: Some(wake_rx),
+        _permit: None,
+    };
+    Ok(response(compat, post, cursor, config, server, reader))
 }
 
 /// What a frame becomes in the history (`None`: nothing, it was revoked).
@@ -157,11 +161,13 @@ fn kind_of(frame: &Frame) -> Option<PostKind> {
 /// is appended, renewing the writer's lease meanwhile. When a frame cannot
 /// be appended (Redis, a deleted session, a lapsed lease) or the request
 /// ends without a response, the writer gives up: readers end and a
-/// resumption is a gap. Each append wakes the local reader.
+/// resumption is a gap. Each append wakes the local reader. A drain waits
+/// for it (`reply`), so a request running when the drain began writes its
+/// response for a client resuming it elsewhere.
 fn spawn_pump(
     compat: Arc<Compat>,
     post: PostStream,
-    writer: String,
+    (writer, reply): (String, ReplyGuard),
     (first, mut rx): (Frame, OutboxReceiver),
     wake: watch::Sender<()>,
 ) {
@@ -246,7 +252,17 @@ fn spawn_pump(
             shared.give_up_post(&post.sid, &post.token, &writer).await;
         }
         wake.send_replace(());
+        drop(reply);
     });
+}
+
+/// How a reader is woken, and what it counts against.
+struct Reader {
+    /// Each append on the writer's node (`None` elsewhere: it polls).
+    wake: Option<watch::Receiver<()>>,
+    /// A resumption's slot among the streams (the reply's own response is
+    /// counted as its request).
+    _permit: Option<StreamPermit>,
 }
 
 struct State {
@@ -255,19 +271,19 @@ struct State {
     cursor: String,
     pace: Pacing,
     server: Server,
-    wake: Option<watch::Receiver<()>>,
+    reader: Reader,
     done: bool,
 }
 
 /// The SSE response reading POST stream `post` after `cursor` (an entry id),
-/// woken by `wake` on the writer's node.
+/// its priming event (2025-11-25) naming `cursor`.
 fn response(
     compat: Arc<Compat>,
     post: PostStream,
     cursor: String,
     config: ReaderConfig,
     server: Server,
-    wake: Option<watch::Receiver<()>>,
+    reader: Reader,
 ) -> HttpResponse {
     let pace = config.pacing(&server, || post.id(&cursor));
     let state = State {
@@ -276,7 +292,7 @@ fn response(
         cursor,
         pace,
         server,
-        wake,
+        reader,
         done: false,
     };
     sse_response_of(unfold(state, next))
@@ -378,7 +394,7 @@ async fn next(mut st: State) -> Option<(Result<Bytes, Infallible>, State)> {
             }
         }
         let deadline = st.pace.deadline;
-        let wake = st.wake.as_mut();
+        let wake = st.reader.wake.as_mut();
         let woken = async move {
             match wake {
                 Some(wake) => wake.changed().await.is_ok(),
@@ -389,7 +405,7 @@ async fn next(mut st: State) -> Option<(Result<Bytes, Infallible>, State)> {
             alive = woken => {
                 if !alive {
                     // The writer is done: read what it left, then end.
-                    st.wake = None;
+                    st.reader.wake = None;
                 }
             }
             () = tokio::time::sleep(POLL) => {}
@@ -408,22 +424,33 @@ async fn next(mut st: State) -> Option<(Result<Bytes, Infallible>, State)> {
 }
 
 /// `GET` with the `Last-Event-ID` of a shared session's POST stream, on any
-/// node: the rest of that stream, its response last.
+/// node: the rest of that stream, its response last. It opens with a
+/// priming event naming that id (2025-11-25), so a client whose resumption
+/// is closed before anything more came still has an id to resume from. The
+/// reader takes a slot among `owner`'s streams (429 or 503 past the
+/// limits).
 pub(super) async fn resume(
     compat: Arc<Compat>,
-    post: PostStream,
-    entry: String,
-    mut config: ReaderConfig,
-    (server, permit): (Server, OwnedSemaphorePermit),
+    (post, entry): (PostStream, String),
+    config: ReaderConfig,
+    (server, owner): (Server, &str),
+    permit: OwnedSemaphorePermit,
 ) -> HttpResponse {
     let Some(shared) = compat.shared.as_ref() else {
         return not_ours();
     };
     match shared.check_post(&post.sid, &post.token, &entry).await {
         Ok(PostCheck::Resumable) => {
+            let slot = match server.try_open_stream_for(Some(owner)) {
+                Ok(slot) => slot,
+                Err(e) => return state_refusal(&e),
+            };
             drop(permit);
-            config.prime = false;
-            response(compat, post, entry, config, server, None)
+            let reader = Reader {
+                wake: None,
+                _permit: Some(slot),
+            };
+            response(compat, post, entry, config, server, reader)
         }
         Ok(PostCheck::Deleted) => session_gone(),
         Ok(PostCheck::NotOurs) => not_ours(),

@@ -165,6 +165,52 @@ pub(in crate::transport::http) async fn get<H: SubscriptionHandler>(
             "Not Acceptable: the GET stream answers with text/event-stream",
         );
     }
+    let last_event_id = match req.headers().get(LAST_EVENT_ID) {
+        None => None,
+        Some(v) => match v.to_str() {
+            Ok(v) => Some(v.trim().to_owned()),
+            Err(_) => return not_ours(),
+        },
+    };
+    let log = OwnedKey {
+        sid: session.sid.clone(),
+        principal: session.principal.clone(),
+        expires: session.expires,
+    };
+    let events = compat.events.clone();
+    // A POST stream's resumption (its rest, its response last) whatever the
+    // GET stream offers: a server with nothing to stream on GET (405) still
+    // resumes the replies of its tool calls.
+    #[cfg(feature = "redis")]
+    if compat.shared.is_some() {
+        let tag = fleet_events::tag(&session.sid, session.principal.as_deref());
+        if let Some((token, entry)) = last_event_id
+            .as_deref()
+            .and_then(|raw| fleet_post::post_of(&tag, raw))
+        {
+            let post = fleet_post::PostStream {
+                sid: session.sid.clone(),
+                expires: session.expires,
+                tag,
+                token: token.to_owned(),
+            };
+            return fleet_post::resume(
+                compat.clone(),
+                (post, entry),
+                reader_config(&state, &compat, &session),
+                (state.server.clone(), &session.owner),
+                permit,
+            )
+            .await;
+        }
+    }
+    if let Some(Resume::At(at)) = last_event_id
+        .as_deref()
+        .map(|raw| events.resolve(&log.key(), raw))
+        && at.stream != GET_STREAM
+    {
+        return resume(&state, &compat, &session, log, at, permit);
+    }
     let mut meta = match session.init.meta(None, None) {
         Ok((_, m)) => m,
         Err(e) => return refusal(StatusCode::BAD_REQUEST, e.code(), &e.to_string()),
@@ -186,37 +232,11 @@ pub(in crate::transport::http) async fn get<H: SubscriptionHandler>(
         // Nothing to stream: 2025-11-25 allows 405 for GET.
         return not_allowed();
     }
-    let last_event_id = match req.headers().get(LAST_EVENT_ID) {
-        None => None,
-        Some(v) => match v.to_str() {
-            Ok(v) => Some(v.trim().to_owned()),
-            Err(_) => return not_ours(),
-        },
-    };
-    let log = OwnedKey {
-        sid: session.sid.clone(),
-        principal: session.principal.clone(),
-        expires: session.expires,
-    };
-    let events = compat.events.clone();
     // With a bus, every id is the fleet's: any node resumes the GET stream
     // and the POST streams from Redis.
     #[cfg(feature = "redis")]
     if compat.shared.is_some() {
         let config = reader_config(&state, &compat, &session);
-        let tag = fleet_events::tag(&session.sid, session.principal.as_deref());
-        if let Some((token, entry)) = last_event_id
-            .as_deref()
-            .and_then(|raw| fleet_post::post_of(&tag, raw))
-        {
-            let post = fleet_post::PostStream {
-                sid: session.sid.clone(),
-                expires: session.expires,
-                tag,
-                token: token.to_owned(),
-            };
-            return fleet_post::resume(compat, post, entry, config, (server.clone(), permit)).await;
-        }
         if !last_event_id
             .as_deref()
             .is_none_or(fleet_events::is_fleet_id)
@@ -239,11 +259,8 @@ pub(in crate::transport::http) async fn get<H: SubscriptionHandler>(
         Some(raw) => match events.resolve(&log.key(), raw) {
             Resume::NotOurs => return not_ours(),
             Resume::Gone => return gone(&events),
-            Resume::At(at) if at.stream != GET_STREAM => {
-                // A POST stream's resumption: its remaining events, its
-                // response last.
-                return resume(&state, &compat, &session, log, at, permit);
-            }
+            // A POST stream's (handled above, unless it just went).
+            Resume::At(at) if at.stream != GET_STREAM => return gone(&events),
             Resume::At(at) => Some(at.seq),
         },
     };
@@ -339,7 +356,7 @@ pub(in crate::transport::http) async fn get<H: SubscriptionHandler>(
     resumable::spawn_pump(
         events.clone(),
         log.clone(),
-        GET_STREAM,
+        (GET_STREAM, None),
         rx,
         Some(done_rx),
         Some(events.bounds().resume_window),
@@ -418,8 +435,9 @@ fn resume<H: SubscriptionHandler>(
         return gone(&events);
     };
     drop(permit);
-    let mut config = reader_config(state, compat, session);
-    config.prime = false;
+    // Primed with the id it resumes from (2025-11-25): a client whose
+    // resumption is closed before anything more came can resume again.
+    let config = reader_config(state, compat, session);
     resumable::response(
         events,
         log,

@@ -18,7 +18,7 @@ use super::resumable::{self, OwnedKey};
 use super::session::Session;
 use super::{AppState, Compat, json_ok};
 use crate::compat::{Asker, encode_legacy_error, legacy_error, legacy_result, rounds};
-use crate::mux::{Channel, Outbox, OutboxReceiver};
+use crate::mux::{Channel, Frame, Outbox, OutboxReceiver};
 use crate::protocol::McpError;
 use crate::protocol::jsonrpc::encode_result;
 use crate::runtime::{RequestOutcome, version_label};
@@ -51,7 +51,12 @@ pub(super) async fn unary<H: SubscriptionHandler>(
     let session_sid = session.sid.clone();
     let session_principal = session.principal.clone();
     let session_expires = session.expires;
-    let reader_config = super::get_stream::reader_config(state, &compat, &session);
+    let mut reader_config = super::get_stream::reader_config(state, &compat, &session);
+    if !reader_config.prime {
+        // 2025-06-18: the server should not close a reply before its
+        // response, so the longest duration does not apply to it.
+        reader_config.max_duration = None;
+    }
     let events_compat = compat.clone();
     let timeout = state.config.request_timeout;
     let stall = state.server.limits().stall_timeout;
@@ -138,14 +143,7 @@ pub(super) async fn unary<H: SubscriptionHandler>(
                 task.0.take();
                 response
             }
-            Err((first, rx)) => sse_response(SseBody::new(
-                first,
-                rx,
-                None,
-                state.config.keep_alive,
-                state.server.clone(),
-                task,
-            )),
+            Err((first, rx)) => without_ids(state, (first, rx), task),
         };
     } else {
         (first, rx)
@@ -161,6 +159,20 @@ pub(super) async fn unary<H: SubscriptionHandler>(
         principal: session_principal,
         expires: session_expires,
     };
+    // DELETEd before this first frame came: the session's log is not made
+    // again (DELETE marks the session before it drops the log, so either
+    // this sees the mark, before or after opening, or the DELETE drops what
+    // was just opened).
+    let deleted = |log: &OwnedKey| {
+        events_compat.sessions.is_deleted(&crate::compat::StateKey {
+            sid: &log.sid,
+            owner: "",
+            expires: log.expires,
+        })
+    };
+    if deleted(&log) {
+        return without_ids(state, (first, rx), task);
+    }
     let tag = format!("{:016x}", state.suite.sealer().nonce());
     let opened = events
         .open(&log.key(), None, tag)
@@ -174,33 +186,11 @@ pub(super) async fn unary<H: SubscriptionHandler>(
         tracing::warn!(
             "2025 stream served without event ids: max_session_states session logs are kept, none without a stream"
         );
-        return sse_response(SseBody::new(
-            first,
-            rx,
-            None,
-            state.config.keep_alive,
-            state.server.clone(),
-            task,
-        ));
+        return without_ids(state, (first, rx), task);
     };
-    // DELETEd before this first frame came: the session's log is not made
-    // again (DELETE marks the session before it drops the log, so either
-    // this sees the mark or the DELETE drops what was just opened).
-    let deleted = crate::compat::StateKey {
-        sid: &log.sid,
-        owner: "",
-        expires: log.expires,
-    };
-    if events_compat.sessions.is_deleted(&deleted) {
+    if deleted(&log) {
         events.remove_session(&log.sid);
-        return sse_response(SseBody::new(
-            first,
-            rx,
-            None,
-            state.config.keep_alive,
-            state.server.clone(),
-            task,
-        ));
+        return without_ids(state, (first, rx), task);
     }
     // The request is no longer stopped by its client's leaving.
     task.0.take();
@@ -209,7 +199,8 @@ pub(super) async fn unary<H: SubscriptionHandler>(
     } else if !first.is_revoked() {
         events.append(&log.key(), stream, first.to_bytes(), false);
     }
-    resumable::spawn_pump(events.clone(), log.clone(), stream, rx, None, None);
+    let reply = Some(state.server.hold_reply());
+    resumable::spawn_pump(events.clone(), log.clone(), (stream, reply), rx, None, None);
     resumable::response(
         events,
         log,
@@ -219,4 +210,21 @@ pub(super) async fn unary<H: SubscriptionHandler>(
         reader_config,
         state.server.clone(),
     )
+}
+
+/// The reply as a plain SSE body, without ids (nothing kept to resume it): its
+/// request stops when its client leaves.
+fn without_ids<H: SubscriptionHandler>(
+    state: &AppState<H>,
+    (first, rx): (Frame, OutboxReceiver),
+    task: AbortOnDrop,
+) -> HttpResponse {
+    sse_response(SseBody::new(
+        first,
+        rx,
+        None,
+        state.config.keep_alive,
+        state.server.clone(),
+        task,
+    ))
 }

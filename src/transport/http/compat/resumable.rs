@@ -25,7 +25,7 @@ use tokio::time::Instant;
 
 use crate::compat::{EventStore, LogKey, Read};
 use crate::mux::OutboxReceiver;
-use crate::runtime::Server;
+use crate::runtime::{ReplyGuard, Server};
 use crate::transport::http::sse::sse_response_of;
 
 /// Events written in one chunk at most.
@@ -122,11 +122,12 @@ impl Pacing {
 /// (a GET stream), until it has had no reader that long: then the stream is
 /// dropped from the log and the outbox receiver with it (the stream's actor
 /// stops, its `handle_close` runs). A POST stream's response is kept for the
-/// resume window once its request ended.
+/// resume window once its request ended; a drain waits for its request
+/// (`reply`) until then.
 pub(super) fn spawn_pump(
     events: Arc<EventStore>,
     key: OwnedKey,
-    stream: u64,
+    (stream, reply): (u64, Option<ReplyGuard>),
     mut rx: OutboxReceiver,
     mut done: Option<oneshot::Receiver<()>>,
     idle_limit: Option<Duration>,
@@ -168,6 +169,7 @@ pub(super) fn spawn_pump(
                 }
             }
         }
+        drop(reply);
         if idle_limit.is_some() || !ended {
             // A GET stream (or a POST whose request gave no response): its
             // events go with it; its reader, if any, ends with a retry hint.
