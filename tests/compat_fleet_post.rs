@@ -268,8 +268,8 @@ fn a_delete_takes_a_running_post_replys_history_and_it_is_not_recreated() {
     // not bring the history back.
     let rest = read(&mut post, None);
     assert!(
-        rest.len() < 18,
-        "the reply ended with its session: {rest:?}"
+        rest.len() <= 2,
+        "the reply ended with its session (within a frame or two): {rest:?}"
     );
     std::thread::sleep(Duration::from_millis(500));
     let sid = sid_of(&session);
