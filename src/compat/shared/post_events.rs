@@ -541,6 +541,9 @@ mod tests {
     use crate::suite::sealing::seal;
     use crate::suite::tasks::SharedTasks;
 
+    /// An entry of `XRANGE`: its id and its fields.
+    type Entry = (String, Vec<(String, Vec<u8>)>);
+
     async fn sessions(redis: &RedisChild, max_sessions: usize) -> SharedSessions {
         let bus: Bus<SharedNotification> = Bus::redis(RedisBusConfig::new(redis.url()))
             .await
@@ -617,8 +620,7 @@ mod tests {
             let [pev, pevb, ..] = post_event_keys(&s.node, "s1");
             let mut range = ::redis::cmd("XRANGE");
             range.arg(&pev).arg("-").arg("+");
-            let entries: Vec<(String, Vec<(String, Vec<u8>)>)> =
-                s.run(range).await.expect("XRANGE");
+            let entries: Vec<Entry> = s.run(range).await.expect("XRANGE");
             let counted: usize = s.run(::redis::Cmd::get(&pevb)).await.expect("GET");
             let kept: Vec<Vec<u8>> = entries.iter().map(|(_, f)| f[1].1.clone()).collect();
             let bytes: usize = kept.iter().map(Vec::len).sum();
