@@ -261,7 +261,10 @@ fn a_session_is_served_by_every_node_on_a_cluster() {
     let session = session_flow(&cluster.url(), "t-fleet-cluster:");
     // The DELETE mark is in Redis, on the master serving the sessions' slot
     // (every key of the sessions' state carries the `{sessions}` hash tag).
-    let key = format!("t-fleet-cluster:sess:{{sessions}}:{}", sid_of(&session));
+    let key = format!(
+        "t-fleet-cluster:sess:{{sessions}}:{}",
+        legacy::sid_of(&session)
+    );
     let master = cluster.owner(cluster.keyslot(&key));
     let mark = cluster.nodes[master].command(&["HGET", &key, "d"]);
     assert_eq!(
@@ -534,18 +537,6 @@ fn per_principal_bounds_hold_across_nodes() {
     assert_eq!(set_level(&sessions[2]).status, 429);
 }
 
-/// The session id inside a session token (signed, not encrypted).
-fn sid_of(token: &str) -> String {
-    use base64::Engine as _;
-    // `kid.payload.tag`
-    let body = token.split('.').nth(1).expect("a sealed token");
-    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
-        .decode(body)
-        .expect("base64url");
-    let payload: Value = serde_json::from_slice(&bytes).expect("JSON");
-    payload["sid"].as_str().expect("a sid").to_owned()
-}
-
 #[test]
 fn a_get_stream_held_by_a_node_without_a_lease_is_taken_over() {
     let redis = RedisServer::start();
@@ -561,7 +552,7 @@ fn a_get_stream_held_by_a_node_without_a_lease_is_taken_over() {
     assert_eq!(message(&r)["result"], json!({}));
     // The session's hash, as a node that is gone (no lease) left it: it
     // holds the GET stream.
-    let pattern = format!("*sess:{{sessions}}:{}", sid_of(&session));
+    let pattern = format!("*sess:{{sessions}}:{}", legacy::sid_of(&session));
     let keys = redis.command(&["KEYS", &pattern]).expect("KEYS answers");
     let key = keys
         .lines()
@@ -691,7 +682,10 @@ fn a_delete_whose_control_message_was_lost_still_ends_the_get_stream() {
     let get = reader(get);
     // The DELETE mark written straight into Redis: no node sends the holder
     // a control message, as when the bus lost it.
-    let key = format!("t-fleet-lost:sess:{{sessions}}:{}", sid_of(&session));
+    let key = format!(
+        "t-fleet-lost:sess:{{sessions}}:{}",
+        legacy::sid_of(&session)
+    );
     let reply = redis.command(&["HSET", &key, "d", "1"]);
     assert!(reply.is_some_and(|r| r.starts_with(':')), "HSET {key}");
     let deadline = Instant::now() + Duration::from_secs(10);
@@ -816,7 +810,10 @@ fn a_delete_just_before_the_expiry_is_recorded_once_in_the_fleet() {
     );
     assert_eq!(sessions_ended(&nodes[1]), "1");
     // The claim, in the sessions' slot (`{sessions}`: one Redis Cluster node).
-    let end = format!("t-fleet-late:sess:{{sessions}}:{}:end", sid_of(&session));
+    let end = format!(
+        "t-fleet-late:sess:{{sessions}}:{}:end",
+        legacy::sid_of(&session)
+    );
     assert_eq!(
         redis.command(&["EXISTS", &end]).as_deref().map(str::trim),
         Some(":1")

@@ -20,7 +20,7 @@ use genmcp::http::{CompatConfig, ServerThread};
 use genmcp::mux::SharedNotification;
 use genmcp::prelude::*;
 use genmcp_cli::demo;
-use serde_json::{Value, json};
+use serde_json::json;
 
 type Events = Bus<SharedNotification>;
 
@@ -91,16 +91,6 @@ fn resume(addr: SocketAddr, session: &str, last_event_id: &str) -> Exchange {
     let e = Exchange::open_with(addr, "GET", &h, b"");
     e.set_timeout(Duration::from_secs(15));
     e
-}
-
-fn sid_of(token: &str) -> String {
-    use base64::Engine as _;
-    let body = token.split('.').nth(1).expect("a sealed token");
-    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
-        .decode(body)
-        .expect("base64url");
-    let payload: Value = serde_json::from_slice(&bytes).expect("JSON");
-    payload["sid"].as_str().expect("a sid").to_owned()
 }
 
 #[test]
@@ -272,7 +262,7 @@ fn a_delete_takes_a_running_post_replys_history_and_it_is_not_recreated() {
         "the reply ended with its session (within a frame or two): {rest:?}"
     );
     std::thread::sleep(Duration::from_millis(500));
-    let sid = sid_of(&session);
+    let sid = legacy::sid_of(&session);
     let keys = f
         .redis
         .command(&["KEYS", &format!("t-fpost4:sess:{{sessions}}:{sid}:pev*")])

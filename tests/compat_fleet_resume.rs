@@ -101,19 +101,6 @@ fn next_updated(stream: &mut Exchange) -> Option<String> {
     panic!("no update within 300 events");
 }
 
-fn sid_of(token: &str) -> String {
-    use base64::Engine as _;
-    let body = token
-        .split('.')
-        .nth(1)
-        .expect("a sealed token (kid.payload.tag)");
-    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
-        .decode(body)
-        .expect("base64url");
-    let payload: Value = serde_json::from_slice(&bytes).expect("JSON");
-    payload["sid"].as_str().expect("a sid").to_owned()
-}
-
 /// Waits (bounded) until the session's Redis stream holds `n` entries or
 /// more.
 fn wait_kept(redis: &RedisServer, key: &str, n: usize) {
@@ -238,7 +225,10 @@ fn a_resumption_while_redis_connections_are_cut_is_an_error_never_a_gap() {
     let (session, uris, stream) = session_with_notes(&f, 6);
     let seen = stream.last_id.clone().expect("events carry ids");
     stream.disconnect();
-    let ev = format!("t-fresume-cut:sess:{{sessions}}:{}:ev", sid_of(&session));
+    let ev = format!(
+        "t-fresume-cut:sess:{{sessions}}:{}:ev",
+        legacy::sid_of(&session)
+    );
     let mut expected = Vec::new();
     for round in 0..50 {
         let uri = &uris[round % uris.len()];
@@ -377,7 +367,7 @@ fn a_flooded_sessions_history_in_redis_stays_within_its_bounds_and_goes_with_del
     let (session, uris, stream) = session_with_notes(&f, 4);
     let seen = stream.last_id.clone().expect("events carry ids");
     stream.disconnect();
-    let sid = sid_of(&session);
+    let sid = legacy::sid_of(&session);
     let ev = format!("t-fresume-flood:sess:{{sessions}}:{sid}:ev");
     let evb = format!("{ev}b");
 
@@ -444,7 +434,10 @@ fn a_replay_cut_by_redis_midway_ends_cleanly_and_resumes_without_a_gap() {
     }
     let mut stream = get(f.a.addr, &session, None);
     assert_eq!(stream.status, 200);
-    let ev = format!("t-fresume-midway:sess:{{sessions}}:{}:ev", sid_of(&session));
+    let ev = format!(
+        "t-fresume-midway:sess:{{sessions}}:{}:ev",
+        legacy::sid_of(&session)
+    );
     flood(&f._buses[0], &f.redis, &ev, &uris[..1]);
     assert_eq!(next_updated(&mut stream).as_deref(), Some(uris[0].as_str()));
     let seen = stream.last_id.clone().expect("events carry ids");
@@ -513,7 +506,7 @@ fn a_flooded_sessions_history_in_redis_stays_within_the_default_bounds() {
     stream.disconnect();
     let ev = format!(
         "t-fresume-defaults:sess:{{sessions}}:{}:ev",
-        sid_of(&session)
+        legacy::sid_of(&session)
     );
     let evb = format!("{ev}b");
     for (what, pool, n) in [("small", &uris, 3000), ("1.9 KB", &long, 1500)] {

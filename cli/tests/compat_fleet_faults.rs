@@ -277,20 +277,6 @@ fn events(redis: &RedisServer, prefix: &str) -> Events {
     block_on(Bus::redis(bus_config(&redis.url(), prefix))).expect("the bus connects")
 }
 
-/// The session id inside a session token (signed, not encrypted).
-fn sid_of(token: &str) -> String {
-    use base64::Engine as _;
-    let body = token
-        .split('.')
-        .nth(1)
-        .expect("a sealed token (kid.payload.tag)");
-    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
-        .decode(body)
-        .expect("base64url");
-    let payload: Value = serde_json::from_slice(&bytes).expect("JSON");
-    payload["sid"].as_str().expect("a sid").to_owned()
-}
-
 /// The session's hash in Redis (whatever the key layout, its name holds the
 /// session id and it is the one hash among its keys).
 fn session_hash(redis: &RedisServer, sid: &str) -> String {
@@ -337,7 +323,7 @@ fn the_get_watcher_ends_a_restarted_stream_of_a_deleted_session() {
         *record.subscribes.lock().unwrap() >= 2
     }));
     // Deleted behind the node's back (as when the control message is lost).
-    let hash = session_hash(&redis, &sid_of(&session));
+    let hash = session_hash(&redis, &legacy::sid_of(&session));
     let reply = redis.command(&["HSET", &hash, "d", "1"]);
     assert!(reply.is_some_and(|r| r.starts_with(':')), "HSET {hash}");
     assert!(

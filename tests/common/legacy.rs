@@ -90,3 +90,18 @@ pub fn delete(addr: SocketAddr, session: &str) -> Response {
     ];
     Exchange::open_with(addr, "DELETE", &h, b"").into_response()
 }
+
+/// The session id inside a sealed session token (`kid.payload.tag`): the
+/// key of the session's state in Redis.
+pub fn sid_of(token: &str) -> String {
+    use base64::Engine as _;
+    let body = token
+        .split('.')
+        .nth(1)
+        .expect("a sealed token (kid.payload.tag)");
+    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(body)
+        .expect("base64url");
+    let payload: Value = serde_json::from_slice(&bytes).expect("JSON");
+    payload["sid"].as_str().expect("a sid").to_owned()
+}

@@ -428,6 +428,7 @@ impl SharedSessions {
 
 #[cfg(test)]
 mod tests {
+    use super::super::sessions_with;
     use super::*;
     use crate::compat::{Reserve, StoreBounds};
     use crate::mux::SharedNotification;
@@ -557,21 +558,6 @@ mod tests {
             let got: Vec<Vec<u8>> = events.into_iter().map(|(_, d)| d).collect();
             assert_eq!(got, newest[newest.len() - 3..].to_vec());
         });
-    }
-
-    /// Shared sessions over a fresh Redis with room for `max_sessions`.
-    async fn sessions_with(redis: &RedisChild, max_sessions: usize) -> SharedSessions {
-        let bus: Bus<SharedNotification> = Bus::redis(RedisBusConfig::new(redis.url()))
-            .await
-            .expect("connected");
-        let node = SharedTasks::new(bus.once().expect("a Redis bus"), bus.clone());
-        let bounds = StoreBounds {
-            max_sessions,
-            max_uris: 10,
-            per_owner_sessions: 10,
-            per_owner_uris: 10,
-        };
-        SharedSessions::new(node, bounds)
     }
 
     /// A claim that opens a stream and is then refused by the bounds leaves

@@ -119,3 +119,24 @@ impl SharedSessions {
             .map_err(|e| unavailable(&e))
     }
 }
+
+/// Shared sessions over a fresh Redis with room for `max_sessions` (for the
+/// tests of this module's parts).
+#[cfg(test)]
+async fn sessions_with(
+    redis: &crate::pubsub::redis_child::RedisChild,
+    max_sessions: usize,
+) -> SharedSessions {
+    use crate::pubsub::{Bus, RedisBusConfig};
+    let bus: Bus<SharedNotification> = Bus::redis(RedisBusConfig::new(redis.url()))
+        .await
+        .expect("connected");
+    let node = SharedTasks::new(bus.once().expect("a Redis bus"), bus.clone());
+    let bounds = StoreBounds {
+        max_sessions,
+        max_uris: 10,
+        per_owner_sessions: 10,
+        per_owner_uris: 10,
+    };
+    SharedSessions::new(node, bounds)
+}

@@ -533,30 +533,13 @@ impl SharedSessions {
 
 #[cfg(test)]
 mod tests {
+    use super::super::sessions_with;
     use super::*;
-    use crate::compat::StoreBounds;
-    use crate::mux::SharedNotification;
     use crate::pubsub::redis_child::{RedisChild, block_on};
-    use crate::pubsub::{Bus, RedisBusConfig};
     use crate::suite::sealing::seal;
-    use crate::suite::tasks::SharedTasks;
 
     /// An entry of `XRANGE`: its id and its fields.
     type Entry = (String, Vec<(String, Vec<u8>)>);
-
-    async fn sessions(redis: &RedisChild, max_sessions: usize) -> SharedSessions {
-        let bus: Bus<SharedNotification> = Bus::redis(RedisBusConfig::new(redis.url()))
-            .await
-            .expect("connected");
-        let node = SharedTasks::new(bus.once().expect("a Redis bus"), bus.clone());
-        let bounds = StoreBounds {
-            max_sessions,
-            max_uris: 10,
-            per_owner_sessions: 10,
-            per_owner_uris: 10,
-        };
-        SharedSessions::new(node, bounds)
-    }
 
     /// Every message a token's reader gets after `cursor`, read to the end.
     async fn read_all(s: &SharedSessions, token: &str, mut cursor: String) -> Option<Vec<Vec<u8>>> {
@@ -583,7 +566,7 @@ mod tests {
     fn a_flooded_sessions_post_history_stays_within_its_bounds() {
         let redis = RedisChild::start();
         block_on(async {
-            let s = sessions(&redis, 10).await;
+            let s = sessions_with(&redis, 10).await;
             let expires = seal::now_ms() + 60_000;
             let bounds = PostBounds {
                 max_events: 40,
@@ -658,7 +641,7 @@ mod tests {
     fn the_fleet_bounds_how_many_sessions_keep_a_post_history() {
         let redis = RedisChild::start();
         block_on(async {
-            let s = sessions(&redis, 1).await;
+            let s = sessions_with(&redis, 1).await;
             let expires = seal::now_ms() + 60_000;
             let first = s.open_post("s1", "a", "w", expires).await.expect("open");
             assert!(matches!(first, PostOpened::Opened(_)), "{first:?}");
@@ -681,7 +664,7 @@ mod tests {
     fn post_history_default_bounds_under_a_flood() {
         let redis = RedisChild::start();
         block_on(async {
-            let s = sessions(&redis, 10).await;
+            let s = sessions_with(&redis, 10).await;
             let expires = seal::now_ms() + 60_000;
             let bounds = PostBounds {
                 max_events: 1000,
@@ -721,7 +704,7 @@ mod tests {
     fn abandoned_writers_are_forgotten_once_their_events_went() {
         let redis = RedisChild::start();
         block_on(async {
-            let s = sessions(&redis, 10).await;
+            let s = sessions_with(&redis, 10).await;
             let expires = seal::now_ms() + 60_000;
             let bounds = PostBounds {
                 max_events: 8,

@@ -29,10 +29,9 @@ use tokio::sync::oneshot;
 use tokio::time::Instant;
 
 use super::Compat;
-use super::resumable::{Pacing, ReaderConfig};
+use super::resumable::{Pacing, ReaderConfig, burst};
 use crate::compat::{Claim, Fetched, StateKey};
 use crate::mux::OutboxReceiver;
-use crate::queue::TryRecvError;
 use crate::runtime::Server;
 use crate::transport::http::sse::sse_response_of;
 
@@ -123,22 +122,9 @@ pub(super) fn spawn_pump(
                 frame = rx.recv() => {
                     let Some(frame) = frame else { break };
                     // What is queued goes in one round trip (a burst keeps up).
-                    let mut batch = Vec::new();
-                    let mut closed = false;
-                    let mut next = Some(frame);
-                    while let Some(frame) = next.take() {
-                        if !frame.is_revoked() && !frame.is_empty() {
-                            batch.push(frame.to_bytes());
-                        }
-                        if batch.len() >= MAX_EVENTS_PER_APPEND {
-                            break;
-                        }
-                        match rx.try_recv() {
-                            Ok(frame) => next = Some(frame),
-                            Err(TryRecvError::Disconnected) => closed = true,
-                            Err(TryRecvError::Empty) => {}
-                        }
-                    }
+                    let (batch, closed) = burst(frame, &mut rx, MAX_EVENTS_PER_APPEND, |frame| {
+                        (!frame.is_revoked() && !frame.is_empty()).then(|| (frame.to_bytes(), false))
+                    });
                     if !batch.is_empty() {
                         match shared.append_events(sid, &holder, expires, &batch, limits).await {
                             Ok(true) => {}

@@ -28,10 +28,9 @@ use tokio::sync::{OwnedSemaphorePermit, watch};
 
 use super::Compat;
 use super::get_stream::{gone, not_ours, session_gone, state_refusal};
-use super::resumable::{Pacing, ReaderConfig};
+use super::resumable::{Pacing, ReaderConfig, burst};
 use crate::compat::{PostBounds, PostCheck, PostFetched, PostKind, PostOpened, PostWrite, Writer};
 use crate::mux::{Frame, OutboxReceiver};
-use crate::queue::TryRecvError;
 use crate::runtime::{ReplyGuard, Server, StreamPermit};
 use crate::transport::http::sse::sse_response_of;
 
@@ -197,26 +196,11 @@ fn spawn_pump(
                     }
                 },
             };
-            // What is queued goes in one round trip (a burst keeps up).
-            let mut batch = Vec::new();
-            let mut closed = false;
-            let mut pending = Some(frame);
-            while let Some(frame) = pending.take() {
-                if let Some(kind) = kind_of(&frame) {
-                    batch.push((kind, frame.to_bytes()));
-                    if kind == PostKind::Last {
-                        break;
-                    }
-                }
-                if batch.len() >= MAX_FRAMES_PER_APPEND {
-                    break;
-                }
-                match rx.try_recv() {
-                    Ok(frame) => pending = Some(frame),
-                    Err(TryRecvError::Disconnected) => closed = true,
-                    Err(TryRecvError::Empty) => {}
-                }
-            }
+            // What is queued goes in one round trip (a burst keeps up), the
+            // response last.
+            let (batch, closed) = burst(frame, &mut rx, MAX_FRAMES_PER_APPEND, |frame| {
+                kind_of(frame).map(|kind| ((kind, frame.to_bytes()), kind == PostKind::Last))
+            });
             if !batch.is_empty() {
                 let last = batch.iter().any(|(k, _)| *k == PostKind::Last);
                 match shared.append_post(who, post.expires, &batch, bounds).await {

@@ -117,6 +117,39 @@ impl Pacing {
     }
 }
 
+/// A burst of frames for one round trip to a store: `first`, then what is
+/// already queued in `rx`, each mapped by `map` (`None`: skipped; `true`: the
+/// burst ends after it), at most `max` of them. Also whether `rx` ended.
+#[cfg(feature = "redis")]
+pub(super) fn burst<T>(
+    first: crate::mux::Frame,
+    rx: &mut OutboxReceiver,
+    max: usize,
+    mut map: impl FnMut(&crate::mux::Frame) -> Option<(T, bool)>,
+) -> (Vec<T>, bool) {
+    use crate::queue::TryRecvError;
+    let mut batch = Vec::new();
+    let mut closed = false;
+    let mut next = Some(first);
+    while let Some(frame) = next.take() {
+        if let Some((item, stop)) = map(&frame) {
+            batch.push(item);
+            if stop {
+                break;
+            }
+        }
+        if batch.len() >= max {
+            break;
+        }
+        match rx.try_recv() {
+            Ok(frame) => next = Some(frame),
+            Err(TryRecvError::Disconnected) => closed = true,
+            Err(TryRecvError::Empty) => {}
+        }
+    }
+    (batch, closed)
+}
+
 /// Moves a stream's frames into the log until its outbox ends (a POST's
 /// response, or `done` for a GET stream's connection), or, with `idle_limit`
 /// (a GET stream), until it has had no reader that long: then the stream is
