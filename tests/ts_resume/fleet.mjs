@@ -10,7 +10,7 @@
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { ResourceUpdatedNotificationSchema } from "@modelcontextprotocol/sdk/types.js";
-import { WAIT_MS, check, finish, roundRobin, sleep, startFleet, waitUntil } from "./fleet-lib.mjs";
+import { WAIT_MS, check, finish, roundRobin, sleep, startFleet, waitUntil } from "./lib.mjs";
 
 const BIN = process.env.GENMCP_BIN;
 const NOTES = 24;

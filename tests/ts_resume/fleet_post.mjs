@@ -12,7 +12,7 @@
 // must be on PATH).
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
-import { check, finish, roundRobin, startFleet } from "./fleet-lib.mjs";
+import { check, finish, roundRobin, startFleet } from "./lib.mjs";
 
 const BIN = process.env.GENMCP_BIN;
 const CALLS = 4;

@@ -5,71 +5,17 @@
 // Last-Event-ID; every resources/updated published meanwhile must arrive
 // once and in order. Exits non-zero on any failed check. Run by
 // scripts/ts-resume-peer.sh (GENMCP_BIN names the binary).
-import { spawn } from "node:child_process";
-import net from "node:net";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { ResourceUpdatedNotificationSchema } from "@modelcontextprotocol/sdk/types.js";
+import { WAIT_MS, check, finish, sleep, startNode, waitUntil } from "./lib.mjs";
 
 const BIN = process.env.GENMCP_BIN;
 const NOTES = 24;
-const WAIT_MS = 20_000;
-let failed = 0;
 
-function check(ok, what) {
-  console.log(`${ok ? "ok  " : "FAIL"} ${what}`);
-  if (!ok) failed += 1;
-}
-
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-
-async function waitUntil(cond, what) {
-  const end = Date.now() + WAIT_MS;
-  while (!cond()) {
-    if (Date.now() > end) {
-      check(false, `${what} (timed out)`);
-      return false;
-    }
-    await sleep(20);
-  }
-  check(true, what);
-  return true;
-}
-
-function freePort() {
-  return new Promise((resolve, reject) => {
-    const srv = net.createServer();
-    srv.once("error", reject);
-    srv.listen(0, "127.0.0.1", () => {
-      const { port } = srv.address();
-      srv.close(() => resolve(port));
-    });
-  });
-}
-
-async function accepts(port) {
-  return new Promise((resolve) => {
-    const sock = net.connect(port, "127.0.0.1");
-    sock.once("connect", () => {
-      sock.destroy();
-      resolve(true);
-    });
-    sock.once("error", () => resolve(false));
-  });
-}
-
-const port = await freePort();
-const server = spawn(
-  BIN,
-  ["serve", "--host", "127.0.0.1", "--port", String(port), "--keep-alive", "1", "--max-stream-duration", "2"],
-  { stdio: ["ignore", "ignore", "inherit"] },
-);
+const children = [];
 try {
-  const up = Date.now() + WAIT_MS;
-  while (!(await accepts(port))) {
-    if (Date.now() > up) throw new Error("genmcp did not start");
-    await sleep(50);
-  }
+  const port = await startNode(BIN, ["--keep-alive", "1", "--max-stream-duration", "2"], children);
   // Every GET the SDK sends, with its Last-Event-ID (null when none): the
   // stream must be resumed, not merely reopened.
   const gets = [];
@@ -131,7 +77,6 @@ try {
 } catch (e) {
   check(false, `unexpected error: ${e?.stack ?? e}`);
 } finally {
-  server.kill("SIGTERM");
+  for (const child of children) child.kill("SIGTERM");
 }
-console.log(`ts-resume-peer: ${failed === 0 ? "all checks passed" : `${failed} checks failed`}`);
-process.exit(failed === 0 ? 0 : 1);
+finish("ts-resume-peer");

@@ -1,7 +1,8 @@
-// What the fleet peers share: checks, a free port, waiting for a listener,
-// a redis-server and `genmcp serve --bus` nodes on free loopback ports, and
-// a per-request round-robin proxy in front of them. Used by fleet.mjs and
-// fleet_post.mjs (run by scripts/ts-resume-peer.sh).
+// What the resumption peers share: checks, a free port, waiting for a
+// listener, `genmcp serve` nodes (with a redis-server and `--bus` for a
+// fleet) on free loopback ports, and a per-request round-robin proxy in
+// front of a fleet. Used by peer.mjs, fleet.mjs and fleet_post.mjs (run by
+// scripts/ts-resume-peer.sh).
 import { spawn } from "node:child_process";
 import http from "node:http";
 import net from "node:net";
@@ -36,7 +37,7 @@ export async function waitUntil(cond, what) {
   return true;
 }
 
-function freePort() {
+export function freePort() {
   return new Promise((resolve, reject) => {
     const srv = net.createServer();
     srv.once("error", reject);
@@ -58,7 +59,7 @@ async function accepts(port) {
   });
 }
 
-async function waitAccepts(port, what) {
+export async function waitAccepts(port, what) {
   const up = Date.now() + WAIT_MS;
   while (!(await accepts(port))) {
     if (Date.now() > up) throw new Error(`${what} did not start`);
@@ -97,6 +98,19 @@ export function roundRobin(ports, gets) {
   return new Promise((resolve) => proxy.listen(0, "127.0.0.1", () => resolve(proxy)));
 }
 
+/** One `genmcp serve` node given `args`, pushed onto `children`: its port. */
+export async function startNode(bin, args, children) {
+  const port = await freePort();
+  children.push(
+    spawn(bin, ["serve", "--host", "127.0.0.1", "--port", String(port), ...args], {
+      stdio: ["ignore", "ignore", "inherit"],
+      env: { ...process.env, GENMCP_KEY: KEY },
+    }),
+  );
+  await waitAccepts(port, "genmcp");
+  return port;
+}
+
 /**
  * A redis-server and `count` `genmcp serve --bus` nodes (each also given
  * `args`), pushed onto `children`: the nodes' ports.
@@ -111,15 +125,7 @@ export async function startFleet(bin, count, args, children) {
   await waitAccepts(redisPort, "redis-server");
   const ports = [];
   for (let i = 0; i < count; i += 1) {
-    const port = await freePort();
-    ports.push(port);
-    children.push(
-      spawn(bin, ["serve", "--host", "127.0.0.1", "--port", String(port), "--bus", `redis://127.0.0.1:${redisPort}`, ...args], {
-        stdio: ["ignore", "ignore", "inherit"],
-        env: { ...process.env, GENMCP_KEY: KEY },
-      }),
-    );
+    ports.push(await startNode(bin, ["--bus", `redis://127.0.0.1:${redisPort}`, ...args], children));
   }
-  for (const port of ports) await waitAccepts(port, "genmcp");
   return ports;
 }
