@@ -309,8 +309,8 @@ impl Otel {
 
     /// The `tracing-subscriber` layer exporting genmcp's request and stream
     /// spans (the request spans are at DEBUG: this layer enables them for
-    /// itself, whatever the other layers' filters) and the events at INFO and
-    /// above inside them. Other crates' spans are not exported.
+    /// itself, whatever the other layers' filters), without the log lines
+    /// inside them. Other crates' spans are not exported.
     pub fn layer<S>(&self) -> impl Layer<S> + use<S>
     where
         S: tracing::Subscriber + for<'a> LookupSpan<'a>,
@@ -325,13 +325,13 @@ impl Otel {
             .with_target(false)
             .with_tracked_inactivity(false)
             .with_filter(
-                filter_fn(|meta| {
-                    meta.target().starts_with("genmcp")
-                        && (meta.is_span() || *meta.level() <= tracing::Level::INFO)
-                })
-                // Nothing below DEBUG: `trace!` call sites everywhere stay
-                // off at the global level check (no per-call lookup).
-                .with_max_level_hint(tracing::level_filters::LevelFilter::DEBUG),
+                // Spans only: a log line's fields are no convention's and may
+                // carry a tool's data or an error's text (logs go to the
+                // other layers).
+                filter_fn(|meta| meta.target().starts_with("genmcp") && meta.is_span())
+                    // Nothing below DEBUG: `trace!` call sites everywhere stay
+                    // off at the global level check (no per-call lookup).
+                    .with_max_level_hint(tracing::level_filters::LevelFilter::DEBUG),
             )
     }
 

@@ -269,8 +269,16 @@ fn a_call_with_a_traceparent_is_exported_as_a_child_span_with_its_duration_metri
         attr(&call.attributes, "genmcp.request.outcome").as_deref(),
         Some("ok")
     );
-    // Every attribute is a convention's, or genmcp's own under `genmcp.`.
+    // Every attribute is a convention's, or genmcp's own under `genmcp.`,
+    // and no log line rides along (its fields are no convention's and may
+    // carry error texts).
     for span in &found {
+        assert!(
+            span.events.is_empty(),
+            "{:?} exported events: {:?}",
+            span.name,
+            span.events
+        );
         for kv in &span.attributes {
             assert!(
                 CONVENTION_NAMESPACES
@@ -648,6 +656,63 @@ fn the_authenticated_principal_is_not_exported_by_default() {
         assert!(
             !String::from_utf8_lossy(body).contains(SUBJECT),
             "the principal in {path}"
+        );
+    }
+}
+
+/// A tool result that fails its output schema is logged with the failing
+/// value; that log line never rides along with the exported span (its fields
+/// are no convention's, and carry the tool's data).
+#[test]
+fn log_lines_inside_a_request_span_are_not_exported() {
+    const VALUE: &str = "result-value-never-exported";
+    let (otel, received) = exporter();
+    let srv = genmcp::http::ServerThread::spawn(
+        || {
+            let suite = suite();
+            suite.catalog().add_tool(
+                ToolBuilder::new("mismatch")
+                    .description("answers structured content its schema refuses")
+                    .output_schema(json!({
+                        "type": "object",
+                        "properties": {"n": {"type": "integer"}},
+                        "required": ["n"]
+                    }))
+                    .handler(|_| async {
+                        Ok(CallToolResult::text("x")
+                            .with_structured(json!({"n": VALUE}))
+                            .into())
+                    }),
+            );
+            suite
+        },
+        common::config(),
+    )
+    .expect("starts");
+    let resp = post(
+        srv.addr,
+        &headers("tools/call", Some("mismatch")),
+        &request(
+            json!("otel-mismatch"),
+            "tools/call",
+            json!({"name": "mismatch", "arguments": {}}),
+        ),
+    );
+    assert_eq!(resp.status, 200);
+    srv.stop();
+    let mut found = Vec::new();
+    let complete = common::wait_until(Duration::from_secs(20), || {
+        otel.flush();
+        found = spans(received);
+        found
+            .iter()
+            .any(|s| attr(&s.attributes, "jsonrpc.request.id").as_deref() == Some("otel-mismatch"))
+    });
+    assert!(complete, "spans received: {found:#?}");
+    for (path, body) in received.lock().unwrap().iter() {
+        assert!(
+            !String::from_utf8_lossy(body).contains(VALUE),
+            "the tool's value in {path}"
         );
     }
 }

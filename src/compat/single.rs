@@ -25,6 +25,10 @@ pub(crate) struct Loaded {
 pub(crate) struct Deleted {
     /// The GET stream held on this node, for the caller to stop.
     pub(crate) local: Option<LegacyStream>,
+    /// Whether this DELETE records the session's end.
+    pub(crate) ends: bool,
+    /// Whether the GET stream's node confirmed it ended it.
+    pub(crate) confirmed: Result<(), McpError>,
 }
 
 impl SharedSessions {
@@ -36,11 +40,6 @@ impl SharedSessions {
     /// Claims a session's end for the fleet's metrics.
     pub(crate) fn end_claims(node: SharedTasks) -> EndClaims {
         match node {}
-    }
-
-    /// Claims a session's end for the fleet's metrics.
-    pub(crate) async fn claim_end(&self, _sid: &str, _expires: u64) -> Result<bool, McpError> {
-        match *self {}
     }
 
     /// The session's deleted mark and level.

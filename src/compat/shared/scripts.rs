@@ -246,9 +246,11 @@ return {'1'}
 );
 
 /// Marks the session deleted until its expiry, dropping its level, URIs
-/// (and their counts), holder and event history (KEYS after the six); the
-/// mark still counts as its state:
-/// `{'ok', first ('1'/'0'), holder}`, or a refusal of `admit`.
+/// (and their counts), holder and event history (KEYS after the seventh),
+/// and claims its end for the metrics (KEYS[7], `SET NX PX` ARGV[8] ms);
+/// the mark still counts as its state:
+/// `{'ok', first ('1'/'0'), holder, end claimed ('1'/'0')}`, or a refusal
+/// of `admit`.
 pub(super) const DELETE: &str = concat!(
     prelude!(),
     r#"
@@ -264,9 +266,11 @@ for _, uri in ipairs(redis.call('SMEMBERS', KEYS[2])) do
   redis.call('ZREM', KEYS[6], sid .. ' ' .. uri)
 end
 redis.call('DEL', KEYS[1], KEYS[2])
-for i = 7, #KEYS do redis.call('DEL', KEYS[i]) end
+for i = 8, #KEYS do redis.call('DEL', KEYS[i]) end
 redis.call('HSET', KEYS[1], 'd', '1')
 redis.call('PEXPIREAT', KEYS[1], exp)
-return {'ok', first, h}
+local claimed = '0'
+if redis.call('SET', KEYS[7], '1', 'NX', 'PX', ARGV[8]) then claimed = '1' end
+return {'ok', first, h, claimed}
 "#
 );

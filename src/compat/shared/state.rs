@@ -25,21 +25,28 @@ const END_CLAIM_GRACE: std::time::Duration = std::time::Duration::from_secs(600)
 /// Claims the end of the session `sid` (expiring at `expires`, ms since the
 /// epoch) for the fleet's metrics: `SET NX` of its end key, which lives
 /// until [`END_CLAIM_GRACE`] after the expiry. `Ok(true)` for the first claim.
+/// It runs on the bus's reserved path: the expiry clock claims one at a
+/// time, and must not be refused while requests hold every permit.
 async fn claim_end(node: &SharedTasks, sid: &str, expires: u64) -> Result<bool, McpError> {
-    let ttl = expires
-        .saturating_sub(crate::suite::sealing::seal::now_ms())
-        .saturating_add(u64::try_from(END_CLAIM_GRACE.as_millis()).unwrap_or(u64::MAX));
     let mut cmd = ::redis::cmd("SET");
     cmd.arg(end_key(node, sid))
         .arg("1")
         .arg("NX")
         .arg("PX")
-        .arg(ttl);
+        .arg(end_claim_ttl(expires));
     node.keys()
-        .query::<Option<String>>(cmd)
+        .query_reserved::<Option<String>>(cmd)
         .await
         .map(|set| set.is_some())
         .map_err(|e| super::unavailable(&e))
+}
+
+/// How long a session's end claim lives from now (ms): until
+/// [`END_CLAIM_GRACE`] after its expiry.
+fn end_claim_ttl(expires: u64) -> u64 {
+    expires
+        .saturating_sub(crate::suite::sealing::seal::now_ms())
+        .saturating_add(u64::try_from(END_CLAIM_GRACE.as_millis()).unwrap_or(u64::MAX))
 }
 
 /// What one request reads of its session.
@@ -55,24 +62,24 @@ pub(crate) struct Loaded {
 pub(crate) struct Deleted {
     /// The GET stream held on this node, for the caller to stop.
     pub(crate) local: Option<LegacyStream>,
+    /// Whether this DELETE claimed the session's end for the metrics (no
+    /// other DELETE and not its expiry did first): it records it.
+    pub(crate) ends: bool,
+    /// Whether the node holding the session's GET stream confirmed it ended
+    /// it (the session is deleted either way).
+    pub(crate) confirmed: Result<(), McpError>,
 }
 
 impl SharedSessions {
-    /// Claims sessions' ends through `node` alone: for the session clock,
-    /// which outlives any borrow ([`Self::claim_end`]).
+    /// Claims sessions' ends through `node` alone, as their expiry records
+    /// them: for the session clock, which outlives any borrow. `Ok(true)`
+    /// for the first claim in the fleet, `Ok(false)` when a DELETE claimed
+    /// it, `Err` when Redis cannot answer.
     pub(crate) fn end_claims(node: SharedTasks) -> EndClaims {
         Arc::new(move |sid: String, expires: u64| {
             let node = node.clone();
             Box::pin(async move { claim_end(&node, &sid, expires).await })
         })
-    }
-
-    /// Claims the end of the session `sid` (expiring at `expires`) for the
-    /// fleet's metrics, as its DELETE or its expiry records it: `Ok(true)`
-    /// for the first claim in the fleet, `Ok(false)` when another DELETE or
-    /// the expiry claimed it, `Err` when Redis cannot answer.
-    pub(crate) async fn claim_end(&self, sid: &str, expires: u64) -> Result<bool, McpError> {
-        claim_end(&self.node, sid, expires).await
     }
 
     /// The session's deleted mark and level: one round trip.
@@ -155,9 +162,20 @@ impl SharedSessions {
     pub(crate) async fn delete(&self, session: &StateKey<'_>) -> Result<Deleted, McpError> {
         let [ev, evb, evs, evr] = event_keys(&self.node, session.sid);
         let [pev, pevb, pevs, pevw, posts] = post_event_keys(&self.node, session.sid);
-        let history = [ev, evb, evs, evr, pev, pevb, pevs, pevw];
+        let history = [
+            end_key(&self.node, session.sid),
+            ev,
+            evb,
+            evs,
+            evr,
+            pev,
+            pevb,
+            pevs,
+            pevw,
+        ];
+        let ttl = [end_claim_ttl(session.expires).to_string()];
         let answer = self
-            .run_counted_with(DELETE, session, &history, &[])
+            .run_counted_with(DELETE, session, &history, &ttl)
             .await?;
         // Its POST history no longer counts against the fleet's bound (an
         // error leaves its entry to lapse with the history's expiry).
@@ -166,14 +184,16 @@ impl SharedSessions {
         if let Err(error) = self.run::<i64>(forget).await {
             tracing::debug!(%error, "a deleted session's POST history left to lapse from the fleet's count");
         }
-        let [_, _, holder] = answer.as_slice() else {
+        let [_, _, holder, claimed] = answer.as_slice() else {
             return Err(unexpected());
         };
+        let ends = claimed == "1";
         let local = self
             .lock()
             .remove(session.sid)
             .and_then(|s| s.live)
             .filter(LegacyStream::alive);
+        let mut confirmed = Ok(());
         if let Some(node) = self.elsewhere(holder) {
             // Answered once the holder ended the stream: the session is
             // deleted either way, but a success means nothing streams.
@@ -182,9 +202,15 @@ impl SharedSessions {
                 sid: session.sid.to_owned(),
                 ack: Some(ack.clone()),
             };
-            self.send(node, control).await?;
-            self.wait_ended(&ack, DELETE_WAIT).await?;
+            confirmed = match self.send(node, control).await {
+                Ok(()) => self.wait_ended(&ack, DELETE_WAIT).await,
+                Err(e) => Err(e),
+            };
         }
-        Ok(Deleted { local })
+        Ok(Deleted {
+            local,
+            ends,
+            confirmed,
+        })
     }
 }

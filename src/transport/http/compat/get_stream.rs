@@ -464,30 +464,30 @@ pub(in crate::transport::http) async fn delete<H: SubscriptionHandler>(
         Ok(a) => a,
         Err(resp) => return resp,
     };
+    // With shared sessions the end is recorded by whichever of this DELETE
+    // (or another one) and the session's expiry claims it first (the DELETE
+    // claims it in the same step as it deletes).
     let deleted = match &compat.shared {
-        Some(shared) => shared.delete(&session.key()).await.map(|d| d.local),
-        None => compat.sessions.delete(&session.key()).map(|(_, live)| live),
+        Some(shared) => shared
+            .delete(&session.key())
+            .await
+            .map(|d| (d.local, d.ends, d.confirmed)),
+        None => compat
+            .sessions
+            .delete(&session.key())
+            .map(|(_, live)| (live, true, Ok(()))),
     };
-    let live = match deleted {
-        Ok(live) => live,
+    let (live, ends, confirmed) = match deleted {
+        Ok(d) => d,
         Err(e) => return state_refusal(&e),
     };
     compat.events.remove_session(&session.sid);
     compat.clock.ended(&session.sid);
-    // With shared sessions the end is recorded by whichever of this DELETE
-    // (or another one) and the session's expiry claims it first.
-    let first = match &compat.shared {
-        Some(shared) => shared
-            .claim_end(&session.sid, session.expires)
-            .await
-            .inspect_err(|e| {
-                tracing::debug!(error = %e, "2025 session end not recorded: the shared store did not answer its claim");
-            })
-            .unwrap_or(false),
-        None => true,
-    };
-    if first {
+    if ends {
         record_session_end(&state.server, &compat.config.session_ttl, &session);
+    }
+    if let Err(e) = confirmed {
+        return state_refusal(&e);
     }
     if let Some(running) = live.as_ref().and_then(LegacyStream::running) {
         let _ = running
