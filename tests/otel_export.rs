@@ -440,6 +440,10 @@ fn a_2025_get_stream_is_parented_on_the_traceparent_header_of_its_get() {
         attr(&stream.attributes, "genmcp.stream.close_reason").as_deref(),
         Some("disconnected")
     );
+    // No JSON-RPC request opened it: no method, genmcp's or the conventions'.
+    for key in ["genmcp.method", "mcp.method.name", "jsonrpc.request.id"] {
+        assert_eq!(attr(&stream.attributes, key), None, "{key}");
+    }
 }
 
 /// A tool that runs as a task and waits for input until cancelled.

@@ -74,7 +74,7 @@ fn stream_span(
     };
     let span = tracing::info_span!(
         "stream",
-        method = crate::protocol::methods::LISTEN,
+        method = tracing::field::Empty,
         subscription_id = %channel.id(),
         principal = tracing::field::Empty,
         reason = tracing::field::Empty,
@@ -92,9 +92,11 @@ fn stream_span(
     if !span.is_disabled() {
         if kind == "get" {
             // A 2025-era session's GET stream: no JSON-RPC request opened
-            // it (its id is genmcp's own), so no method or request id.
+            // it (its id is genmcp's own), so no method (genmcp's or the
+            // conventions') or request id.
             span.record("otel.name", GET_STREAM_SPAN);
         } else {
+            span.record("method", crate::protocol::methods::LISTEN);
             span.record("otel.name", crate::protocol::methods::LISTEN);
             span.record("mcp.method.name", crate::protocol::methods::LISTEN);
             span.record(
