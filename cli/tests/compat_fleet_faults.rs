@@ -9,7 +9,7 @@
 mod common;
 
 use std::net::SocketAddr;
-use std::process::{Child, Command};
+use std::process::Child;
 use std::sync::{Arc, mpsc};
 use std::time::{Duration, Instant};
 
@@ -134,11 +134,11 @@ impl Node {
     }
 
     fn signal(&self, signal: &str) {
-        let status = Command::new("kill")
-            .args([signal, &self.child.id().to_string()])
-            .status()
-            .expect("kill runs");
-        assert!(status.success(), "kill {signal}");
+        // After `-STOP`, once every thread of it is stopped.
+        assert!(
+            common::signal_process(self.child.id(), signal),
+            "kill {signal}"
+        );
     }
 }
 

@@ -13,6 +13,8 @@
 //! written to `target/tmp/faults/<name>-<seed>/history.jsonl`, beside
 //! `summary.txt` and the nodes' logs.
 
+#[path = "../../tests/common/mod.rs"]
+mod common;
 #[path = "../../tests/common/faults/mod.rs"]
 mod faults;
 

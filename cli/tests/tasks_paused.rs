@@ -32,40 +32,10 @@ impl Node {
     }
 
     /// Sends `signal` (`STOP`, `CONT`) to the process; after `STOP`, returns
-    /// only once every thread of it is stopped. `kill` returns once the
-    /// signal is queued: Linux wakes one thread to take it, and the others
-    /// run on until that thread is scheduled and stops them all, so on a
-    /// busy machine the node could still take a forwarded change sent right
-    /// after `kill` returned.
+    /// only once every thread of it is stopped ([`common::signal_process`]).
     fn signal(&self, signal: &str) {
-        let ok = Command::new("kill")
-            .arg(format!("-{signal}"))
-            .arg(self.child.id().to_string())
-            .status()
-            .expect("kill runs")
-            .success();
+        let ok = common::signal_process(self.child.id(), &format!("-{signal}"));
         assert!(ok, "kill -{signal}");
-        if signal == "STOP" {
-            let stopped = wait_until(Duration::from_secs(10), || self.all_threads_stopped());
-            assert!(stopped, "the node's threads did not all stop");
-        }
-    }
-
-    /// Whether every thread of the process is stopped (`T`), per
-    /// `/proc/<pid>/task/*/stat` (a thread gone meanwhile does not run).
-    fn all_threads_stopped(&self) -> bool {
-        let dir = format!("/proc/{}/task", self.child.id());
-        let Ok(threads) = std::fs::read_dir(&dir) else {
-            return false;
-        };
-        threads.flatten().all(|thread| {
-            std::fs::read_to_string(thread.path().join("stat")).map_or(true, |stat| {
-                // The state follows the command name, itself in parentheses.
-                stat.rsplit_once(')')
-                    .and_then(|(_, rest)| rest.split_whitespace().next())
-                    .is_some_and(|state| matches!(state, "T" | "Z" | "X"))
-            })
-        })
     }
 
     /// `method` with `params` (the tasks extension declared), unauthenticated:

@@ -13,6 +13,8 @@ pub mod quiet;
 pub mod redis_server;
 pub mod request_state;
 pub mod serve_child;
+pub mod signal;
+pub use signal::signal_process;
 pub mod stdio_child;
 pub mod tasks;
 pub mod user_server;

@@ -102,11 +102,7 @@ impl RedisServer {
             .as_ref()
             .map(|c| c.id())
             .expect("a running server");
-        let status = Command::new("kill")
-            .args([signal, &pid.to_string()])
-            .status()
-            .expect("kill runs");
-        assert!(status.success(), "kill {signal} {pid}");
+        assert!(super::signal_process(pid, signal), "kill {signal} {pid}");
     }
 
     /// Sends one command (RESP array of bulk strings) and returns the raw reply.

@@ -46,10 +46,7 @@ fn redis_cli_bin() -> String {
 
 /// Sends `signal` (`-STOP`, `-CONT`, `-KILL`) to process `pid`.
 pub fn signal(pid: u32, signal: &str) -> bool {
-    Command::new("kill")
-        .args([signal, &pid.to_string()])
-        .status()
-        .is_ok_and(|s| s.success())
+    crate::common::signal_process(pid, signal)
 }
 
 /// One redis-server process, persistent (AOF, fsync on every write) in its
