@@ -29,7 +29,7 @@ use tokio::sync::oneshot;
 use tokio::time::Instant;
 
 use super::Compat;
-use super::resumable::{Pacing, ReaderConfig, burst};
+use super::resumable::{Pacing, ReaderConfig, burst, write_event};
 use crate::compat::{Claim, Fetched, StateKey};
 use crate::mux::OutboxReceiver;
 use crate::runtime::Server;
@@ -45,7 +45,6 @@ const MAX_EVENTS_PER_READ: usize = 256;
 const MAX_EVENTS_PER_APPEND: usize = 64;
 /// How often the holder's pump checks that the stream has a reader.
 const IDLE_CHECK: Duration = Duration::from_millis(500);
-const KEEPALIVE: &[u8] = b": keepalive\n\n";
 
 /// The tag of a shared session's GET stream ids: the same on every node,
 /// different for another session or principal.
@@ -289,13 +288,7 @@ async fn next(mut st: State) -> Option<(Result<Bytes, Infallible>, State)> {
             Ok(Fetched::Events { events, last, .. }) if !events.is_empty() => {
                 let mut buf = BytesMut::new();
                 for (id, data) in &events {
-                    buf.extend_from_slice(b"id: ");
-                    buf.extend_from_slice(st.tag.as_bytes());
-                    buf.extend_from_slice(b"-0-");
-                    buf.extend_from_slice(id.as_bytes());
-                    buf.extend_from_slice(b"\nevent: message\ndata: ");
-                    buf.extend_from_slice(data);
-                    buf.extend_from_slice(b"\n\n");
+                    write_event(&mut buf, &[&st.tag, "0", id], Some(data));
                 }
                 st.cursor = last;
                 st.server.count_frames(events.len() as u64);
@@ -322,8 +315,7 @@ async fn next(mut st: State) -> Option<(Result<Bytes, Infallible>, State)> {
         tokio::select! {
             () = tokio::time::sleep(POLL) => {}
             () = tokio::time::sleep_until(st.pace.keepalive_at) => {
-                st.pace.wrote();
-                return Some((Ok(Bytes::from_static(KEEPALIVE)), st));
+                return Some((Ok(st.pace.keepalive()), st));
             }
             () = async { if let Some(at) = deadline { tokio::time::sleep_until(at).await } }, if deadline.is_some() => {
                 return end_with_retry(st);

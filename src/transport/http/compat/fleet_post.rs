@@ -28,7 +28,7 @@ use tokio::sync::{OwnedSemaphorePermit, watch};
 
 use super::Compat;
 use super::get_stream::{gone, not_ours, session_gone, state_refusal};
-use super::resumable::{Pacing, ReaderConfig, burst};
+use super::resumable::{Pacing, ReaderConfig, burst, write_event};
 use crate::compat::{PostBounds, PostCheck, PostFetched, PostKind, PostOpened, PostWrite, Writer};
 use crate::mux::{Frame, OutboxReceiver};
 use crate::runtime::{ReplyGuard, Server, StreamPermit};
@@ -43,7 +43,6 @@ const MAX_ENTRIES_PER_READ: usize = 256;
 const MAX_FRAMES_PER_APPEND: usize = 64;
 /// How often the writer renews its lease while its request runs.
 const RENEW: Duration = Duration::from_millis(500);
-const KEEPALIVE: &[u8] = b": keepalive\n\n";
 
 /// A POST stream of a shared session, as its writer and readers name it.
 #[derive(Clone, Debug)]
@@ -288,14 +287,6 @@ fn end_with_retry(mut st: State) -> Option<(Result<Bytes, Infallible>, State)> {
     Some((Ok(retry), st))
 }
 
-fn write_event(buf: &mut BytesMut, id: &str, data: &[u8]) {
-    buf.extend_from_slice(b"id: ");
-    buf.extend_from_slice(id.as_bytes());
-    buf.extend_from_slice(b"\nevent: message\ndata: ");
-    buf.extend_from_slice(data);
-    buf.extend_from_slice(b"\n\n");
-}
-
 async fn next(mut st: State) -> Option<(Result<Bytes, Infallible>, State)> {
     if st.done {
         return None;
@@ -334,18 +325,16 @@ async fn next(mut st: State) -> Option<(Result<Bytes, Infallible>, State)> {
             let mut written = 0u64;
             let mut cursor = last;
             for e in &events {
-                let id = st.post.id(&e.id);
+                let id = [st.post.tag.as_str(), st.post.token.as_str(), e.id.as_str()];
                 match e.kind {
                     PostKind::Message | PostKind::Last => {
-                        write_event(&mut buf, &id, &e.data);
+                        write_event(&mut buf, &id, Some(&e.data));
                         written += 1;
                     }
                     PostKind::Close => {
                         // Closed for SSE polling: the client resumes after
                         // this id (an event with an id and no data).
-                        buf.extend_from_slice(b"id: ");
-                        buf.extend_from_slice(id.as_bytes());
-                        buf.extend_from_slice(b"\ndata: \n\n");
+                        write_event(&mut buf, &id, None);
                         buf.extend_from_slice(&st.pace.retry());
                     }
                 }
@@ -394,8 +383,7 @@ async fn next(mut st: State) -> Option<(Result<Bytes, Infallible>, State)> {
             }
             () = tokio::time::sleep(POLL) => {}
             () = tokio::time::sleep_until(st.pace.keepalive_at) => {
-                st.pace.wrote();
-                return Some((Ok(Bytes::from_static(KEEPALIVE)), st));
+                return Some((Ok(st.pace.keepalive()), st));
             }
             () = async { if let Some(at) = deadline { tokio::time::sleep_until(at).await } }, if deadline.is_some() => {
                 return end_with_retry(st);

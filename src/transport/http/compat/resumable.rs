@@ -115,6 +115,12 @@ impl Pacing {
     pub(super) fn wrote(&mut self) {
         self.keepalive_at = Instant::now() + self.keep_alive;
     }
+
+    /// The keep-alive comment, due now (the next one a whole interval away).
+    pub(super) fn keepalive(&mut self) -> Bytes {
+        self.wrote();
+        Bytes::from_static(KEEPALIVE)
+    }
 }
 
 /// A burst of frames for one round trip to a store: `first`, then what is
@@ -253,11 +259,24 @@ struct State {
     done: bool,
 }
 
-fn write_event(buf: &mut BytesMut, tag: &str, stream: u64, seq: u64, data: &[u8]) {
+/// Writes one SSE event: its id (`id` joined by `-`), then `data` as an
+/// `event: message` (no data: an event that only moves the client's
+/// resumption point).
+pub(super) fn write_event(buf: &mut BytesMut, id: &[&str], data: Option<&[u8]>) {
     buf.extend_from_slice(b"id: ");
-    buf.extend_from_slice(EventStore::id(tag, stream, seq).as_bytes());
-    buf.extend_from_slice(b"\nevent: message\ndata: ");
-    buf.extend_from_slice(data);
+    for (i, part) in id.iter().enumerate() {
+        if i > 0 {
+            buf.extend_from_slice(b"-");
+        }
+        buf.extend_from_slice(part.as_bytes());
+    }
+    match data {
+        Some(data) => {
+            buf.extend_from_slice(b"\nevent: message\ndata: ");
+            buf.extend_from_slice(data);
+        }
+        None => buf.extend_from_slice(b"\ndata: "),
+    }
     buf.extend_from_slice(b"\n\n");
 }
 
@@ -315,7 +334,8 @@ async fn next(mut st: State) -> Option<(Result<Bytes, Infallible>, State)> {
                 let mut buf = BytesMut::new();
                 let mut finished = false;
                 for e in &list {
-                    write_event(&mut buf, &st.tag, st.r.stream, e.seq, &e.data);
+                    let id = EventStore::id(&st.tag, st.r.stream, e.seq);
+                    write_event(&mut buf, &[&id], Some(&e.data));
                     st.cursor = e.seq;
                     if e.last {
                         finished = true;
@@ -349,8 +369,7 @@ async fn next(mut st: State) -> Option<(Result<Bytes, Infallible>, State)> {
                 }
             }
             () = tokio::time::sleep_until(st.pace.keepalive_at) => {
-                st.pace.wrote();
-                return Some((Ok(Bytes::from_static(KEEPALIVE)), st));
+                return Some((Ok(st.pace.keepalive()), st));
             }
             () = async { if let Some(at) = deadline { tokio::time::sleep_until(at).await } }, if deadline.is_some() => {
                 st.done = true;
