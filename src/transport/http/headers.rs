@@ -282,6 +282,30 @@ pub fn check_param_header(
     }
 }
 
+/// Copies the HTTP `traceparent` (and a valid `tracestate`) into `meta` when
+/// `meta` has no valid `traceparent` of its own and the header's is valid: a
+/// listen's, and a 2025-era GET stream's (a GET has no `_meta` of its own),
+/// so that the stream's span takes its parent from them.
+pub(crate) fn trace_into_meta(req: &HttpRequest, meta: &mut Map<String, Value>) {
+    if crate::protocol::trace_context::TraceContext::from_meta(meta).is_some() {
+        return;
+    }
+    let head = req.headers();
+    let value = |name: &str| head.get(name).and_then(|v| v.to_str().ok());
+    let Some(parent) = value("traceparent") else {
+        return;
+    };
+    let state = value("tracestate").filter(|s| crate::protocol::trace_context::valid_tracestate(s));
+    if crate::protocol::trace_context::TraceContext::from_values(parent, state).is_none() {
+        return;
+    }
+    meta.insert("traceparent".into(), Value::from(parent));
+    match state {
+        Some(state) => meta.insert("tracestate".into(), Value::from(state)),
+        None => meta.remove("tracestate"),
+    };
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

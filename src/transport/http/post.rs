@@ -191,7 +191,7 @@ async fn serve<H: SubscriptionHandler>(
             } = *listen_request;
             // The stream's span takes its parent from `_meta`, else from
             // the HTTP `traceparent` header, as a unary request's does.
-            header_trace_into_meta(req, &mut meta.extra);
+            headers::trace_into_meta(req, &mut meta.extra);
             // Noted in case the stream is refused before it opens (listens
             // are few: this costs nothing on the unary path).
             seen.read(methods::LISTEN, None);
@@ -216,30 +216,6 @@ async fn serve<H: SubscriptionHandler>(
             error_response(Some(&id), &error, Phase::Validation)
         }
     }
-}
-
-/// Copies the HTTP `traceparent` (and a valid `tracestate`) into `meta` when
-/// `meta` has no valid `traceparent` of its own and the header's is valid: a
-/// listen's, and a 2025-era GET stream's (a GET has no `_meta` of its own),
-/// so that the stream's span takes its parent from them.
-pub(super) fn header_trace_into_meta(req: &HttpRequest, meta: &mut Map<String, Value>) {
-    if TraceContext::from_meta(meta).is_some() {
-        return;
-    }
-    let head = req.headers();
-    let value = |name: &str| head.get(name).and_then(|v| v.to_str().ok());
-    let Some(parent) = value("traceparent") else {
-        return;
-    };
-    let state = value("tracestate").filter(|s| crate::protocol::trace_context::valid_tracestate(s));
-    if TraceContext::from_values(parent, state).is_none() {
-        return;
-    }
-    meta.insert("traceparent".into(), Value::from(parent));
-    match state {
-        Some(state) => meta.insert("tracestate".into(), Value::from(state)),
-        None => meta.remove("tracestate"),
-    };
 }
 
 /// The [`Origin`] of an HTTP request: TCP, and the W3C `traceparent` /

@@ -217,7 +217,7 @@ pub(in crate::transport::http) async fn get<H: SubscriptionHandler>(
     };
     // The stream's span takes its parent from the GET's `traceparent` and
     // `tracestate` headers (as a listen's does when its `_meta` has none).
-    crate::transport::http::post::header_trace_into_meta(&req, &mut meta.extra);
+    headers::trace_into_meta(&req, &mut meta.extra);
     let server = &state.server;
     let (tx, rx) = outbox(server.limits().outbox_capacity);
     let probe = Channel::for_request(
