@@ -106,6 +106,50 @@ fn a_call_with_a_traceparent_is_exported_as_a_child_span_with_its_duration_metri
     );
     assert_eq!(resp.status, 200);
 
+    // Two `traceparent` headers: none is the parent (W3C Trace Context), a
+    // new trace starts; several `tracestate` headers are one list.
+    for (id, extra) in [
+        (
+            "two-parents",
+            [
+                (
+                    "traceparent",
+                    format!("00-{HEADER_TRACE_ID}-{HEADER_PARENT_ID}-01"),
+                ),
+                (
+                    "traceparent",
+                    format!("00-{LISTEN_TRACE_ID}-{PARENT_ID}-01"),
+                ),
+            ],
+        ),
+        (
+            "two-states",
+            [
+                ("tracestate", "a=1,b=2".to_owned()),
+                ("tracestate", "c=3".to_owned()),
+            ],
+        ),
+    ] {
+        let mut h = headers("tools/call", Some("echo"));
+        if id == "two-states" {
+            h.push((
+                "traceparent".into(),
+                format!("00-{HEADER_TRACE_ID}-{HEADER_PARENT_ID}-01"),
+            ));
+        }
+        h.extend(extra.into_iter().map(|(k, v)| (k.to_owned(), v)));
+        let resp = post(
+            srv.addr,
+            &h,
+            &request(
+                json!(id),
+                "tools/call",
+                json!({"name": "echo", "arguments": {}}),
+            ),
+        );
+        assert_eq!(resp.status, 200);
+    }
+
     // A listen stream, parented the same way, for its whole life.
     let mut listen_meta = common::meta();
     listen_meta["traceparent"] = json!(format!("00-{LISTEN_TRACE_ID}-{PARENT_ID}-01"));
@@ -162,7 +206,7 @@ fn a_call_with_a_traceparent_is_exported_as_a_child_span_with_its_duration_metri
         otel.flush();
         found = spans(received);
         let names: Vec<&str> = found.iter().map(|s| s.name.as_str()).collect();
-        names.iter().filter(|n| **n == "tools/call echo").count() >= 3
+        names.iter().filter(|n| **n == "tools/call echo").count() >= 5
             // This test's listen (the other test of this file exports to
             // the same receiver).
             && found
@@ -218,6 +262,23 @@ fn a_call_with_a_traceparent_is_exported_as_a_child_span_with_its_duration_metri
         .expect("the second call's span");
     assert_eq!(hex(&by_header.trace_id), HEADER_TRACE_ID);
     assert_eq!(hex(&by_header.parent_span_id), HEADER_PARENT_ID);
+
+    let span_of = |id: &str| {
+        found
+            .iter()
+            .find(|s| attr(&s.attributes, "jsonrpc.request.id").as_deref() == Some(id))
+            .unwrap_or_else(|| panic!("the span of {id}"))
+    };
+    let two_parents = span_of("two-parents");
+    assert!(
+        two_parents.parent_span_id.is_empty(),
+        "two traceparent headers: a root span, not {:?}",
+        hex(&two_parents.parent_span_id)
+    );
+    assert!(![HEADER_TRACE_ID, LISTEN_TRACE_ID].contains(&hex(&two_parents.trace_id).as_str()));
+    let two_states = span_of("two-states");
+    assert_eq!(hex(&two_states.parent_span_id), HEADER_PARENT_ID);
+    assert_eq!(two_states.trace_state, "a=1,b=2,c=3");
 
     let listen = found
         .iter()
@@ -339,7 +400,7 @@ fn a_call_with_a_traceparent_is_exported_as_a_child_span_with_its_duration_metri
                 && attr(&p.attributes, "mcp.protocol.version").as_deref() == Some("2026-07-28")
         })
         .expect("a data point for echo");
-    assert_eq!(point.count, 2);
+    assert_eq!(point.count, 4, "the four 2026 echo calls");
     assert_eq!(
         attr(&point.attributes, "mcp.method.name").as_deref(),
         Some("tools/call")

@@ -6,6 +6,7 @@ use actix_web::http::header::{self, HeaderMap, HeaderName};
 
 use serde_json::{Map, Value};
 
+use crate::protocol::trace_context::TraceContext;
 use crate::protocol::{McpError, methods};
 use crate::suite::ParamHeader;
 
@@ -282,25 +283,47 @@ pub fn check_param_header(
     }
 }
 
-/// Copies the HTTP `traceparent` (and a valid `tracestate`) into `meta` when
-/// `meta` has no valid `traceparent` of its own and the header's is valid: a
-/// listen's, and a 2025-era GET stream's (a GET has no `_meta` of its own),
-/// so that the stream's span takes its parent from them.
+/// The W3C trace context of a request's headers, as W3C Trace Context says
+/// to read it: exactly one `traceparent` (a request with two or more is
+/// treated as having none, and a new trace starts), and every `tracestate`
+/// header joined into one list (kept when the list is valid). The
+/// `traceparent` as sent, and the context read from it.
+pub(crate) fn header_trace(head: &HeaderMap) -> Option<(&str, TraceContext)> {
+    let mut parents = head.get_all("traceparent");
+    let parent = parents.next()?.to_str().ok()?;
+    if parents.next().is_some() {
+        return None;
+    }
+    let mut state = String::new();
+    for value in head.get_all("tracestate") {
+        // A header that is not text makes the whole list invalid.
+        let Ok(value) = value.to_str() else {
+            state.clear();
+            break;
+        };
+        if !state.is_empty() {
+            state.push(',');
+        }
+        state.push_str(value);
+    }
+    let state = (!state.is_empty()).then_some(state.as_str());
+    TraceContext::from_values(parent, state).map(|cx| (parent, cx))
+}
+
+/// Copies the HTTP `traceparent` (and a valid `tracestate`, see
+/// [`header_trace`]) into `meta` when `meta` has no valid `traceparent` of
+/// its own and the header's is valid: a listen's, and a 2025-era GET
+/// stream's (a GET has no `_meta` of its own), so that the stream's span
+/// takes its parent from them.
 pub(crate) fn trace_into_meta(req: &HttpRequest, meta: &mut Map<String, Value>) {
-    if crate::protocol::trace_context::TraceContext::from_meta(meta).is_some() {
+    if TraceContext::from_meta(meta).is_some() {
         return;
     }
-    let head = req.headers();
-    let value = |name: &str| head.get(name).and_then(|v| v.to_str().ok());
-    let Some(parent) = value("traceparent") else {
+    let Some((parent, cx)) = header_trace(req.headers()) else {
         return;
     };
-    let state = value("tracestate").filter(|s| crate::protocol::trace_context::valid_tracestate(s));
-    if crate::protocol::trace_context::TraceContext::from_values(parent, state).is_none() {
-        return;
-    }
     meta.insert("traceparent".into(), Value::from(parent));
-    match state {
+    match cx.state {
         Some(state) => meta.insert("tracestate".into(), Value::from(state)),
         None => meta.remove("tracestate"),
     };
@@ -387,5 +410,54 @@ mod tests {
             decode_value("=?base64?SGVsbG8=").unwrap(),
             "=?base64?SGVsbG8="
         );
+    }
+
+    const PARENT: &str = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
+    const OTHER: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+
+    fn trace_of(h: &HeaderMap) -> Option<(String, Option<String>)> {
+        header_trace(h).map(|(p, cx)| (p.to_owned(), cx.state))
+    }
+
+    #[test]
+    fn one_traceparent_is_the_parent_and_tracestate_headers_join() {
+        let tp = HeaderName::from_static("traceparent");
+        let ts = HeaderName::from_static("tracestate");
+        assert_eq!(
+            trace_of(&head(&[(tp.clone(), PARENT), (ts.clone(), "a=1")])),
+            Some((PARENT.to_owned(), Some("a=1".to_owned())))
+        );
+        // Several tracestate headers are one list, in order.
+        assert_eq!(
+            trace_of(&head(&[
+                (tp.clone(), PARENT),
+                (ts.clone(), "a=1,b=2"),
+                (ts.clone(), "c=3")
+            ])),
+            Some((PARENT.to_owned(), Some("a=1,b=2,c=3".to_owned())))
+        );
+        // A joined list that is not valid is left out, the parent kept.
+        assert_eq!(
+            trace_of(&head(&[
+                (tp.clone(), PARENT),
+                (ts.clone(), "a=1"),
+                (ts, "bad")
+            ])),
+            Some((PARENT.to_owned(), None))
+        );
+    }
+
+    #[test]
+    fn two_traceparent_headers_are_no_parent() {
+        let tp = HeaderName::from_static("traceparent");
+        // Even the same value twice: W3C says to start a new trace.
+        for second in [OTHER, PARENT] {
+            assert_eq!(
+                trace_of(&head(&[(tp.clone(), PARENT), (tp.clone(), second)])),
+                None
+            );
+        }
+        assert_eq!(trace_of(&head(&[(tp, "00-bad")])), None);
+        assert_eq!(trace_of(&head(&[])), None);
     }
 }

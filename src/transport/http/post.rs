@@ -221,12 +221,9 @@ async fn serve<H: SubscriptionHandler>(
 /// The [`Origin`] of an HTTP request: TCP, and the W3C `traceparent` /
 /// `tracestate` headers when valid (a request's `_meta` wins over them).
 pub(super) fn http_origin(req: &HttpRequest) -> Origin {
-    let head = req.headers();
-    let value = |name: &str| head.get(name).and_then(|v| v.to_str().ok());
     Origin {
         transport: crate::runtime::NetworkTransport::Tcp,
-        header_trace: value("traceparent")
-            .and_then(|p| TraceContext::from_values(p, value("tracestate"))),
+        header_trace: headers::header_trace(req.headers()).map(|(_, cx)| cx),
     }
 }
 
