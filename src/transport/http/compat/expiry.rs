@@ -74,35 +74,44 @@ impl SessionClock {
         expires: u64,
         version: &'static str,
     ) {
-        let spawn = {
-            let mut inner = self.lock();
-            if inner.by_expiry.len() >= self.max {
-                compact(&mut inner);
-            }
-            if inner.by_expiry.len() >= self.max {
-                tracing::debug!(
-                    max = self.max,
-                    "2025 session not timed for its expiry: the clock is full"
-                );
-                return;
-            }
-            inner.live.insert(sid.to_owned(), (expires, version));
-            inner.by_expiry.push(Reverse((expires, sid.to_owned())));
-            !std::mem::replace(&mut inner.sweeping, true)
-        };
-        if spawn {
+        if self.time(sid, expires, version) {
             actix_rt::spawn(sweeper(Arc::downgrade(self), server.clone()));
         }
     }
 
-    /// Takes `sid` off the clock (its client ended it). Once most expiries
-    /// kept are of sessions already ended, they are dropped (amortized O(1)).
-    pub(crate) fn ended(&self, sid: &str) {
+    /// Puts `sid` on the clock: whether a sweeper is to be started.
+    fn time(&self, sid: &str, expires: u64, version: &'static str) -> bool {
         let mut inner = self.lock();
-        inner.live.remove(sid);
+        if inner.by_expiry.len() >= self.max {
+            compact(&mut inner);
+        }
+        if inner.by_expiry.len() >= self.max {
+            tracing::debug!(
+                max = self.max,
+                "2025 session not timed for its expiry: the clock is full"
+            );
+            return false;
+        }
+        inner.live.insert(sid.to_owned(), (expires, version));
+        inner.by_expiry.push(Reverse((expires, sid.to_owned())));
+        !std::mem::replace(&mut inner.sweeping, true)
+    }
+
+    /// Takes `sid` (expiring at `expires`) off the clock: its client ended
+    /// it. Whether the end is this caller's to record: it is unless the
+    /// sweeper took the session as expired already (a DELETE admitted just
+    /// before the expiry and handled just after it), so that one end is
+    /// recorded once. A session the clock never timed (it was full) is the
+    /// caller's while it has not expired. Once most expiries kept are of
+    /// sessions already ended, they are dropped (amortized O(1)).
+    pub(crate) fn ended(&self, sid: &str, expires: u64) -> bool {
+        let mut inner = self.lock();
+        let timed = inner.live.remove(sid).is_some();
         if inner.by_expiry.len() > 2 * inner.live.len() + 64 {
             compact(&mut inner);
         }
+        // Not on the clock: the sweeper takes a session only once it is due.
+        timed || seal::now_ms() < expires
     }
 
     /// Takes every session that is due off the clock: its id, expiry and
@@ -194,5 +203,49 @@ async fn sweeper(clock: Weak<SessionClock>, server: Server) {
         };
         drop(clock);
         tokio::time::sleep(next.clamp(Duration::from_millis(10), MAX_SLEEP)).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const V: &str = "2025-11-25";
+
+    fn clock(max: usize) -> SessionClock {
+        SessionClock::new(max, Duration::from_secs(60), None)
+    }
+
+    #[test]
+    fn a_delete_before_the_sweeper_takes_the_end_and_the_expiry_is_not_recorded() {
+        let c = clock(8);
+        let due = seal::now_ms() - 1;
+        assert!(c.time("a", due, V), "the first session starts a sweeper");
+        assert!(!c.time("b", seal::now_ms() + 60_000, V), "one sweeper");
+        assert!(c.ended("a", due), "the DELETE records the end");
+        assert!(
+            c.take_due(&mut c.lock()).is_empty(),
+            "and the sweeper does not"
+        );
+        assert!(c.ended("b", seal::now_ms() + 60_000));
+    }
+
+    #[test]
+    fn a_delete_handled_after_the_sweeper_took_the_expiry_does_not_record_it_again() {
+        let c = clock(8);
+        let due = seal::now_ms() - 1;
+        c.time("a", due, V);
+        let taken = c.take_due(&mut c.lock());
+        assert_eq!(taken, vec![("a".to_owned(), due, V)]);
+        assert!(!c.ended("a", due), "recorded by the expiry once");
+    }
+
+    #[test]
+    fn a_session_the_full_clock_never_timed_is_recorded_by_its_delete_until_it_expires() {
+        let c = clock(0);
+        let later = seal::now_ms() + 60_000;
+        assert!(!c.time("a", later, V));
+        assert!(c.ended("a", later));
+        assert!(!c.ended("a", seal::now_ms() - 1));
     }
 }

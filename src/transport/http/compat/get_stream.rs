@@ -482,8 +482,10 @@ pub(in crate::transport::http) async fn delete<H: SubscriptionHandler>(
         Err(e) => return state_refusal(&e),
     };
     compat.events.remove_session(&session.sid);
-    compat.clock.ended(&session.sid);
-    if ends {
+    // On one node the clock decides between this DELETE and the expiry;
+    // shared, the claim in Redis did.
+    let clocked = compat.clock.ended(&session.sid, session.expires);
+    if ends && (clocked || compat.shared.is_some()) {
         record_session_end(&state.server, &compat.config.session_ttl, &session);
     }
     if let Err(e) = confirmed {
