@@ -5,7 +5,9 @@
 # every 2 s, the SDK resumes it with Last-Event-ID, and every
 # resources/updated arrives once and in order (tests/ts_resume/peer.mjs);
 # then the same over three `--bus` nodes behind a round-robin proxy
-# (tests/ts_resume/fleet.mjs), and tool call replies closed at
+# (tests/ts_resume/fleet.mjs), the node serving the GET stream killed while
+# updates are published and the stream resumed on another node
+# (fleet_kill.mjs), and tool call replies closed at
 # `--max-stream-duration 0.05` and resumed on other nodes, every progress
 # notification once and in order, then the result (fleet_post.mjs).
 # Exits non-zero on any failed check.
@@ -32,10 +34,12 @@ source "$ROOT/scripts/lib/node-peer.sh"
 genmcp_bin
 npm_install ts-resume-peer "$ROOT/tests/ts_resume" @modelcontextprotocol/sdk "$SDK"
 cp "$ROOT/tests/ts_resume/peer.mjs" "$ROOT/tests/ts_resume/lib.mjs" "$ROOT/tests/ts_resume/fleet.mjs" \
-  "$ROOT/tests/ts_resume/fleet_post.mjs" "$CACHE/"
+  "$ROOT/tests/ts_resume/fleet_kill.mjs" "$ROOT/tests/ts_resume/fleet_post.mjs" "$CACHE/"
 log "running tests/ts_resume/peer.mjs against $GENMCP_BIN"
 node "$CACHE/peer.mjs"
 log "running tests/ts_resume/fleet.mjs against three $GENMCP_BIN --bus nodes"
 node "$CACHE/fleet.mjs"
+log "running tests/ts_resume/fleet_kill.mjs: the node serving the GET stream killed"
+node "$CACHE/fleet_kill.mjs"
 log "running tests/ts_resume/fleet_post.mjs: tool call replies resumed on other nodes"
 node "$CACHE/fleet_post.mjs"

@@ -1,8 +1,8 @@
 // What the resumption peers share: checks, a free port, waiting for a
 // listener, `genmcp serve` nodes (with a redis-server and `--bus` for a
 // fleet) on free loopback ports, and a per-request round-robin proxy in
-// front of a fleet. Used by peer.mjs, fleet.mjs and fleet_post.mjs (run by
-// scripts/ts-resume-peer.sh).
+// front of a fleet. Used by peer.mjs, fleet.mjs, fleet_kill.mjs and
+// fleet_post.mjs (run by scripts/ts-resume-peer.sh).
 import { spawn } from "node:child_process";
 import http from "node:http";
 import net from "node:net";
@@ -69,32 +69,50 @@ export async function waitAccepts(port, what) {
 
 // Each request goes to the next node in turn; GETs take their own turns, so
 // each reconnection of the GET stream lands on another node than the last
-// one. Bodies are streamed both ways, and a client that leaves aborts the
-// upstream request.
-export function roundRobin(ports, gets) {
+// one. Nodes in `dead` are skipped, as a load balancer's health check would.
+// Bodies are streamed both ways, a client that leaves aborts the upstream
+// request, and an upstream that dies mid-response cuts the client's too.
+// `proxy.cutGets()` cuts every GET stream open now (an idle timeout).
+export function roundRobin(ports, gets, dead = new Set()) {
   let next = 0;
   let nextGet = 0;
+  const openGets = new Set();
+  const pick = (turn) => {
+    for (let i = 0; i < ports.length; i += 1) {
+      const node = (turn + i) % ports.length;
+      if (!dead.has(node)) return node;
+    }
+    return turn % ports.length;
+  };
   const proxy = http.createServer((req, res) => {
     let node;
     if (req.method === "GET") {
-      node = nextGet % ports.length;
-      nextGet += 1;
+      node = pick(nextGet);
+      nextGet = node + 1;
       gets.push({ node, lastEventId: req.headers["last-event-id"] });
+      openGets.add(res);
+      res.on("close", () => openGets.delete(res));
     } else {
-      node = next % ports.length;
-      next += 1;
+      node = pick(next);
+      next = node + 1;
     }
     const up = http.request(
       { host: "127.0.0.1", port: ports[node], method: req.method, path: req.url, headers: req.headers },
       (upRes) => {
         res.writeHead(upRes.statusCode, upRes.headers);
         upRes.pipe(res);
+        upRes.on("close", () => {
+          if (!upRes.complete) res.destroy();
+        });
       },
     );
     up.on("error", () => res.destroy());
     res.on("close", () => up.destroy());
     req.pipe(up);
   });
+  proxy.cutGets = () => {
+    for (const res of openGets) res.destroy();
+  };
   return new Promise((resolve) => proxy.listen(0, "127.0.0.1", () => resolve(proxy)));
 }
 
