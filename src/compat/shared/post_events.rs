@@ -9,7 +9,7 @@
 //! | `sess:{sessions}:<sid>:pev` | stream: every POST stream's events, each entry `s` (the stream's token) then one of `m` (the stream opened: its priming id), `d` (a message), `l` (the response, the stream's last), `c` (the server closed the response for SSE polling) |
 //! | `sess:{sessions}:<sid>:pevb` | string: the bytes of the messages kept in `pev` |
 //! | `sess:{sessions}:<sid>:pevs` | string: the oldest entry id a cursor may name (the first entry, then the newest one dropped): older is a gap (410) |
-//! | `sess:{sessions}:<sid>:pevw` | hash: token → `<writer> <lease ms>` while the request runs (`gone` once its writer gave up without a response); removed with the response, or (past 32 fields) once none of its stream's entries is kept |
+//! | `sess:{sessions}:<sid>:pevw` | hash: token → `<writer> <lease ms>` while the request runs, `ended` once its response was written, `gone` once its writer gave up without one; a token missing is a reply whose state is not known (a resumption of it is a gap); past 32 fields, those of replies none of whose entries is kept are forgotten |
 //! | `sess-all:{sessions}:pev` | sorted set: the sessions with such a history, scored by its expiry (the fleet's bound, `max_session_states`) |
 //!
 //! One writer per stream (the node running the request) appends its frames
@@ -54,10 +54,15 @@ local function holds(token, writer)
   local name, u = writer_of(token)
   return name == writer and u >= now
 end
+-- Every key of the history expires at once (the latest of `at` and their
+-- expiries): the writers' hash never goes before the entries it speaks for.
 local function keep(at)
   for i = 2, 5 do
     local ttl = redis.call('PTTL', KEYS[i])
-    if ttl ~= -2 and (ttl < 0 or now + ttl < at) then redis.call('PEXPIREAT', KEYS[i], fmt(at)) end
+    if ttl > 0 and now + ttl > at then at = now + ttl end
+  end
+  for i = 2, 5 do
+    if redis.call('EXISTS', KEYS[i]) == 1 then redis.call('PEXPIREAT', KEYS[i], fmt(at)) end
   end
   local s = redis.call('ZSCORE', KEYS[6], ARGV[1])
   if not s or tonumber(s) < at then redis.call('ZADD', KEYS[6], fmt(at), ARGV[1]) end
@@ -133,7 +138,7 @@ end
 redis.call('SET', KEYS[3], bytes)
 if dropped then redis.call('SET', KEYS[4], dropped) end
 if last then
-  redis.call('HDEL', KEYS[5], ARGV[2])
+  redis.call('HSET', KEYS[5], ARGV[2], 'ended')
   keep(math.min(tonumber(ARGV[6]), now + tonumber(ARGV[9])))
 else
   redis.call('HSET', KEYS[5], ARGV[2], ARGV[3] .. ' ' .. fmt(now + tonumber(ARGV[4])))
@@ -171,7 +176,8 @@ return 0
 /// KEYS: the session's hash, the stream, its floor, the writers. ARGV: the
 /// token, the cursor. `{'D'}` a deleted session, `{'N'}` the cursor names
 /// no entry of this token, `{'G'}` what followed it is not all kept (or its
-/// writer gave up, or its lease lapsed, before the response), else `{'O'}`.
+/// writer gave up, or its lease lapsed, before the response, or its state is
+/// no longer known), else `{'O'}`.
 const CHECK: &str = concat!(
     stream_prelude!(),
     r#"
@@ -185,15 +191,15 @@ if not floor or lt(cur, floor) then return {'G'} end
 local head = '0-0'
 if redis.call('EXISTS', KEYS[2]) == 1 then head = info(KEYS[2]) end
 if lt(head, cur) then return {'N'} end
-if cur ~= floor then
-  local at = redis.call('XRANGE', KEYS[2], cur, cur)
-  if #at == 0 or at[1][2][2] ~= ARGV[1] then return {'N'} end
-end
+-- The floor may name an entry dropped since (then no token to check).
+local at = redis.call('XRANGE', KEYS[2], cur, cur)
+if (cur ~= floor and #at == 0) or (#at > 0 and at[1][2][2] ~= ARGV[1]) then return {'N'} end
+-- Finished, or its writer's lease runs; else (gave up, lapsed, or its state
+-- is not known) what followed may be missing.
 local w = redis.call('HGET', KEYS[4], ARGV[1])
-if w then
-  local u = string.match(w, '^%S+ (%d+)$')
-  if not u or tonumber(u) < now then return {'G'} end
-end
+if w == 'ended' then return {'O'} end
+local u = w and string.match(w, '^%S+ (%d+)$')
+if not u or tonumber(u) < now then return {'G'} end
 return {'O'}
 "#
 );
@@ -202,7 +208,7 @@ return {'O'}
 /// the most entries to scan. `{'G'}` what followed the cursor is not all
 /// kept, else `{'O', writer state, last entry scanned, id, kind, message,
 /// ...}`: the state is `W` (writing), `E` (ended with its response) or `X`
-/// (its writer gave up or its lease lapsed).
+/// (its writer gave up or its lease lapsed, or its state is not known).
 const READ: &str = concat!(
     stream_prelude!(),
     r#"
@@ -210,11 +216,13 @@ local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local floor = redis.call('GET', KEYS[2])
 if not floor or lt(ARGV[2], floor) then return {'G'} end
-local state = 'E'
+local state = 'X'
 local w = redis.call('HGET', KEYS[3], ARGV[1])
-if w then
+if w == 'ended' then
+  state = 'E'
+elseif w then
   local u = string.match(w, '^%S+ (%d+)$')
-  if u and tonumber(u) >= now then state = 'W' else state = 'X' end
+  if u and tonumber(u) >= now then state = 'W' end
 end
 local out = {'O', state, ARGV[2]}
 for _, e in ipairs(redis.call('XRANGE', KEYS[1], '(' .. ARGV[2], '+', 'COUNT', ARGV[3])) do
@@ -632,6 +640,76 @@ mod tests {
                 .map(|(_, b)| b.clone())
                 .collect();
             assert_eq!(got, want);
+        });
+    }
+
+    /// A finished reply is known as finished for as long as its entries
+    /// are kept (the writers' hash expires with them); a reply whose state
+    /// is no longer known is a gap, never a finished reply; the floor's id
+    /// with another reply's token names nothing.
+    #[test]
+    fn a_replys_state_lives_as_long_as_its_entries_and_an_unknown_one_is_a_gap() {
+        let redis = RedisChild::start();
+        block_on(async {
+            let s = sessions_with(&redis, 10).await;
+            let expires = seal::now_ms() + 600_000;
+            let bounds = PostBounds {
+                max_events: 100,
+                max_bytes: 100_000,
+                resume_window: std::time::Duration::from_secs(300),
+            };
+            let PostOpened::Opened(a0) = s.open_post("s1", "a", "wa", expires).await.expect("open")
+            else {
+                panic!("not opened");
+            };
+            let last = [(PostKind::Last, bytes::Bytes::from_static(b"{\"id\":1}"))];
+            let wrote = s
+                .append_post(("s1", "a", "wa"), expires, &last, bounds)
+                .await;
+            assert_eq!(wrote.expect("appended"), PostWrite::Kept);
+            // Another reply opens with the shorter history life.
+            let PostOpened::Opened(b0) = s.open_post("s1", "b", "wb", expires).await.expect("open")
+            else {
+                panic!("not opened");
+            };
+            let [pev, _, _, pevw, _] = post_event_keys(&s.node, "s1");
+            let pttl = |key: String| {
+                let mut cmd = ::redis::cmd("PTTL");
+                cmd.arg(key);
+                cmd
+            };
+            let entries_ttl: i64 = s.run(pttl(pev.clone())).await.expect("PTTL");
+            let writers_ttl: i64 = s.run(pttl(pevw.clone())).await.expect("PTTL");
+            assert!(
+                writers_ttl + 1_000 >= entries_ttl,
+                "the writers' hash ({writers_ttl} ms) would expire before the entries ({entries_ttl} ms)"
+            );
+            assert_eq!(
+                s.check_post("s1", "a", &a0).await.expect("check"),
+                PostCheck::Resumable
+            );
+            match s.read_post("s1", "a", &a0, 10).await.expect("read") {
+                PostFetched::Events { writer, events, .. } => {
+                    assert_eq!(writer, Writer::Ended);
+                    assert_eq!(events.len(), 1);
+                }
+                other => panic!("{other:?}"),
+            }
+            // The floor's id (reply a's opening) with reply b's token: not b's.
+            assert_eq!(
+                s.check_post("s1", "b", &a0).await.expect("check"),
+                PostCheck::NotOurs
+            );
+            // Reply b's state lost (the hash gone): a gap, not a finished reply.
+            let _: i64 = s.run(::redis::Cmd::del(&pevw)).await.expect("DEL");
+            assert_eq!(
+                s.check_post("s1", "b", &b0).await.expect("check"),
+                PostCheck::Gone
+            );
+            match s.read_post("s1", "b", &b0, 10).await.expect("read") {
+                PostFetched::Events { writer, .. } => assert_eq!(writer, Writer::Lost),
+                other => panic!("{other:?}"),
+            }
         });
     }
 
