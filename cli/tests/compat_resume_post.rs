@@ -88,6 +88,13 @@ fn compat_a_post_stream_closed_for_polling_is_resumed_with_its_response() {
     // was already gone is not read): the same id replays the same response.
     let again = drain(&mut resume(addr, &session, &primed));
     assert_eq!(again, got);
+    // Resumed at the response itself: the reply is complete, the body ends
+    // at once (no wait, with keep-alives, for events that will not come).
+    let at_response = resumed.last_id.clone().expect("the response's id");
+    assert_ne!(at_response, primed);
+    let mut after = resume(addr, &session, &at_response);
+    assert_eq!(after.status, 200);
+    assert!(drain(&mut after).is_empty(), "nothing follows the response");
 }
 
 #[test]

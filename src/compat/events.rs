@@ -101,6 +101,9 @@ pub(crate) enum Read {
     Superseded,
     /// The stream is gone (its session ended, or its GET stream stopped).
     Ended,
+    /// The reader is past the stream's response: nothing more comes (end
+    /// the body, no `retry` hint).
+    Finished,
 }
 
 struct Stream {
@@ -610,6 +613,9 @@ impl EventStore {
         let start = s.events.partition_point(|e| e.seq <= cursor);
         let events: Vec<Event> = s.events.iter().skip(start).take(max).cloned().collect();
         if events.is_empty() {
+            if s.ended {
+                return Ok(Read::Finished);
+            }
             return Ok(Read::Wait);
         }
         Ok(Read::Events(events))

@@ -350,6 +350,11 @@ async fn next(mut st: State) -> Option<(Result<Bytes, Infallible>, State)> {
                 st.pace.wrote();
                 return Some((Ok(buf.freeze()), st));
             }
+            // Resumed at (or past) the response: the reply is complete.
+            Ok(Read::Finished) => {
+                st.done = true;
+                return None;
+            }
             Ok(Read::Superseded | Read::Ended) => {
                 st.done = true;
                 let retry = st.pace.retry();
