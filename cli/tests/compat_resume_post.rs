@@ -97,6 +97,107 @@ fn compat_a_post_stream_closed_for_polling_is_resumed_with_its_response() {
     assert!(drain(&mut after).is_empty(), "nothing follows the response");
 }
 
+/// A 2025-06-18 session (initialized, its `initialized` notification sent).
+fn initialize_2025_06_18(addr: SocketAddr) -> String {
+    let resp = legacy::initialize_with(addr, "2025-06-18", json!({}));
+    assert_eq!(resp.status, 200);
+    let session = resp.header("mcp-session-id").expect("a session").to_owned();
+    let note = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+    let n = common::post(addr, &headers_2025_06_18(&session), &note);
+    assert_eq!(n.status, 202);
+    session
+}
+
+fn headers_2025_06_18(session: &str) -> Vec<(String, String)> {
+    let mut h = legacy::headers(Some(session));
+    for (k, v) in &mut h {
+        if k == "MCP-Protocol-Version" {
+            "2025-06-18".clone_into(v);
+        }
+    }
+    h
+}
+
+/// 2025-06-18 has no SSE polling: a tool asking to close its reply does
+/// not cut it before its response (its client could not resume it), on one
+/// node and in a fleet.
+#[test]
+fn compat_a_2025_06_18_reply_is_not_closed_before_its_response() {
+    let redis = common::redis_server::RedisServer::start();
+    let url = redis.url();
+    for args in [
+        vec!["--conformance", "--port", "0"],
+        vec!["--conformance", "--port", "0", "--bus", &url],
+    ] {
+        let (child, addr) = spawn_serve(&args, &[]);
+        let _child = Child(child);
+        let session = initialize_2025_06_18(addr);
+        let body = json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call",
+            "params": {"name": "test_reconnection", "arguments": {}}});
+        let mut post = Exchange::open(
+            addr,
+            &headers_2025_06_18(&session),
+            body.to_string().as_bytes(),
+        );
+        assert_eq!(post.status, 200);
+        let got = drain(&mut post);
+        assert_eq!(got.len(), 1, "{args:?}: {got:?}");
+        assert_eq!(
+            got[0]["id"], 5,
+            "{args:?}: the response on the reply itself"
+        );
+    }
+}
+
+/// Nor is it closed at the longest stream duration, first or resumed: a
+/// reply cut by its client after its first progress, resumed with
+/// `Last-Event-ID`, runs on to its response past `--max-stream-duration`.
+#[test]
+fn compat_a_2025_06_18_reply_resumed_is_not_closed_at_the_max_stream_duration() {
+    let redis = common::redis_server::RedisServer::start();
+    let url = redis.url();
+    let polling = [
+        "--conformance",
+        "--port",
+        "0",
+        "--max-stream-duration",
+        "0.05",
+    ];
+    for args in [polling.to_vec(), [&polling[..], &["--bus", &url]].concat()] {
+        let (child, addr) = spawn_serve(&args, &[]);
+        let _child = Child(child);
+        let session = initialize_2025_06_18(addr);
+        let body = json!({"jsonrpc": "2.0", "id": 8, "method": "tools/call",
+            "params": {"name": "test_tool_with_progress", "arguments": {},
+                       "_meta": {"progressToken": "p"}}});
+        let mut post = Exchange::open(
+            addr,
+            &headers_2025_06_18(&session),
+            body.to_string().as_bytes(),
+        );
+        assert_eq!(post.status, 200);
+        post.set_timeout(Duration::from_secs(10));
+        let first = post.next_message().expect("the first progress");
+        assert_eq!(first["params"]["progress"], 0.0, "{args:?}");
+        let seen = post.last_id.clone().expect("an id");
+        post.disconnect();
+        let h = vec![
+            ("Accept".to_owned(), "text/event-stream".to_owned()),
+            ("MCP-Protocol-Version".to_owned(), "2025-06-18".to_owned()),
+            ("Mcp-Session-Id".to_owned(), session.clone()),
+            ("Last-Event-ID".to_owned(), seen),
+        ];
+        let mut resumed = Exchange::open_with(addr, "GET", &h, b"");
+        assert_eq!(resumed.status, 200);
+        let rest = drain(&mut resumed);
+        let last = rest.last().expect("events");
+        assert_eq!(
+            last["id"], 8,
+            "{args:?}: the response, not a close: {rest:?}"
+        );
+    }
+}
+
 #[test]
 fn compat_a_post_stream_cut_by_the_client_keeps_running_and_replays_the_rest_in_order() {
     let (child, addr) = spawn_serve(&["--conformance", "--port", "0"], &[]);

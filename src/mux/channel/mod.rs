@@ -469,7 +469,8 @@ impl Channel {
     /// request's SSE response now, with a `retry` hint. The request keeps
     /// running; what it sends afterwards, its response included, goes to the
     /// client when it reconnects with `Last-Event-ID`. Ignored on a listen
-    /// stream and wherever the response is not a resumable 2025 SSE stream
+    /// stream, on a 2025-06-18 session's request (that revision has no SSE
+    /// polling) and wherever the response is not a resumable 2025 SSE stream
     /// (2026-07-28 requests, stdio).
     pub fn close_sse_stream(&self) -> Result<(), ChannelError> {
         if self.inner.listen.is_some() {

@@ -127,10 +127,12 @@ pub(super) async fn serve(
     };
     let (wake_tx, wake_rx) = watch::channel(());
     let reply = server.hold_reply();
+    // 2025-06-18 has no SSE polling: its replies are not closed before
+    // their response (the priming event is 2025-11-25's too).
     spawn_pump(
         compat.clone(),
         post.clone(),
-        (writer, reply),
+        (writer, reply, config.prime),
         (first, rx),
         wake_tx,
     );
@@ -141,9 +143,10 @@ pub(super) async fn serve(
     Ok(response(compat, post, cursor, config, server, reader))
 }
 
-/// What a frame becomes in the history (`None`: nothing, it was revoked).
-fn kind_of(frame: &Frame) -> Option<PostKind> {
-    if frame.is_revoked() {
+/// What a frame becomes in the history (`None`: nothing, it was revoked,
+/// or it asks for a close for SSE polling where there is none).
+fn kind_of(frame: &Frame, polling: bool) -> Option<PostKind> {
+    if frame.is_revoked() || (frame.is_empty() && !frame.last && !polling) {
         None
     } else if frame.last {
         Some(PostKind::Last)
@@ -165,7 +168,7 @@ fn kind_of(frame: &Frame) -> Option<PostKind> {
 fn spawn_pump(
     compat: Arc<Compat>,
     post: PostStream,
-    (writer, reply): (String, ReplyGuard),
+    (writer, reply, polling): (String, ReplyGuard, bool),
     (first, mut rx): (Frame, OutboxReceiver),
     wake: watch::Sender<()>,
 ) {
@@ -198,7 +201,8 @@ fn spawn_pump(
             // What is queued goes in one round trip (a burst keeps up), the
             // response last.
             let (batch, closed) = burst(frame, &mut rx, MAX_FRAMES_PER_APPEND, |frame| {
-                kind_of(frame).map(|kind| ((kind, frame.to_bytes()), kind == PostKind::Last))
+                kind_of(frame, polling)
+                    .map(|kind| ((kind, frame.to_bytes()), kind == PostKind::Last))
             });
             if !batch.is_empty() {
                 let last = batch.iter().any(|(k, _)| *k == PostKind::Last);

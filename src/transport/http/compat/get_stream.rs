@@ -197,7 +197,7 @@ pub(in crate::transport::http) async fn get<H: SubscriptionHandler>(
             return fleet_post::resume(
                 compat.clone(),
                 (post, entry),
-                reader_config(&state, &compat, &session),
+                reply_config(&state, &compat, &session),
                 (state.server.clone(), &session.owner),
                 permit,
             )
@@ -356,7 +356,7 @@ pub(in crate::transport::http) async fn get<H: SubscriptionHandler>(
     resumable::spawn_pump(
         events.clone(),
         log.clone(),
-        (GET_STREAM, None),
+        (GET_STREAM, None, false),
         rx,
         Some(done_rx),
         Some(events.bounds().resume_window),
@@ -387,6 +387,21 @@ pub(super) fn reader_config<H: SubscriptionHandler>(
         max_duration: compat.config.max_stream_duration,
         prime: session.init.version.as_str() >= "2025-11-25",
     }
+}
+
+/// How the POST replies of `session` are written, first or resumed: as
+/// [`reader_config`], but a 2025-06-18 reply is not closed at the longest
+/// stream duration (the server should not close it before its response).
+pub(super) fn reply_config<H: SubscriptionHandler>(
+    state: &AppState<H>,
+    compat: &Compat,
+    session: &Session,
+) -> resumable::ReaderConfig {
+    let mut config = reader_config(state, compat, session);
+    if !config.prime {
+        config.max_duration = None;
+    }
+    config
 }
 
 /// A `Last-Event-ID` that names no event of this session's streams.
@@ -437,7 +452,7 @@ fn resume<H: SubscriptionHandler>(
     drop(permit);
     // Primed with the id it resumes from (2025-11-25): a client whose
     // resumption is closed before anything more came can resume again.
-    let config = reader_config(state, compat, session);
+    let config = reply_config(state, compat, session);
     resumable::response(
         events,
         log,

@@ -51,12 +51,7 @@ pub(super) async fn unary<H: SubscriptionHandler>(
     let session_sid = session.sid.clone();
     let session_principal = session.principal.clone();
     let session_expires = session.expires;
-    let mut reader_config = super::get_stream::reader_config(state, &compat, &session);
-    if !reader_config.prime {
-        // 2025-06-18: the server should not close a reply before its
-        // response, so the longest duration does not apply to it.
-        reader_config.max_duration = None;
-    }
+    let reader_config = super::get_stream::reply_config(state, &compat, &session);
     let events_compat = compat.clone();
     let timeout = state.config.request_timeout;
     let stall = state.server.limits().stall_timeout;
@@ -195,12 +190,24 @@ pub(super) async fn unary<H: SubscriptionHandler>(
     // The request is no longer stopped by its client's leaving.
     task.0.take();
     if first.is_empty() {
-        events.close_reader(&log.key(), stream);
+        if reader_config.prime {
+            events.close_reader(&log.key(), stream);
+        }
     } else if !first.is_revoked() {
         events.append(&log.key(), stream, first.to_bytes(), false);
     }
     let reply = Some(state.server.hold_reply());
-    resumable::spawn_pump(events.clone(), log.clone(), (stream, reply), rx, None, None);
+    // 2025-06-18 has no SSE polling: its replies are not closed before
+    // their response (a client given no id could not resume them).
+    let polling = reader_config.prime;
+    resumable::spawn_pump(
+        events.clone(),
+        log.clone(),
+        (stream, reply, polling),
+        rx,
+        None,
+        None,
+    );
     resumable::response(
         events,
         log,

@@ -162,11 +162,13 @@ pub(super) fn burst<T>(
 /// dropped from the log and the outbox receiver with it (the stream's actor
 /// stops, its `handle_close` runs). A POST stream's response is kept for the
 /// resume window once its request ended; a drain waits for its request
-/// (`reply`) until then.
+/// (`reply`) until then. Its handler's asking to close it for SSE polling
+/// is honoured when `polling` (2025-11-25; a 2025-06-18 reply is not closed
+/// before its response).
 pub(super) fn spawn_pump(
     events: Arc<EventStore>,
     key: OwnedKey,
-    (stream, reply): (u64, Option<ReplyGuard>),
+    (stream, reply, polling): (u64, Option<ReplyGuard>, bool),
     mut rx: OutboxReceiver,
     mut done: Option<oneshot::Receiver<()>>,
     idle_limit: Option<Duration>,
@@ -181,7 +183,9 @@ pub(super) fn spawn_pump(
                     Some(frame) if frame.is_revoked() => {}
                     // SSE polling asked for by the request's handler.
                     Some(frame) if frame.is_empty() && !frame.last => {
-                        events.close_reader(&key.key(), stream);
+                        if polling {
+                            events.close_reader(&key.key(), stream);
+                        }
                     }
                     Some(frame) => {
                         let last = frame.last;
