@@ -365,7 +365,9 @@ impl EventStore {
     /// has none. Returns the stream's number and the log's tag, or `None`
     /// when the store holds [`EventBounds::max_sessions`] logs, or the
     /// session holds [`EventBounds::per_session_events`] streams none of
-    /// which has ended unread (the stream is then served without ids).
+    /// which has ended unread, or (a GET stream) the session's previous GET
+    /// stream is still kept (see [`EventStore::until_dropped`]): the stream
+    /// is then served without ids.
     pub(crate) fn open(
         &self,
         key: &LogKey,
@@ -421,6 +423,11 @@ impl EventStore {
             }
         };
         let log = Self::log(&mut inner, key)?;
+        if number == GET_STREAM && log.streams.contains_key(&number) {
+            // Its pump has not dropped it yet: reusing it would carry its
+            // events, and its ids, across the gap between the two streams.
+            return None;
+        }
         if !log.streams.contains_key(&number) {
             let mut s = Stream::new();
             if number == GET_STREAM {
@@ -631,6 +638,26 @@ impl EventStore {
             .map(|t| t.elapsed())
     }
 
+    /// Resolves once `stream` is no longer kept (at once if it is not).
+    pub(crate) fn until_dropped(
+        &self,
+        key: &LogKey,
+        stream: u64,
+    ) -> impl std::future::Future<Output = ()> + Send + 'static {
+        let rx = {
+            let mut inner = self.lock();
+            Self::log(&mut inner, key)
+                .and_then(|l| l.streams.get(&stream))
+                .map(|s| s.wake.subscribe())
+        };
+        async move {
+            if let Some(mut rx) = rx {
+                // The sender goes with the stream.
+                while rx.changed().await.is_ok() {}
+            }
+        }
+    }
+
     /// Whether `stream` is still kept.
     pub(crate) fn holds(&self, key: &LogKey, stream: u64) -> bool {
         let mut inner = self.lock();
@@ -839,6 +866,45 @@ mod tests {
         for log in inner.sessions.values() {
             assert!(log.events <= 10 && log.order.len() <= 2 * log.events + 64);
         }
+    }
+
+    /// A new GET stream never reuses the previous one while that is still
+    /// kept (its events and ids would carry across the gap between them):
+    /// it waits until the previous one is dropped.
+    #[test]
+    fn a_get_stream_is_opened_again_only_once_the_previous_one_is_dropped() {
+        let s = Arc::new(store(10, 1 << 20, 1 << 20));
+        let k = key("s");
+        let (_, tag) = s.open(&k, Some(GET_STREAM), "t".into()).expect("opened");
+        s.append(&k, GET_STREAM, Bytes::from_static(b"old"), false);
+        let old = EventStore::id(&tag, GET_STREAM, s.position(&k));
+        assert!(
+            s.open(&k, Some(GET_STREAM), "t".into()).is_none(),
+            "still kept"
+        );
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .expect("runtime");
+        rt.block_on(async {
+            let dropped = s.until_dropped(&k, GET_STREAM);
+            let pending = tokio::time::timeout(Duration::from_millis(50), dropped).await;
+            assert!(pending.is_err(), "resolved while the stream is kept");
+            let dropped = s.until_dropped(&k, GET_STREAM);
+            let store = s.clone();
+            let remover = tokio::spawn(async move {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                store.append(&key("s"), GET_STREAM, Bytes::from_static(b"late"), false);
+                store.remove(&key("s"), GET_STREAM);
+            });
+            tokio::time::timeout(Duration::from_secs(10), dropped)
+                .await
+                .expect("resolved once dropped");
+            remover.await.expect("remover");
+        });
+        s.open(&k, Some(GET_STREAM), "t".into())
+            .expect("opened again");
+        assert_eq!(s.resolve(&k, &old), Resume::Gone, "the old stream's ids");
     }
 
     #[test]

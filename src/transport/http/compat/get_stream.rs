@@ -331,6 +331,18 @@ pub(in crate::transport::http) async fn get<H: SubscriptionHandler>(
         return session_gone();
     }
     drop(permit);
+    // The session's previous GET stream may still be being let go (its
+    // connection ended, its pump not yet past it): its events and ids must
+    // not carry over into this one.
+    let previous = events.until_dropped(&log.key(), GET_STREAM);
+    if tokio::time::timeout(PREVIOUS_STREAM_WAIT, previous)
+        .await
+        .is_err()
+    {
+        tracing::warn!(
+            "the session's previous GET stream is still kept; this one is served without event ids"
+        );
+    }
     let tag = format!("{:016x}", state.suite.sealer().nonce());
     let opened = events
         .open(&log.key(), Some(GET_STREAM), tag)
@@ -374,6 +386,10 @@ pub(in crate::transport::http) async fn get<H: SubscriptionHandler>(
 
 /// The `Last-Event-ID` header.
 const LAST_EVENT_ID: &str = "last-event-id";
+
+/// How long a new GET stream waits for the session's previous one, whose
+/// connection ended, to be let go (its pump does at its next turn).
+const PREVIOUS_STREAM_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// How the responses of `session` are written.
 pub(super) fn reader_config<H: SubscriptionHandler>(
