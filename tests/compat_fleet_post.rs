@@ -183,6 +183,29 @@ fn a_drained_node_finishes_its_post_replies_for_clients_resuming_elsewhere() {
     stopping.join().expect("node A stopped");
 }
 
+/// One reader of a reply at a time, as on one node: a client that resumed
+/// it elsewhere (its first connection half-open, say) takes it over, and the
+/// response that was reading it ends with a `retry` hint instead of
+/// delivering the rest a second time.
+#[test]
+fn a_resumption_takes_a_post_reply_over_from_the_response_reading_it() {
+    let f = fleet("t-fpost11:", CompatConfig::default());
+    let session = legacy::initialize(f.a());
+    let mut post = call(f.a(), &session, json!({"n": 12, "gap_ms": 200}));
+    assert_eq!(read(&mut post, Some(3)), expected(12)[..3].to_vec());
+    let seen = post.last_id.clone().expect("an id");
+    // The first response stays open; the client resumes on node B.
+    let mut resumed = resume(f.b.addr, &session, &seen);
+    assert_eq!(resumed.status, 200);
+    let rest_of_first = read(&mut post, None);
+    assert!(
+        !rest_of_first.contains(&"Rcounted 12".to_owned()),
+        "the first response went on to the end: {rest_of_first:?}"
+    );
+    assert_eq!(post.retry, Some(1000), "it ended with a retry hint");
+    assert_eq!(read(&mut resumed, None), expected(12)[3..].to_vec());
+}
+
 #[test]
 fn resumptions_of_a_post_reply_count_against_the_stream_limits() {
     let f = fleet_limited("t-fpost10:", CompatConfig::default(), Some(1));
@@ -203,6 +226,8 @@ fn resumptions_of_a_post_reply_count_against_the_stream_limits() {
         String::from_utf8_lossy(&second.body)
     );
     assert!(second.header("retry-after").is_some());
+    // A refused resumption did not take the reply over: the first reads on.
+    assert_eq!(read(&mut first, Some(1)), vec!["P3".to_owned()]);
     first.disconnect();
     // Its slot is freed once the first reader's connection is gone (at its
     // next write).

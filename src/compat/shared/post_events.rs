@@ -9,7 +9,7 @@
 //! | `sess:{sessions}:<sid>:pev` | stream: every POST stream's events, each entry `s` (the stream's token) then one of `m` (the stream opened: its priming id), `d` (a message), `l` (the response, the stream's last), `c` (the server closed the response for SSE polling) |
 //! | `sess:{sessions}:<sid>:pevb` | string: the bytes of the messages kept in `pev` |
 //! | `sess:{sessions}:<sid>:pevs` | string: the oldest entry id a cursor may name (the first entry, then the newest one dropped): older is a gap (410) |
-//! | `sess:{sessions}:<sid>:pevw` | hash: token → `<writer> <lease ms>` while the request runs, `ended` once its response was written, `gone` once its writer gave up without one; a token missing is a reply whose state is not known (a resumption of it is a gap); past 32 fields, those of replies none of whose entries is kept are forgotten |
+//! | `sess:{sessions}:<sid>:pevw` | hash: token → `<writer> <lease ms>` while the request runs, `ended` once its response was written, `gone` once its writer gave up without one (a token missing is a reply whose state is not known: a resumption of it is a gap); and `r:<token>` → the reader writing it to a client now (a newer one takes over, the older ends with a `retry` hint); past 64 fields, those of replies none of whose entries is kept are forgotten |
 //! | `sess-all:{sessions}:pev` | sorted set: the sessions with such a history, scored by its expiry (the fleet's bound, `max_session_states`) |
 //!
 //! One writer per stream (the node running the request) appends its frames
@@ -87,18 +87,25 @@ if not redis.call('ZSCORE', KEYS[6], ARGV[1])
     and redis.call('ZCARD', KEYS[6]) >= tonumber(ARGV[7]) then return {'F'} end
 -- Writers that gave up or lapsed, none of whose events are kept any
 -- more (a cursor of theirs is a gap anyway), are forgotten.
-if redis.call('HLEN', KEYS[5]) > 32 then
+if redis.call('HLEN', KEYS[5]) > 64 then
   local kept = {}
   for _, e in ipairs(redis.call('XRANGE', KEYS[2], '-', '+')) do kept[e[2][2]] = true end
   for _, f in ipairs(redis.call('HKEYS', KEYS[5])) do
-    local _, u = writer_of(f)
-    if u < now and not kept[f] then redis.call('HDEL', KEYS[5], f) end
+    local tok = string.match(f, '^r:(.*)$')
+    if tok then
+      if not kept[tok] then redis.call('HDEL', KEYS[5], f) end
+    else
+      local _, u = writer_of(f)
+      if u < now and not kept[f] then redis.call('HDEL', KEYS[5], f) end
+    end
   end
 end
 local id = redis.call('XADD', KEYS[2], '*', 's', ARGV[2], 'm', '')
 if redis.call('EXISTS', KEYS[4]) == 0 then redis.call('SET', KEYS[4], id) end
 if redis.call('EXISTS', KEYS[3]) == 0 then redis.call('SET', KEYS[3], 0) end
 redis.call('HSET', KEYS[5], ARGV[2], ARGV[3] .. ' ' .. fmt(now + tonumber(ARGV[4])))
+-- The reply's first reader: its own response, named after its writer.
+redis.call('HSET', KEYS[5], 'r:' .. ARGV[2], ARGV[3])
 keep(math.min(tonumber(ARGV[6]), now + tonumber(ARGV[5])))
 return {'O', id}
 "#
@@ -174,7 +181,8 @@ return 0
 "#;
 
 /// KEYS: the session's hash, the stream, its floor, the writers. ARGV: the
-/// token, the cursor. `{'D'}` a deleted session, `{'N'}` the cursor names
+/// token, the cursor, the reader (which takes the reply over from an older
+/// one when it may resume; `''` to only ask). `{'D'}` a deleted session, `{'N'}` the cursor names
 /// no entry of this token, `{'G'}` what followed it is not all kept (or its
 /// writer gave up, or its lease lapsed, before the response, or its state is
 /// no longer known), else `{'O'}`.
@@ -197,16 +205,16 @@ if (cur ~= floor and #at == 0) or (#at > 0 and at[1][2][2] ~= ARGV[1]) then retu
 -- Finished, or its writer's lease runs; else (gave up, lapsed, or its state
 -- is not known) what followed may be missing.
 local w = redis.call('HGET', KEYS[4], ARGV[1])
-if w == 'ended' then return {'O'} end
 local u = w and string.match(w, '^%S+ (%d+)$')
-if not u or tonumber(u) < now then return {'G'} end
+if w ~= 'ended' and (not u or tonumber(u) < now) then return {'G'} end
+if ARGV[3] ~= '' then redis.call('HSET', KEYS[4], 'r:' .. ARGV[1], ARGV[3]) end
 return {'O'}
 "#
 );
 
 /// KEYS: the stream, its floor, the writers. ARGV: the token, the cursor,
-/// the most entries to scan. `{'G'}` what followed the cursor is not all
-/// kept, else `{'O', writer state, last entry scanned, id, kind, message,
+/// the most entries to scan, the reader. `{'S'}` a newer reader took the
+/// reply over, `{'G'}` what followed the cursor is not all kept, else `{'O', writer state, last entry scanned, id, kind, message,
 /// ...}`: the state is `W` (writing), `E` (ended with its response) or `X`
 /// (its writer gave up or its lease lapsed, or its state is not known).
 const READ: &str = concat!(
@@ -214,6 +222,8 @@ const READ: &str = concat!(
     r#"
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local r = redis.call('HGET', KEYS[3], 'r:' .. ARGV[1])
+if r and r ~= ARGV[4] then return {'S'} end
 local floor = redis.call('GET', KEYS[2])
 if not floor or lt(ARGV[2], floor) then return {'G'} end
 local state = 'X'
@@ -341,6 +351,9 @@ pub(crate) enum PostFetched {
     },
     /// What followed the cursor is not all kept.
     Gone,
+    /// A newer reader took the reply over (the client resumed it
+    /// elsewhere): end with a `retry` hint.
+    Superseded,
 }
 
 /// The stream a POST stream's frames go to, and how long its history lives.
@@ -463,16 +476,17 @@ impl SharedSessions {
         }
     }
 
-    /// Whether POST stream `token` of `sid` may be resumed after `cursor`.
+    /// Whether POST stream `token` of `sid` may be resumed after `cursor`;
+    /// if so, `reader` (unless empty) is now the one writing it to a client.
     pub(crate) async fn check_post(
         &self,
         sid: &str,
         token: &str,
-        cursor: &str,
+        (cursor, reader): (&str, &str),
     ) -> Result<PostCheck, McpError> {
         let [hash, _] = session_keys(&self.node, sid);
         let [pev, _, pevs, pevw, _] = post_event_keys(&self.node, sid);
-        let args = [token.to_owned(), cursor.to_owned()];
+        let args = [token.to_owned(), cursor.to_owned(), reader.to_owned()];
         let answer: Vec<Vec<u8>> = self
             .run(eval(CHECK, &[hash, pev, pevs, pevw], &args))
             .await?;
@@ -485,13 +499,12 @@ impl SharedSessions {
         }
     }
 
-    /// Reads POST stream `token`'s events after `cursor`, scanning at most
-    /// `count` entries of the session's history.
+    /// Reads POST stream `token`'s events after `cursor` for `reader`,
+    /// scanning at most `count` entries of the session's history.
     pub(crate) async fn read_post(
         &self,
-        sid: &str,
-        token: &str,
-        cursor: &str,
+        (sid, token): (&str, &str),
+        (cursor, reader): (&str, &str),
         count: usize,
     ) -> Result<PostFetched, McpError> {
         let [pev, _, pevs, pevw, _] = post_event_keys(&self.node, sid);
@@ -499,6 +512,7 @@ impl SharedSessions {
             token.to_owned(),
             cursor.to_owned(),
             count.max(1).to_string(),
+            reader.to_owned(),
         ];
         let answer: Vec<Vec<u8>> = self.run(eval(READ, &[pev, pevs, pevw], &args)).await?;
         let Some((code, rest)) = answer.split_first() else {
@@ -506,6 +520,7 @@ impl SharedSessions {
         };
         match code.as_slice() {
             b"G" => Ok(PostFetched::Gone),
+            b"S" => Ok(PostFetched::Superseded),
             b"O" => {
                 let [state, last, entries @ ..] = rest else {
                     return Err(unexpected());
@@ -553,8 +568,12 @@ mod tests {
     async fn read_all(s: &SharedSessions, token: &str, mut cursor: String) -> Option<Vec<Vec<u8>>> {
         let mut out = Vec::new();
         loop {
-            match s.read_post("s1", token, &cursor, 7).await.expect("read") {
-                PostFetched::Gone => return None,
+            match s
+                .read_post(("s1", token), (&cursor, "w"), 7)
+                .await
+                .expect("read")
+            {
+                PostFetched::Gone | PostFetched::Superseded => return None,
                 PostFetched::Events { last, events, .. } => {
                     if last == cursor {
                         return Some(out);
@@ -685,10 +704,14 @@ mod tests {
                 "the writers' hash ({writers_ttl} ms) would expire before the entries ({entries_ttl} ms)"
             );
             assert_eq!(
-                s.check_post("s1", "a", &a0).await.expect("check"),
+                s.check_post("s1", "a", (&a0, "ra")).await.expect("check"),
                 PostCheck::Resumable
             );
-            match s.read_post("s1", "a", &a0, 10).await.expect("read") {
+            match s
+                .read_post(("s1", "a"), (&a0, "ra"), 10)
+                .await
+                .expect("read")
+            {
                 PostFetched::Events { writer, events, .. } => {
                     assert_eq!(writer, Writer::Ended);
                     assert_eq!(events.len(), 1);
@@ -697,16 +720,20 @@ mod tests {
             }
             // The floor's id (reply a's opening) with reply b's token: not b's.
             assert_eq!(
-                s.check_post("s1", "b", &a0).await.expect("check"),
+                s.check_post("s1", "b", (&a0, "rb")).await.expect("check"),
                 PostCheck::NotOurs
             );
             // Reply b's state lost (the hash gone): a gap, not a finished reply.
             let _: i64 = s.run(::redis::Cmd::del(&pevw)).await.expect("DEL");
             assert_eq!(
-                s.check_post("s1", "b", &b0).await.expect("check"),
+                s.check_post("s1", "b", (&b0, "rb")).await.expect("check"),
                 PostCheck::Gone
             );
-            match s.read_post("s1", "b", &b0, 10).await.expect("read") {
+            match s
+                .read_post(("s1", "b"), (&b0, "rb"), 10)
+                .await
+                .expect("read")
+            {
                 PostFetched::Events { writer, .. } => assert_eq!(writer, Writer::Lost),
                 other => panic!("{other:?}"),
             }
@@ -809,9 +836,12 @@ mod tests {
             let mut hlen = ::redis::cmd("HLEN");
             hlen.arg(&pevw);
             let fields: usize = s.run(hlen).await.expect("HLEN");
-            assert!(fields <= 33, "{fields} writers kept");
+            assert!(fields <= 66, "{fields} fields kept");
             // The newest abandoned reply is still known as gone: 410.
-            let check = s.check_post("s1", "t99", &last_open).await.expect("check");
+            let check = s
+                .check_post("s1", "t99", (&last_open, "r"))
+                .await
+                .expect("check");
             assert_eq!(check, PostCheck::Gone);
         });
     }

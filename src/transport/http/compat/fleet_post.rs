@@ -132,11 +132,13 @@ pub(super) async fn serve(
     spawn_pump(
         compat.clone(),
         post.clone(),
-        (writer, reply, config.prime),
+        (writer.clone(), reply, config.prime),
         (first, rx),
         wake_tx,
     );
     let reader = Reader {
+        // The reply's own response reads as its writer (named so in OPEN).
+        name: writer,
         wake: Some(wake_rx),
         _permit: None,
     };
@@ -245,6 +247,9 @@ fn spawn_pump(
 
 /// How a reader is woken, and what it counts against.
 struct Reader {
+    /// Its name in Redis: the reply's one reader at a time (a newer one
+    /// takes over, this one then ends with a `retry` hint).
+    name: String,
     /// Each append on the writer's node (`None` elsewhere: it polls).
     wake: Option<watch::Receiver<()>>,
     /// A resumption's slot among the streams (the reply's own response is
@@ -302,16 +307,16 @@ async fn next(mut st: State) -> Option<(Result<Bytes, Infallible>, State)> {
         let shared = st.compat.shared.as_ref()?;
         let read = shared
             .read_post(
-                &st.post.sid,
-                &st.post.token,
-                &st.cursor,
+                (&st.post.sid, &st.post.token),
+                (&st.cursor, &st.reader.name),
                 MAX_ENTRIES_PER_READ,
             )
             .await;
         let (writer, last, events) = match read {
             // Redis cannot be read: end; the client resumes after the last
-            // id it got (nothing is skipped).
-            Err(_) => return end_with_retry(st),
+            // id it got (nothing is skipped). Or the client resumed the
+            // reply elsewhere: this response ends.
+            Err(_) | Ok(PostFetched::Superseded) => return end_with_retry(st),
             // Events this client has not seen were dropped: end; its
             // reconnection gets 410.
             Ok(PostFetched::Gone) => {
@@ -415,24 +420,40 @@ pub(super) async fn resume(
     let Some(shared) = compat.shared.as_ref() else {
         return not_ours();
     };
-    match shared.check_post(&post.sid, &post.token, &entry).await {
-        Ok(PostCheck::Resumable) => {
-            let slot = match server.try_open_stream_for(Some(owner)) {
-                Ok(slot) => slot,
-                Err(e) => return state_refusal(&e),
-            };
-            drop(permit);
-            let reader = Reader {
-                wake: None,
-                _permit: Some(slot),
-            };
-            response(compat, post, entry, config, server, reader)
-        }
-        Ok(PostCheck::Deleted) => session_gone(),
-        Ok(PostCheck::NotOurs) => not_ours(),
-        Ok(PostCheck::Gone) => gone(&compat.events),
-        Err(e) => state_refusal(&e),
+    // Asked first (a bad id is refused whatever the limits), then the slot,
+    // then taken over from the reply's reader (a refused resumption leaves
+    // the reader that runs alone).
+    let answer = |check| match check {
+        Ok(PostCheck::Resumable) => None,
+        Ok(PostCheck::Deleted) => Some(session_gone()),
+        Ok(PostCheck::NotOurs) => Some(not_ours()),
+        Ok(PostCheck::Gone) => Some(gone(&compat.events)),
+        Err(e) => Some(state_refusal(&e)),
+    };
+    let asked = shared
+        .check_post(&post.sid, &post.token, (&entry, ""))
+        .await;
+    if let Some(refused) = answer(asked) {
+        return refused;
     }
+    let slot = match server.try_open_stream_for(Some(owner)) {
+        Ok(slot) => slot,
+        Err(e) => return state_refusal(&e),
+    };
+    let name = shared.reader_name(compat.next_generation());
+    let taken = shared
+        .check_post(&post.sid, &post.token, (&entry, &name))
+        .await;
+    if let Some(refused) = answer(taken) {
+        return refused;
+    }
+    drop(permit);
+    let reader = Reader {
+        name,
+        wake: None,
+        _permit: Some(slot),
+    };
+    response(compat, post, entry, config, server, reader)
 }
 
 #[cfg(test)]
