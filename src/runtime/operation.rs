@@ -77,16 +77,34 @@ fn target<'p>(
 }
 
 /// A resource URI as a span carries it: without userinfo (`user:pass@`),
-/// query (`?sig=...`) or fragment, which may hold credentials.
+/// query (`?sig=...`) or fragment, which may hold credentials. A password
+/// may hold `?`, `#` or `/` in a hand-written URI, so the userinfo is looked
+/// for before the query is cut, and an `@` after a `/` counts as ending a
+/// userinfo when the text before that `/` has a `:` (`u:pa/ss@host`): when
+/// in doubt, more is dropped, never a password kept.
 pub(crate) fn redacted_uri(uri: &str) -> Cow<'_, str> {
-    let uri = &uri[..uri.find(['?', '#']).unwrap_or(uri.len())];
-    if let Some(start) = uri.find("://").map(|i| i + 3) {
-        let authority_end = uri[start..].find('/').map_or(uri.len(), |i| start + i);
-        if let Some(at) = uri[start..authority_end].rfind('@') {
-            return Cow::Owned(format!("{}{}", &uri[..start], &uri[start + at + 1..]));
+    let cut = |u: &str| u.find(['?', '#']).unwrap_or(u.len());
+    let Some(start) = uri.find("://").map(|i| i + 3) else {
+        return Cow::Borrowed(&uri[..cut(uri)]);
+    };
+    let rest = &uri[start..];
+    let first_slash = rest.find('/').unwrap_or(rest.len());
+    let userinfo_end = match rest[..first_slash].rfind('@') {
+        Some(at) => Some(at),
+        None if rest[..first_slash].contains(':') => {
+            // `u:pa/ss@host/x`: the `@` before the path's own.
+            let path_end = rest.find(['?', '#']).unwrap_or(rest.len()).max(first_slash);
+            rest[..path_end].rfind('@')
         }
+        None => None,
+    };
+    match userinfo_end {
+        Some(at) => {
+            let host = &rest[at + 1..];
+            Cow::Owned(format!("{}{}", &uri[..start], &host[..cut(host)]))
+        }
+        None => Cow::Borrowed(&uri[..start + cut(rest)]),
     }
-    Cow::Borrowed(uri)
 }
 
 /// Whether the span name may carry the target: a tool or prompt the catalog
@@ -501,5 +519,12 @@ mod tests {
         assert_eq!(redacted_uri("file:///a/b?token=x"), "file:///a/b");
         assert_eq!(redacted_uri("s3://bucket/key@v2"), "s3://bucket/key@v2");
         assert_eq!(redacted_uri("db://u@h"), "db://h");
+        // A password holding `#`, `?` or `/`.
+        assert_eq!(redacted_uri("https://admin:hunter#2@db/x"), "https://db/x");
+        assert_eq!(redacted_uri("https://u:p?w@h/"), "https://h/");
+        assert_eq!(redacted_uri("https://u:pa/ss@h/x?k=v"), "https://h/x");
+        // A port and an `@` in the path: more dropped, nothing kept.
+        assert_eq!(redacted_uri("http://host:8080/users/@me"), "http://me");
+        assert_eq!(redacted_uri("mailto:a@b?subject=x"), "mailto:a@b");
     }
 }

@@ -506,7 +506,9 @@ pub(in crate::transport::http) async fn delete<H: SubscriptionHandler>(
         None => compat
             .sessions
             .delete(&session.key())
-            .map(|(_, live)| (live, true, Ok(()))),
+            // Only the DELETE that deleted it records its end (another one,
+            // racing, finds it deleted already).
+            .map(|(first, live)| (live, first, Ok(()))),
     };
     let (live, ends, confirmed) = match deleted {
         Ok(d) => d,
