@@ -574,6 +574,55 @@ fn a_get_stream_held_by_a_node_without_a_lease_is_taken_over() {
     get.disconnect();
 }
 
+/// A holder mark left by a node that is gone (no lease) does not block the
+/// session: a subscribe on another node is recorded and answered at once
+/// (no stream runs to apply it to), the next GET stream opens with it, and
+/// a DELETE does not wait for the gone node.
+#[test]
+fn a_session_whose_holders_node_is_gone_still_takes_changes_and_deletes() {
+    let redis = RedisServer::start();
+    let (_buses, nodes) = three_notes_nodes(&redis, "t-fleet-gone:", None);
+    let session = legacy::initialize(nodes[0].addr);
+    let first = add_note(nodes[0].addr, &session, json!({"text": "n0"}));
+    let uri = add_note(nodes[0].addr, &session, json!({"text": "n"}));
+    // Some state, so that the session has its hash in Redis.
+    let r = change_uri(nodes[0].addr, &session, &first, true);
+    assert_eq!(message(&r)["result"], json!({}), "{}", message(&r));
+    // The session's hash (its URIs' set is beside it), as a node that is
+    // gone (no lease) left it: it holds the GET stream.
+    let pattern = format!("*sess:{{sessions}}:{}:uris", legacy::sid_of(&session));
+    let keys = redis.command(&["KEYS", &pattern]).expect("KEYS answers");
+    let key = keys
+        .lines()
+        .find_map(|l| l.strip_suffix(":uris"))
+        .expect("the session's URIs")
+        .to_owned();
+    let dead = |redis: &RedisServer| {
+        let set = redis
+            .command(&["HSET", &key, "h", "00000000deadbeef:1"])
+            .expect("HSET answers");
+        assert!(set.starts_with(':'), "{set}");
+    };
+    dead(&redis);
+    let r = change_uri(nodes[1].addr, &session, &uri, true);
+    assert_eq!(message(&r)["result"], json!({}), "{}", message(&r));
+    // The next GET stream has it.
+    let get = reader(legacy::get(nodes[2].addr, Some(&session)));
+    add_note(nodes[0].addr, &session, json!({"text": "edit", "uri": uri}));
+    assert!(updated_within(&get, &uri, Duration::from_secs(10)));
+    drop(get);
+    // A DELETE while a gone node holds the stream: answered, not 503.
+    std::thread::sleep(Duration::from_millis(300));
+    dead(&redis);
+    let deleted = legacy::delete(nodes[1].addr, &session);
+    assert_eq!(
+        deleted.status,
+        200,
+        "{}",
+        String::from_utf8_lossy(&deleted.body)
+    );
+}
+
 /// A node whose subscription handler refuses every 2025 URI change in place.
 fn refusing_node(events: &Events, record: Arc<common::probe::Record>) -> ServerThread {
     use common::probe::{Mode, Probe};

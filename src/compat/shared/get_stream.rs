@@ -115,6 +115,27 @@ impl SharedSessions {
         Ok(held == 1)
     }
 
+    /// Whether `holder` (as Redis names the session's GET stream's holder)
+    /// is on another node that is gone (it holds no lease): its mark is then
+    /// let go, as a takeover would (a node only paused stops that stream at
+    /// its next check of the mark), so that a change is recorded for the
+    /// next GET stream instead of waiting for a node that cannot apply it.
+    pub(crate) async fn let_go_if_gone(
+        &self,
+        session: &StateKey<'_>,
+        holder: &str,
+    ) -> Result<bool, McpError> {
+        let Some(node) = self.elsewhere(holder) else {
+            return Ok(false);
+        };
+        if self.node.alive(node).await.map_err(|e| unavailable(&e))? {
+            return Ok(false);
+        }
+        let args = [holder.to_owned(), "1".to_owned()];
+        self.run_counted(RELEASE_GET, session, &args).await?;
+        Ok(true)
+    }
+
     /// Lets go of GET reservation `generation` (its stream ended or never
     /// opened), here and in Redis. While Redis cannot be reached it retries,
     /// backing off to [`RELEASE_BACKOFF_MAX`] between tries, until Redis is

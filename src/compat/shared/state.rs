@@ -194,7 +194,14 @@ impl SharedSessions {
             .and_then(|s| s.live)
             .filter(LegacyStream::alive);
         let mut confirmed = Ok(());
-        if let Some(node) = self.elsewhere(holder) {
+        // A holder whose node is gone (no lease) runs no stream to end: not
+        // waited for (were it only paused, it stops that stream at its next
+        // check of its mark, which this DELETE dropped).
+        let holder_node = match self.elsewhere(holder) {
+            Some(node) if !matches!(self.node.alive(node).await, Ok(false)) => Some(node),
+            _ => None,
+        };
+        if let Some(node) = holder_node {
             // Answered once the holder ended the stream: the session is
             // deleted either way, but a success means nothing streams.
             let ack = self.new_ack(session.sid);

@@ -52,9 +52,14 @@ pub(super) async fn change_uri<H: SubscriptionHandler>(
     max_uris: usize,
 ) -> Result<(), McpError> {
     let shared = shared_of(compat)?;
-    let (changed, holder) = shared.change_uri(key, uri, subscribe, max_uris).await?;
+    let (changed, mut holder) = shared.change_uri(key, uri, subscribe, max_uris).await?;
     if !changed {
         return Ok(());
+    }
+    // The holder's node is gone: no stream runs to apply it to; the next
+    // GET stream opens with the URIs recorded in Redis.
+    if shared.let_go_if_gone(key, &holder).await? {
+        holder.clear();
     }
     let ack = shared.new_ack(key.sid);
     let control = Control::Uri {
@@ -238,7 +243,21 @@ pub(super) async fn get<H: SubscriptionHandler>(
     };
     let key = session.key();
     let generation = compat.next_generation();
+    // Armed before the reservation is asked for: a reply lost on its way
+    // back from Redis (a timeout, or this request dropped meanwhile) may
+    // have reserved the stream all the same, and the mark must not outlive
+    // this request (a compare-and-delete: nothing if it is not ours).
+    let mut held = Held {
+        compat: compat.clone(),
+        sid: session.sid.clone(),
+        generation,
+        expires: session.expires,
+        armed: true,
+    };
     let reserved = shared.reserve_get(&key, generation).await;
+    if matches!(reserved, Ok(Reserve::Busy | Reserve::Deleted)) {
+        held.armed = false;
+    }
     if matches!(reserved, Ok(Reserve::Busy)) {
         // The stream runs (here or on another node): read it from Redis.
         drop(permit);
@@ -247,13 +266,6 @@ pub(super) async fn get<H: SubscriptionHandler>(
     if let Some(refused) = not_reserved(reserved) {
         return refused;
     }
-    let mut held = Held {
-        compat: compat.clone(),
-        sid: session.sid.clone(),
-        generation,
-        expires: session.expires,
-        armed: true,
-    };
     if after.is_some() {
         // The stream that id was of has ended: what followed it is gone (as
         // on one node). `held` lets go of the reservation.
