@@ -81,8 +81,15 @@ fn not_reported() -> McpError {
 impl SharedSessions {
     /// Sends `control` to the node holding the stream (`holder` as
     /// [`Self::change_uri`] returned it). `Ok(false)` when it is held here
-    /// (the caller applies it) or by nobody.
-    pub(crate) async fn forward(&self, holder: &str, control: Control) -> Result<bool, McpError> {
+    /// (the caller applies it) or by nobody. An error says whether the
+    /// change is known not to be applied ([`Unconfirmed::undo`]): a send
+    /// that failed may still have reached the holder, and when it cannot be
+    /// withdrawn either, its outcome is not known.
+    pub(crate) async fn forward(
+        &self,
+        holder: &str,
+        control: Control,
+    ) -> Result<bool, Unconfirmed> {
         let Some((node, _)) = holder.rsplit_once(':') else {
             return Ok(false);
         };
@@ -94,20 +101,29 @@ impl SharedSessions {
             Control::Delete { .. } => None,
         };
         if let Some(ack) = &ack {
+            // Nothing sent yet: known not applied.
             self.node
                 .keys()
                 .put(ack, PENDING.as_bytes(), seal::expiry(ACK_TTL))
                 .await
-                .map_err(|e| unavailable(&e))?;
+                .map_err(|e| Unconfirmed {
+                    error: unavailable(&e),
+                    undo: true,
+                })?;
         }
         let Err(error) = self.send(node, control).await else {
             return Ok(true);
         };
         // A failed publish may still have reached the holder: withdrawn, it
-        // will not be applied; claimed already, its outcome is waited for.
+        // will not be applied; claimed already, its outcome is waited for;
+        // neither known (Redis did not answer), it may be applied later.
         match &ack {
-            Some(ack) if matches!(self.withdraw(ack).await, Ok(false)) => Ok(true),
-            _ => Err(error),
+            Some(ack) => match self.withdraw(ack).await {
+                Ok(false) => Ok(true),
+                Ok(true) => Err(Unconfirmed { error, undo: true }),
+                Err(unknown) => Err(unknown),
+            },
+            None => Err(Unconfirmed { error, undo: true }),
         }
     }
 

@@ -78,8 +78,8 @@ pub(super) async fn change_uri<H: SubscriptionHandler>(
                 .map_err(|error| Unconfirmed { error, undo: true }),
             None => return Ok(()),
         },
-        // Not sent: nothing to apply it.
-        Err(error) => Err(Unconfirmed { error, undo: true }),
+        // Not sent (nothing to apply it), or its fate not known.
+        Err(unconfirmed) => Err(unconfirmed),
     };
     let Err(Unconfirmed { error, undo }) = applied else {
         return Ok(());

@@ -521,14 +521,15 @@ pub(in crate::transport::http) async fn delete<H: SubscriptionHandler>(
     if ends && (clocked || compat.shared.is_some()) {
         record_session_end(&state.server, &compat.config.session_ttl, &session);
     }
-    if let Err(e) = confirmed {
-        return state_refusal(&e);
-    }
+    // A stream held here ends whatever another node confirmed.
     if let Some(running) = live.as_ref().and_then(LegacyStream::running) {
         let _ = running
             .stop
             .send(StopStream(CloseReason::Disconnected))
             .await;
+    }
+    if let Err(e) = confirmed {
+        return state_refusal(&e);
     }
     drop(permit);
     HttpResponse::Ok().finish()
