@@ -218,3 +218,25 @@ fn compat_elicitation_goes_to_the_client_and_the_answer_comes_back_by_post() {
     );
     assert!(call.next_message().is_none());
 }
+
+/// 2025-era requests over HTTP are counted in `genmcp_requests_total` by
+/// method and outcome, as 2026 ones and stdio's are.
+#[test]
+fn compat_requests_over_http_are_counted_by_method_and_outcome() {
+    let srv = probe::start(Mode::Accept, caps(), probe::config());
+    let session = legacy::initialize(srv.addr());
+    for (id, method) in [(1, "ping"), (2, "tools/list")] {
+        let r = legacy::request(srv.addr(), &session, json!(id), method, json!({}));
+        assert_eq!(r.status, 200, "{method}");
+    }
+    let text = genmcp::admin::Admin::new(srv.server.server.clone(), Vec::new()).metrics_text();
+    for method in ["initialize", "ping", "tools/list"] {
+        let series = format!("genmcp_requests_total{{method=\"{method}\",outcome=\"ok\"}}");
+        let count: u64 = text
+            .lines()
+            .find_map(|l| l.strip_prefix(&series))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(0);
+        assert_eq!(count, 1, "{method} in\n{text}");
+    }
+}

@@ -371,12 +371,12 @@ pub(super) async fn post<H: SubscriptionHandler>(
             .await;
             let empty = Map::new();
             let span = op.span().clone();
-            op.finish(
-                &state.server,
-                result.as_ref().map(|()| &empty),
-                outcome_of(&result),
-            );
+            let outcome = outcome_of(&result);
+            op.finish(&state.server, result.as_ref().map(|()| &empty), outcome);
             span.in_scope(|| tracing::debug!("request answered"));
+            state
+                .server
+                .record_request(crate::runtime::method_label(&method), outcome, None);
             done(result)
         }
         LegacyRoute::Unary => {
@@ -520,6 +520,9 @@ async fn initialize<H: SubscriptionHandler>(
     let span = op.span().clone();
     op.finish(&state.server, Ok(&result), RequestOutcome::Ok);
     span.in_scope(|| tracing::debug!("request answered"));
+    state
+        .server
+        .record_request("initialize", RequestOutcome::Ok, None);
     HttpResponse::Ok()
         .content_type("application/json")
         .insert_header((header::HeaderName::from_static(SESSION_HEADER), token))

@@ -73,6 +73,7 @@ pub(super) async fn unary<H: SubscriptionHandler>(
         version_label(&session.init.version, crate::compat::LEGACY_VERSIONS),
     );
     let span = op.span().clone();
+    let started = std::time::Instant::now();
     let task = actix_rt::spawn(async move {
         let _permit = permit;
         let asker = Asker {
@@ -87,6 +88,7 @@ pub(super) async fn unary<H: SubscriptionHandler>(
             Err(e) if e.retry_after().is_some() => RequestOutcome::Limited,
             Err(_) => RequestOutcome::Error,
         };
+        server.record_request(&method, counted, Some(started.elapsed()));
         op.finish(&server, outcome.as_ref(), counted);
         let id = channel.id().clone();
         let bytes = match outcome {
