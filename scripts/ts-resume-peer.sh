@@ -33,7 +33,8 @@ die() { log "error: $*"; exit 1; }
 source "$ROOT/scripts/lib/node-peer.sh"
 genmcp_bin
 npm_install ts-resume-peer "$ROOT/tests/ts_resume" @modelcontextprotocol/sdk "$SDK"
-cp "$ROOT/tests/ts_resume/peer.mjs" "$ROOT/tests/ts_resume/lib.mjs" "$ROOT/tests/ts_resume/fleet.mjs" \
+cp "$ROOT/tests/ts_resume/peer.mjs" "$ROOT/tests/ts_resume/lib.mjs" "$ROOT/tests/ts_resume/client.mjs" \
+  "$ROOT/tests/ts_resume/fleet.mjs" \
   "$ROOT/tests/ts_resume/fleet_kill.mjs" "$ROOT/tests/ts_resume/fleet_post.mjs" "$CACHE/"
 log "running tests/ts_resume/peer.mjs against $GENMCP_BIN"
 node "$CACHE/peer.mjs"

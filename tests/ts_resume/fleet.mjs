@@ -7,10 +7,8 @@
 // resources/updated published meanwhile must arrive once and in order.
 // Exits non-zero on any failed check. Run by scripts/ts-resume-peer.sh
 // (GENMCP_BIN names the binary; redis-server must be on PATH).
-import { Client } from "@modelcontextprotocol/sdk/client/index.js";
-import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
-import { ResourceUpdatedNotificationSchema } from "@modelcontextprotocol/sdk/types.js";
-import { WAIT_MS, check, finish, roundRobin, sleep, startFleet, waitUntil } from "./lib.mjs";
+import { checkInOrder, close, connect, followNotes, stopAll } from "./client.mjs";
+import { check, finish, roundRobin, sleep, startFleet, waitUntil } from "./lib.mjs";
 
 const BIN = process.env.GENMCP_BIN;
 const NOTES = 24;
@@ -23,31 +21,10 @@ try {
   proxy = await roundRobin(ports, gets);
 
   const url = new URL(`http://127.0.0.1:${proxy.address().port}/mcp`);
-  const transport = new StreamableHTTPClientTransport(url);
-  const client = new Client({ name: "ts-fleet-resume-peer", version: "1.0.0" }, { capabilities: {} });
-  const updates = [];
-  client.setNotificationHandler(ResourceUpdatedNotificationSchema, (n) => {
-    updates.push(n.params.uri);
-  });
-  const errors = [];
-  transport.onerror = (e) => errors.push(String(e));
-  await client.connect(transport);
-  check(transport.protocolVersion === "2025-11-25", `negotiated ${transport.protocolVersion}`);
-
-  const addNote = async (text, uri) => {
-    const args = uri === undefined ? { text } : { text, uri };
-    const r = await client.callTool({ name: "add_note", arguments: args });
-    return r.content[0].text;
-  };
-  const uris = [];
-  for (let i = 0; i < NOTES; i += 1) uris.push(await addNote(`note ${i}`));
-  for (const uri of uris) await client.subscribeResource({ uri });
-  const probeEnd = Date.now() + WAIT_MS;
-  while (!updates.includes(uris[0]) && Date.now() < probeEnd) {
-    await addNote("probe", uris[0]);
-    await sleep(100);
-  }
-  check(updates.includes(uris[0]), "the GET stream is open");
+  const peer = await connect("ts-fleet-resume-peer", url);
+  const { updates, errors, addNote } = peer;
+  const { uris, open } = await followNotes(peer, NOTES);
+  check(open, "the GET stream is open");
   await sleep(500);
   const start = updates.length;
   const resumedBefore = gets.filter((g) => g.lastEventId).length;
@@ -60,12 +37,7 @@ try {
   }
   await waitUntil(() => updates.length - start >= NOTES, `${NOTES} updates arrived`);
   await sleep(500);
-  const got = updates.slice(start);
-  check(
-    JSON.stringify(got) === JSON.stringify(uris),
-    `every update once and in order across the closes (${got.length} received)`,
-  );
-  if (JSON.stringify(got) !== JSON.stringify(uris)) console.log(JSON.stringify(got));
+  checkInOrder(updates.slice(start), uris, "the closes");
   const resumed = gets.filter((g) => g.lastEventId);
   const nodes = new Set(resumed.map((g) => g.node));
   check(
@@ -73,13 +45,10 @@ try {
     `the GET stream resumed with Last-Event-ID ${resumed.length - resumedBefore} times during the edits, on ${nodes.size} nodes in all`,
   );
   check(errors.length === 0, `no transport error (${errors.join("; ")})`);
-  await transport.terminateSession().catch(() => {});
-  await client.close();
+  await close(peer);
 } catch (e) {
   check(false, `unexpected error: ${e?.stack ?? e}`);
 } finally {
-  proxy?.closeAllConnections?.();
-  proxy?.close();
-  for (const child of children.reverse()) child.kill("SIGTERM");
+  stopAll(proxy, children);
 }
 finish("ts-fleet-resume-peer");

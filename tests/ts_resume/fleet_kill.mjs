@@ -9,10 +9,8 @@
 // arrive once and in order. Exits non-zero on any failed check. Run by
 // scripts/ts-resume-peer.sh (GENMCP_BIN names the binary; redis-server
 // must be on PATH).
-import { Client } from "@modelcontextprotocol/sdk/client/index.js";
-import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
-import { ResourceUpdatedNotificationSchema } from "@modelcontextprotocol/sdk/types.js";
-import { WAIT_MS, check, finish, roundRobin, sleep, startFleet, waitUntil } from "./lib.mjs";
+import { checkInOrder, close, connect, followNotes, stopAll } from "./client.mjs";
+import { check, finish, roundRobin, sleep, startFleet, waitUntil } from "./lib.mjs";
 
 const BIN = process.env.GENMCP_BIN;
 const NOTES = 24;
@@ -27,7 +25,7 @@ try {
   proxy = await roundRobin(ports, gets, dead);
 
   const url = new URL(`http://127.0.0.1:${proxy.address().port}/mcp`);
-  const transport = new StreamableHTTPClientTransport(url, {
+  const peer = await connect("ts-fleet-kill-peer", url, {
     reconnectionOptions: {
       initialReconnectionDelay: 200,
       maxReconnectionDelay: 1000,
@@ -35,30 +33,9 @@ try {
       maxRetries: 5,
     },
   });
-  const client = new Client({ name: "ts-fleet-kill-peer", version: "1.0.0" }, { capabilities: {} });
-  const updates = [];
-  client.setNotificationHandler(ResourceUpdatedNotificationSchema, (n) => {
-    updates.push(n.params.uri);
-  });
-  const errors = [];
-  transport.onerror = (e) => errors.push(String(e));
-  await client.connect(transport);
-  check(transport.protocolVersion === "2025-11-25", `negotiated ${transport.protocolVersion}`);
-
-  const addNote = async (text, uri) => {
-    const args = uri === undefined ? { text } : { text, uri };
-    const r = await client.callTool({ name: "add_note", arguments: args });
-    return r.content[0].text;
-  };
-  const uris = [];
-  for (let i = 0; i < NOTES; i += 1) uris.push(await addNote(`note ${i}`));
-  for (const uri of uris) await client.subscribeResource({ uri });
-  const probeEnd = Date.now() + WAIT_MS;
-  while (!updates.includes(uris[0]) && Date.now() < probeEnd) {
-    await addNote("probe", uris[0]);
-    await sleep(100);
-  }
-  check(updates.includes(uris[0]) && gets[0]?.node === 0, "the GET stream is open on node 0");
+  const { updates, errors, addNote } = peer;
+  const { uris, open } = await followNotes(peer, NOTES);
+  check(open && gets[0]?.node === 0, "the GET stream is open on node 0");
 
   // An idle timeout cuts it: the SDK resumes on node 1.
   proxy.cutGets();
@@ -78,12 +55,7 @@ try {
   }
   await waitUntil(() => updates.length - start >= NOTES, `${NOTES} updates arrived`);
   await sleep(500);
-  const got = updates.slice(start);
-  check(
-    JSON.stringify(got) === JSON.stringify(uris),
-    `every update once and in order across the kill (${got.length} received)`,
-  );
-  if (JSON.stringify(got) !== JSON.stringify(uris)) console.log(JSON.stringify(got));
+  checkInOrder(updates.slice(start), uris, "the kill");
   const after = gets.slice(2);
   check(
     after.length >= 1 && after.every((g) => g.node === 2 && g.lastEventId),
@@ -91,13 +63,10 @@ try {
   );
   const unexpected = errors.filter((e) => !e.includes("SSE stream disconnected"));
   check(unexpected.length === 0, `no transport error but the cut streams' (${unexpected.join("; ")})`);
-  await transport.terminateSession().catch(() => {});
-  await client.close();
+  await close(peer);
 } catch (e) {
   check(false, `unexpected error: ${e?.stack ?? e}`);
 } finally {
-  proxy?.closeAllConnections?.();
-  proxy?.close();
-  for (const child of children.reverse()) child.kill("SIGTERM");
+  stopAll(proxy, children);
 }
 finish("ts-fleet-kill-peer");

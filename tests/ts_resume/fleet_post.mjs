@@ -10,8 +10,7 @@
 // the result. Exits non-zero on any failed check. Run by
 // scripts/ts-resume-peer.sh (GENMCP_BIN names the binary; redis-server
 // must be on PATH).
-import { Client } from "@modelcontextprotocol/sdk/client/index.js";
-import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+import { close, connect, stopAll } from "./client.mjs";
 import { check, finish, roundRobin, startFleet } from "./lib.mjs";
 
 const BIN = process.env.GENMCP_BIN;
@@ -24,12 +23,8 @@ try {
   const gets = [];
   proxy = await roundRobin(ports, gets);
   const url = new URL(`http://127.0.0.1:${proxy.address().port}/mcp`);
-  const transport = new StreamableHTTPClientTransport(url);
-  const client = new Client({ name: "ts-fleet-post-peer", version: "1.0.0" }, { capabilities: {} });
-  const errors = [];
-  transport.onerror = (e) => errors.push(String(e));
-  await client.connect(transport);
-  check(transport.protocolVersion === "2025-11-25", `negotiated ${transport.protocolVersion}`);
+  const peer = await connect("ts-fleet-post-peer", url);
+  const { client, errors } = peer;
 
   for (let i = 0; i < CALLS; i += 1) {
     const progress = [];
@@ -52,13 +47,10 @@ try {
   const nodes = new Set(gets.filter((g) => g.lastEventId).map((g) => g.node));
   check(nodes.size >= 2, `the replies resumed on ${nodes.size} nodes`);
   check(errors.length === 0, `no transport error (${errors.join("; ")})`);
-  await transport.terminateSession().catch(() => {});
-  await client.close();
+  await close(peer);
 } catch (e) {
   check(false, `unexpected error: ${e?.stack ?? e}`);
 } finally {
-  proxy?.closeAllConnections?.();
-  proxy?.close();
-  for (const child of children.reverse()) child.kill("SIGTERM");
+  stopAll(proxy, children);
 }
 finish("ts-fleet-post-peer");

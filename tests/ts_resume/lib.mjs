@@ -2,7 +2,8 @@
 // listener, `genmcp serve` nodes (with a redis-server and `--bus` for a
 // fleet) on free loopback ports, and a per-request round-robin proxy in
 // front of a fleet. Used by peer.mjs, fleet.mjs, fleet_kill.mjs and
-// fleet_post.mjs (run by scripts/ts-resume-peer.sh).
+// fleet_post.mjs (run by scripts/ts-resume-peer.sh); the SDK client's side
+// is client.mjs.
 import { spawn } from "node:child_process";
 import http from "node:http";
 import net from "node:net";

@@ -5,10 +5,8 @@
 // Last-Event-ID; every resources/updated published meanwhile must arrive
 // once and in order. Exits non-zero on any failed check. Run by
 // scripts/ts-resume-peer.sh (GENMCP_BIN names the binary).
-import { Client } from "@modelcontextprotocol/sdk/client/index.js";
-import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
-import { ResourceUpdatedNotificationSchema } from "@modelcontextprotocol/sdk/types.js";
-import { WAIT_MS, check, finish, sleep, startNode, waitUntil } from "./lib.mjs";
+import { checkInOrder, close, connect, followNotes, stopAll } from "./client.mjs";
+import { check, finish, sleep, startNode, waitUntil } from "./lib.mjs";
 
 const BIN = process.env.GENMCP_BIN;
 const NOTES = 24;
@@ -25,34 +23,12 @@ try {
     }
     return fetch(url, init);
   };
-  const transport = new StreamableHTTPClientTransport(new URL(`http://127.0.0.1:${port}/mcp`), {
+  const peer = await connect("ts-resume-peer", new URL(`http://127.0.0.1:${port}/mcp`), {
     fetch: countingFetch,
   });
-  const client = new Client({ name: "ts-resume-peer", version: "1.0.0" }, { capabilities: {} });
-  const updates = [];
-  client.setNotificationHandler(ResourceUpdatedNotificationSchema, (n) => {
-    updates.push(n.params.uri);
-  });
-  const errors = [];
-  transport.onerror = (e) => errors.push(String(e));
-  await client.connect(transport);
-  check(transport.protocolVersion === "2025-11-25", `negotiated ${transport.protocolVersion}`);
-
-  const addNote = async (text, uri) => {
-    const args = uri === undefined ? { text } : { text, uri };
-    const r = await client.callTool({ name: "add_note", arguments: args });
-    return r.content[0].text;
-  };
-  const uris = [];
-  for (let i = 0; i < NOTES; i += 1) uris.push(await addNote(`note ${i}`));
-  for (const uri of uris) await client.subscribeResource({ uri });
-  // The SDK opens its GET stream in the background after initialized.
-  const probeEnd = Date.now() + WAIT_MS;
-  while (!updates.includes(uris[0]) && Date.now() < probeEnd) {
-    await addNote("probe", uris[0]);
-    await sleep(100);
-  }
-  check(updates.includes(uris[0]), "the GET stream is open");
+  const { updates, errors, addNote } = peer;
+  const { uris, open } = await followNotes(peer, NOTES);
+  check(open, "the GET stream is open");
   await sleep(500);
   const start = updates.length;
   const resumedBefore = gets.filter((id) => id).length;
@@ -63,20 +39,14 @@ try {
   }
   await waitUntil(() => updates.length - start >= NOTES, `${NOTES} updates arrived`);
   await sleep(500);
-  const got = updates.slice(start);
-  check(
-    JSON.stringify(got) === JSON.stringify(uris),
-    `every update once and in order across the closes (${got.length} received)`,
-  );
-  if (JSON.stringify(got) !== JSON.stringify(uris)) console.log(JSON.stringify(got));
+  checkInOrder(updates.slice(start), uris, "the closes");
   const resumed = gets.filter((id) => id).length - resumedBefore;
   check(resumed >= 2, `the GET stream was closed and resumed with Last-Event-ID ${resumed} times during the edits`);
   check(errors.length === 0, `no transport error (${errors.join("; ")})`);
-  await transport.terminateSession().catch(() => {});
-  await client.close();
+  await close(peer);
 } catch (e) {
   check(false, `unexpected error: ${e?.stack ?? e}`);
 } finally {
-  for (const child of children) child.kill("SIGTERM");
+  stopAll(undefined, children);
 }
 finish("ts-resume-peer");
