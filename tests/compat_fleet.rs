@@ -537,6 +537,23 @@ fn per_principal_bounds_hold_across_nodes() {
     assert_eq!(set_level(&sessions[2]).status, 429);
 }
 
+/// Marks `session`'s GET stream as held by a node that is gone (it holds
+/// no lease), as such a node leaves the session's hash in Redis.
+fn held_by_a_gone_node(redis: &RedisServer, session: &str) {
+    let sid = legacy::sid_of(session);
+    let pattern = format!("*sess:{{sessions}}:{sid}*");
+    let keys = redis.command(&["KEYS", &pattern]).expect("KEYS answers");
+    let key = keys
+        .lines()
+        .find_map(|l| l.find(&sid).map(|at| &l[..at + sid.len()]))
+        .expect("a key of the session")
+        .to_owned();
+    let set = redis
+        .command(&["HSET", &key, "h", "00000000deadbeef:1"])
+        .expect("HSET answers");
+    assert!(set.starts_with(':'), "{set}");
+}
+
 #[test]
 fn a_get_stream_held_by_a_node_without_a_lease_is_taken_over() {
     let redis = RedisServer::start();
@@ -550,19 +567,7 @@ fn a_get_stream_held_by_a_node_without_a_lease_is_taken_over() {
         json!({"level": "info"}),
     );
     assert_eq!(message(&r)["result"], json!({}));
-    // The session's hash, as a node that is gone (no lease) left it: it
-    // holds the GET stream.
-    let pattern = format!("*sess:{{sessions}}:{}", legacy::sid_of(&session));
-    let keys = redis.command(&["KEYS", &pattern]).expect("KEYS answers");
-    let key = keys
-        .lines()
-        .find(|l| l.contains("sess:{"))
-        .expect("the session's hash")
-        .to_owned();
-    let set = redis
-        .command(&["HSET", &key, "h", "00000000deadbeef:1"])
-        .expect("HSET answers");
-    assert!(set.starts_with(':'), "{set}");
+    held_by_a_gone_node(&redis, &session);
     let get = legacy::get(nodes[1].addr, Some(&session));
     let status = get.status;
     assert_eq!(status, 200, "a holder without a lease still counted");
@@ -588,22 +593,7 @@ fn a_session_whose_holders_node_is_gone_still_takes_changes_and_deletes() {
     // Some state, so that the session has its hash in Redis.
     let r = change_uri(nodes[0].addr, &session, &first, true);
     assert_eq!(message(&r)["result"], json!({}), "{}", message(&r));
-    // The session's hash (its URIs' set is beside it), as a node that is
-    // gone (no lease) left it: it holds the GET stream.
-    let pattern = format!("*sess:{{sessions}}:{}:uris", legacy::sid_of(&session));
-    let keys = redis.command(&["KEYS", &pattern]).expect("KEYS answers");
-    let key = keys
-        .lines()
-        .find_map(|l| l.strip_suffix(":uris"))
-        .expect("the session's URIs")
-        .to_owned();
-    let dead = |redis: &RedisServer| {
-        let set = redis
-            .command(&["HSET", &key, "h", "00000000deadbeef:1"])
-            .expect("HSET answers");
-        assert!(set.starts_with(':'), "{set}");
-    };
-    dead(&redis);
+    held_by_a_gone_node(&redis, &session);
     let r = change_uri(nodes[1].addr, &session, &uri, true);
     assert_eq!(message(&r)["result"], json!({}), "{}", message(&r));
     // The next GET stream has it.
@@ -613,7 +603,7 @@ fn a_session_whose_holders_node_is_gone_still_takes_changes_and_deletes() {
     drop(get);
     // A DELETE while a gone node holds the stream: answered, not 503.
     std::thread::sleep(Duration::from_millis(300));
-    dead(&redis);
+    held_by_a_gone_node(&redis, &session);
     let deleted = legacy::delete(nodes[1].addr, &session);
     assert_eq!(
         deleted.status,
