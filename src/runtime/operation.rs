@@ -79,23 +79,26 @@ fn target<'p>(
 /// A resource URI as a span carries it: without userinfo (`user:pass@`),
 /// query (`?sig=...`) or fragment, which may hold credentials. A password
 /// may hold `?`, `#` or `/` in a hand-written URI, so the userinfo is looked
-/// for before the query is cut, and an `@` after a `/` counts as ending a
-/// userinfo when the text before that `/` has a `:` (`u:pa/ss@host`): when
-/// in doubt, more is dropped, never a password kept.
+/// for before the query is cut, and when the authority (up to the first
+/// `/`) has a `:` but no `@`, an `@` anywhere after it counts as ending a
+/// userinfo (`u:pa/ss@host`): when in doubt, more is dropped, never a
+/// password kept.
 pub(crate) fn redacted_uri(uri: &str) -> Cow<'_, str> {
     let cut = |u: &str| u.find(['?', '#']).unwrap_or(u.len());
-    let Some(start) = uri.find("://").map(|i| i + 3) else {
+    // `://` ends a scheme only when what precedes it is one (a `://` in a
+    // query is not).
+    let start = uri
+        .find("://")
+        .filter(|&i| is_scheme(&uri[..i]))
+        .map(|i| i + 3);
+    let Some(start) = start else {
         return Cow::Borrowed(&uri[..cut(uri)]);
     };
     let rest = &uri[start..];
     let first_slash = rest.find('/').unwrap_or(rest.len());
     let userinfo_end = match rest[..first_slash].rfind('@') {
         Some(at) => Some(at),
-        None if rest[..first_slash].contains(':') => {
-            // `u:pa/ss@host/x`: the `@` before the path's own.
-            let path_end = rest.find(['?', '#']).unwrap_or(rest.len()).max(first_slash);
-            rest[..path_end].rfind('@')
-        }
+        None if rest[..first_slash].contains(':') => rest.rfind('@'),
         None => None,
     };
     match userinfo_end {
@@ -105,6 +108,14 @@ pub(crate) fn redacted_uri(uri: &str) -> Cow<'_, str> {
         }
         None => Cow::Borrowed(&uri[..start + cut(rest)]),
     }
+}
+
+/// Whether `s` is a URI scheme: a letter, then letters, digits, `+`, `-`
+/// or `.`.
+fn is_scheme(s: &str) -> bool {
+    let mut bytes = s.bytes();
+    bytes.next().is_some_and(|b| b.is_ascii_alphabetic())
+        && bytes.all(|b| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'-' | b'.'))
 }
 
 /// Whether the span name may carry the target: a tool or prompt the catalog
@@ -526,5 +537,11 @@ mod tests {
         // A port and an `@` in the path: more dropped, nothing kept.
         assert_eq!(redacted_uri("http://host:8080/users/@me"), "http://me");
         assert_eq!(redacted_uri("mailto:a@b?subject=x"), "mailto:a@b");
+        // A `/` then a `?` or `#` in the password.
+        assert_eq!(redacted_uri("https://u:pa/s?s@h/x"), "https://h/x");
+        assert_eq!(redacted_uri("https://u:p#/x@h"), "https://h");
+        // A `://` in the query is no scheme's: the query goes.
+        assert_eq!(redacted_uri("app:res?sig=SECRET&next=https://x"), "app:res");
+        assert_eq!(redacted_uri("a?b=c://d@e"), "a");
     }
 }
