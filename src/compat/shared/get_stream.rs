@@ -136,18 +136,26 @@ impl SharedSessions {
         Ok(true)
     }
 
-    /// Lets go of GET reservation `generation` (its stream ended or never
-    /// opened), here and in Redis. While Redis cannot be reached it retries,
+    /// Lets go of GET reservation `generation` of `owner`'s session (its
+    /// stream ended or never opened; the owner is the slot's here, when it
+    /// has one), here and in Redis. While Redis cannot be reached it retries,
     /// backing off to [`RELEASE_BACKOFF_MAX`] between tries, until Redis is
     /// back or the session expires (`expires`, ms since the epoch; its keys
     /// are gone then): until then no other node may open the session's GET
     /// stream, unless this node's lease lapses.
-    pub(crate) async fn release_get(&self, sid: &str, generation: u64, expires: u64) {
+    pub(crate) async fn release_get(
+        &self,
+        (sid, owner): (&str, &str),
+        generation: u64,
+        expires: u64,
+    ) {
         let owner = {
             let mut local = self.lock();
             match local.get(sid) {
                 Some(slot) if slot.generation == generation => local.remove(sid).map(|s| s.owner),
-                _ => None,
+                // Never recorded here (the reservation's answer was lost):
+                // the session may still have been counted for its owner.
+                _ => (!owner.is_empty()).then(|| owner.to_owned()),
             }
         };
         let me = self.holder(generation);
@@ -280,7 +288,7 @@ mod tests {
             let expires = seal::now_ms() + 60_000;
             let released = tokio::time::timeout(
                 Duration::from_secs(10),
-                sessions.release_get("s1", 1, expires),
+                sessions.release_get(("s1", ""), 1, expires),
             )
             .await;
             assert!(released.is_ok(), "release_get still retrying");

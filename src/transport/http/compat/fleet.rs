@@ -183,6 +183,9 @@ async fn control_loop<H: SubscriptionHandler>(
 struct Held {
     compat: Arc<Compat>,
     sid: String,
+    /// The session's owner (counted for it, maybe, by a reservation whose
+    /// answer was lost).
+    owner: String,
     generation: u64,
     /// The session's expiry: the release is retried until then.
     expires: u64,
@@ -195,10 +198,12 @@ impl Drop for Held {
             return;
         }
         let (compat, sid, generation) = (self.compat.clone(), self.sid.clone(), self.generation);
-        let expires = self.expires;
+        let (owner, expires) = (self.owner.clone(), self.expires);
         actix_rt::spawn(async move {
             if let Some(shared) = compat.shared.as_ref() {
-                shared.release_get(&sid, generation, expires).await;
+                shared
+                    .release_get((&sid, &owner), generation, expires)
+                    .await;
             }
         });
     }
@@ -251,6 +256,7 @@ pub(super) async fn get<H: SubscriptionHandler>(
     let mut held = Held {
         compat: compat.clone(),
         sid: session.sid.clone(),
+        owner: session.owner.clone(),
         generation,
         expires: session.expires,
         armed: true,
@@ -318,6 +324,7 @@ pub(super) async fn get<H: SubscriptionHandler>(
     let watcher = Held {
         compat: held.compat.clone(),
         sid: held.sid.clone(),
+        owner: held.owner.clone(),
         generation,
         expires: held.expires,
         armed: true,
