@@ -229,14 +229,22 @@ fn compat_requests_over_http_are_counted_by_method_and_outcome() {
         let r = legacy::request(srv.addr(), &session, json!(id), method, json!({}));
         assert_eq!(r.status, 200, "{method}");
     }
+    // Refused before they ran: an unknown method, and a forged session.
+    let r = legacy::request(srv.addr(), &session, json!(3), "nope/method", json!({}));
+    assert_eq!(error_code(&r), -32601);
+    let r = legacy::request(srv.addr(), "forged", json!(4), "tools/list", json!({}));
+    assert_eq!(r.status, 404);
     let text = genmcp::admin::Admin::new(srv.server.server.clone(), Vec::new()).metrics_text();
-    for method in ["initialize", "ping", "tools/list"] {
-        let series = format!("genmcp_requests_total{{method=\"{method}\",outcome=\"ok\"}}");
-        let count: u64 = text
-            .lines()
+    let count = |method: &str, outcome: &str| -> u64 {
+        let series = format!("genmcp_requests_total{{method=\"{method}\",outcome=\"{outcome}\"}}");
+        text.lines()
             .find_map(|l| l.strip_prefix(&series))
             .and_then(|v| v.trim().parse().ok())
-            .unwrap_or(0);
-        assert_eq!(count, 1, "{method} in\n{text}");
+            .unwrap_or(0)
+    };
+    for method in ["initialize", "ping", "tools/list"] {
+        assert_eq!(count(method, "ok"), 1, "{method} in\n{text}");
     }
+    assert_eq!(count("other", "refused"), 1, "in\n{text}");
+    assert_eq!(count("tools/list", "refused"), 1, "in\n{text}");
 }

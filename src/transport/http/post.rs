@@ -148,7 +148,20 @@ async fn serve<H: SubscriptionHandler>(
     if let Some(compat) = &state.compat
         && let Some(legacy) = super::compat::legacy_body(req, &body)
     {
-        return super::compat::post(state, compat, req, legacy, assigns, permit, seen).await;
+        let method = legacy
+            .get("id")
+            .and(legacy.get("method"))
+            .and_then(Value::as_str)
+            .map(crate::runtime::method_label);
+        let resp = super::compat::post(state, compat, req, legacy, assigns, permit, seen).await;
+        // A 2025 request refused before it ran counts as refused, as a 2026
+        // one and stdio's do.
+        if let Some(method) = method.filter(|_| !seen.is_taken()) {
+            state
+                .server
+                .record_request(method, RequestOutcome::Refused, None);
+        }
+        return resp;
     }
     let request = match Incoming::parse(&body) {
         Ok(Incoming::Request(r)) => r,

@@ -92,6 +92,11 @@ impl Seen {
         self.refused().set_id(id);
     }
 
+    /// Whether the request's own operation (or nothing) records it.
+    pub(crate) fn is_taken(&self) -> bool {
+        self.taken
+    }
+
     /// Notes the protocol version (a 2025 session's negotiated one).
     pub(crate) fn version(&mut self, version: &str) {
         self.refused().version = version_label(version, crate::compat::LEGACY_VERSIONS);
