@@ -43,13 +43,15 @@ cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; wait "$p" 2
 trap cleanup EXIT
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()'; }
-serve() { # args... ; prints the URL once the server answers
+# Run in this shell, not in a command substitution (a subshell would keep
+# the server's pid from PIDS, and the server would outlive the script).
+serve() { # args... ; sets URL once the server answers
   local port; port="$(free_port)"
   "$BIN" serve --host 127.0.0.1 --port "$port" "$@" >/dev/null 2>&1 &
   PIDS+=("$!")
   for _ in $(seq 1 100); do
     if python3 -c 'import socket,sys; socket.create_connection(("127.0.0.1", int(sys.argv[1])), 0.2)' "$port" 2>/dev/null; then
-      echo "http://127.0.0.1:$port/mcp"; return 0
+      URL="http://127.0.0.1:$port/mcp"; return 0
     fi
     sleep 0.1
   done
@@ -58,7 +60,8 @@ serve() { # args... ; prints the URL once the server answers
 cli() { timeout 60 node "$INSPECTOR" --cli "$@"; }
 
 status=0
-APPS="$(serve --apps)"
+serve --apps
+APPS="$URL"
 log "inspector $INSPECTOR_VERSION --cli $APPS --method tools/list --app-info"
 apps_out="$(cli "$APPS" --method tools/list --app-info)"
 echo "$apps_out"
@@ -81,7 +84,8 @@ print("inspector: read ui://notes/board (%d bytes of HTML)" % len(c.get("text", 
 sys.exit(0 if ok else 1)
 PY
 
-SKILLS="$(serve --conformance)"
+serve --conformance
+SKILLS="$URL"
 log "inspector --cli $SKILLS --method skills/list --verify"
 cli "$SKILLS" --method skills/list --verify || status=1
 
