@@ -1,6 +1,8 @@
 //! Header checks of Streamable HTTP: Host/Origin allow-list, Accept/Content-Type,
 //! and the routing headers (`MCP-Protocol-Version`, `Mcp-Method`, `Mcp-Name`).
 
+use std::borrow::Cow;
+
 use actix_web::HttpRequest;
 use actix_web::http::header::{self, HeaderMap, HeaderName};
 
@@ -294,20 +296,20 @@ pub(crate) fn header_trace(head: &HeaderMap) -> Option<(&str, TraceContext)> {
     if parents.next().is_some() {
         return None;
     }
-    let mut state = String::new();
+    // Borrowed when there is one header (a request's usual case); a header
+    // that is not text makes the whole list invalid.
+    let mut state: Option<Cow<'_, str>> = None;
     for value in head.get_all("tracestate") {
-        // A header that is not text makes the whole list invalid.
         let Ok(value) = value.to_str() else {
-            state.clear();
+            state = None;
             break;
         };
-        if !state.is_empty() {
-            state.push(',');
-        }
-        state.push_str(value);
+        state = Some(match state {
+            None => Cow::Borrowed(value),
+            Some(list) => Cow::Owned(format!("{list},{value}")),
+        });
     }
-    let state = (!state.is_empty()).then_some(state.as_str());
-    TraceContext::from_values(parent, state).map(|cx| (parent, cx))
+    TraceContext::from_values(parent, state.as_deref()).map(|cx| (parent, cx))
 }
 
 /// Copies the HTTP `traceparent` (and a valid `tracestate`, see
