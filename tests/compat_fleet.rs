@@ -216,7 +216,19 @@ fn three_fixture_nodes(
     prefix: &str,
     compat: Option<CompatConfig>,
 ) -> (Vec<Events>, Vec<ServerThread>) {
-    let buses: Vec<Events> = (0..3).map(|_| redis_bus(&redis.url(), prefix)).collect();
+    fixture_nodes(redis, prefix, 3, compat)
+}
+
+/// `count` conformance-fixtures nodes on one Redis bus (`prefix`).
+fn fixture_nodes(
+    redis: &RedisServer,
+    prefix: &str,
+    count: usize,
+    compat: Option<CompatConfig>,
+) -> (Vec<Events>, Vec<ServerThread>) {
+    let buses: Vec<Events> = (0..count)
+        .map(|_| redis_bus(&redis.url(), prefix))
+        .collect();
     let nodes = buses
         .iter()
         .map(|b| fixture_node(b, compat.clone()))
@@ -761,15 +773,9 @@ fn sessions_ended(node: &ServerThread) -> String {
 #[test]
 fn a_sessions_end_is_recorded_once_in_the_fleet() {
     let redis = RedisServer::start();
-    let buses: Vec<Events> = (0..2)
-        .map(|_| redis_bus(&redis.url(), "t-fleet-expiry:"))
-        .collect();
     let mut compat = CompatConfig::default();
     compat.session_ttl = Duration::from_secs(5);
-    let nodes: Vec<ServerThread> = buses
-        .iter()
-        .map(|b| fixture_node(b, Some(compat.clone())))
-        .collect();
+    let (_buses, nodes) = fixture_nodes(&redis, "t-fleet-expiry:", 2, Some(compat));
     let deleted = legacy::initialize(nodes[0].addr);
     assert_eq!(legacy::delete(nodes[1].addr, &deleted).status, 200);
     assert_eq!(
@@ -811,15 +817,9 @@ fn expiry_of(token: &str) -> u64 {
 #[test]
 fn a_delete_just_before_the_expiry_is_recorded_once_in_the_fleet() {
     let redis = RedisServer::start();
-    let buses: Vec<Events> = (0..2)
-        .map(|_| redis_bus(&redis.url(), "t-fleet-late:"))
-        .collect();
     let mut compat = CompatConfig::default();
     compat.session_ttl = Duration::from_secs(8);
-    let nodes: Vec<ServerThread> = buses
-        .iter()
-        .map(|b| fixture_node(b, Some(compat.clone())))
-        .collect();
+    let (_buses, nodes) = fixture_nodes(&redis, "t-fleet-late:", 2, Some(compat));
     let session = legacy::initialize(nodes[0].addr);
     let expires = expiry_of(&session);
     let now = || {

@@ -223,10 +223,14 @@ fn a_call_with_a_traceparent_is_exported_as_a_child_span_with_its_duration_metri
     });
     assert!(complete, "spans received: {found:#?}");
 
-    let call = found
-        .iter()
-        .find(|s| attr(&s.attributes, "jsonrpc.request.id").as_deref() == Some("otel-1"))
-        .expect("the call's span");
+    // The span of the request with this JSON-RPC id.
+    let span_of = |id: &str| {
+        found
+            .iter()
+            .find(|s| attr(&s.attributes, "jsonrpc.request.id").as_deref() == Some(id))
+            .unwrap_or_else(|| panic!("the span of {id}"))
+    };
+    let call = span_of("otel-1");
     assert_eq!(call.name, "tools/call echo");
     assert_eq!(
         hex(&call.trace_id),
@@ -256,19 +260,10 @@ fn a_call_with_a_traceparent_is_exported_as_a_child_span_with_its_duration_metri
     }
     assert_eq!(attr(&call.attributes, "error.type"), None);
 
-    let by_header = found
-        .iter()
-        .find(|s| attr(&s.attributes, "jsonrpc.request.id").as_deref() == Some("2"))
-        .expect("the second call's span");
+    let by_header = span_of("2");
     assert_eq!(hex(&by_header.trace_id), HEADER_TRACE_ID);
     assert_eq!(hex(&by_header.parent_span_id), HEADER_PARENT_ID);
 
-    let span_of = |id: &str| {
-        found
-            .iter()
-            .find(|s| attr(&s.attributes, "jsonrpc.request.id").as_deref() == Some(id))
-            .unwrap_or_else(|| panic!("the span of {id}"))
-    };
     let two_parents = span_of("two-parents");
     assert!(
         two_parents.parent_span_id.is_empty(),
@@ -289,47 +284,30 @@ fn a_call_with_a_traceparent_is_exported_as_a_child_span_with_its_duration_metri
         .expect("the stream's span");
     assert_eq!(hex(&listen.trace_id), LISTEN_TRACE_ID);
     assert_eq!(hex(&listen.parent_span_id), PARENT_ID);
-    let listen_by_header = found
-        .iter()
-        .find(|s| {
-            attr(&s.attributes, "jsonrpc.request.id").as_deref() == Some("otel-listen-header")
-        })
-        .expect("the header-parented stream's span");
+    let listen_by_header = span_of("otel-listen-header");
     assert_eq!(listen_by_header.name, "subscriptions/listen");
     assert_eq!(hex(&listen_by_header.trace_id), LISTEN_HEADER_TRACE_ID);
     assert_eq!(hex(&listen_by_header.parent_span_id), HEADER_PARENT_ID);
 
-    let legacy = found
-        .iter()
-        .find(|s| attr(&s.attributes, "jsonrpc.request.id").as_deref() == Some("otel-legacy"))
-        .expect("the 2025 session call's span");
+    let legacy = span_of("otel-legacy");
     assert_eq!(legacy.name, "tools/call echo");
     assert_eq!(hex(&legacy.trace_id), LEGACY_TRACE_ID);
     assert_eq!(hex(&legacy.parent_span_id), PARENT_ID);
-    assert_eq!(
-        attr(&legacy.attributes, "mcp.protocol.version").as_deref(),
-        Some(common::legacy::LEGACY)
-    );
-    assert_eq!(
-        attr(&listen.attributes, "genmcp.stream.filter").as_deref(),
-        Some("toolsListChanged")
-    );
-    assert_eq!(
-        attr(&listen.attributes, "genmcp.stream.close_reason").as_deref(),
-        Some("shutdown")
-    );
-    assert_eq!(
-        attr(&listen.attributes, "genmcp.stream.frames").as_deref(),
-        Some("2")
-    );
-    assert_eq!(
-        attr(&listen.attributes, "genmcp.stream.subscription_id").as_deref(),
-        Some("\"otel-listen\"")
-    );
-    assert_eq!(
-        attr(&call.attributes, "genmcp.request.outcome").as_deref(),
-        Some("ok")
-    );
+    for (span, key, value) in [
+        (legacy, "mcp.protocol.version", common::legacy::LEGACY),
+        (listen, "genmcp.stream.filter", "toolsListChanged"),
+        (listen, "genmcp.stream.close_reason", "shutdown"),
+        (listen, "genmcp.stream.frames", "2"),
+        (listen, "genmcp.stream.subscription_id", "\"otel-listen\""),
+        (call, "genmcp.request.outcome", "ok"),
+    ] {
+        assert_eq!(
+            attr(&span.attributes, key).as_deref(),
+            Some(value),
+            "{key} of {:?}",
+            span.name
+        );
+    }
     // Every attribute is a convention's, or genmcp's own under `genmcp.`,
     // and no log line rides along (its fields are no convention's and may
     // carry error texts).
