@@ -182,10 +182,10 @@ return 0
 
 /// KEYS: the session's hash, the stream, its floor, the writers. ARGV: the
 /// token, the cursor, the reader (which takes the reply over from an older
-/// one when it may resume; `''` to only ask). `{'D'}` a deleted session, `{'N'}` the cursor names
-/// no entry of this token, `{'G'}` what followed it is not all kept (or its
-/// writer gave up, or its lease lapsed, before the response, or its state is
-/// no longer known), else `{'O'}`.
+/// one when it may resume; `''` to only ask). `{'D'}` a deleted session,
+/// `{'N'}` the cursor names no entry of this token, `{'G'}` what followed it
+/// is not all kept (or its writer gave up, or its lease lapsed, before the
+/// response, or its state is no longer known), else `{'O'}`.
 const CHECK: &str = concat!(
     stream_prelude!(),
     r#"
@@ -214,9 +214,10 @@ return {'O'}
 
 /// KEYS: the stream, its floor, the writers. ARGV: the token, the cursor,
 /// the most entries to scan, the reader. `{'S'}` a newer reader took the
-/// reply over, `{'G'}` what followed the cursor is not all kept, else `{'O', writer state, last entry scanned, id, kind, message,
-/// ...}`: the state is `W` (writing), `E` (ended with its response) or `X`
-/// (its writer gave up or its lease lapsed, or its state is not known).
+/// reply over, `{'G'}` what followed the cursor is not all kept, else
+/// `{'O', writer state, last entry scanned, id, kind, message, ...}`: the
+/// state is `W` (writing), `E` (ended with its response) or `X` (its writer
+/// gave up or its lease lapsed, or its state is not known).
 const READ: &str = concat!(
     stream_prelude!(),
     r#"

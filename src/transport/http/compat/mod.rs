@@ -374,9 +374,7 @@ pub(super) async fn post<H: SubscriptionHandler>(
             let outcome = outcome_of(&result);
             op.finish(&state.server, result.as_ref().map(|()| &empty), outcome);
             span.in_scope(|| tracing::debug!("request answered"));
-            state
-                .server
-                .record_request(crate::runtime::method_label(&method), outcome, None);
+            state.server.record_request(&method, outcome, None);
             done(result)
         }
         LegacyRoute::Unary => {

@@ -191,17 +191,17 @@ pub(super) async fn unary<H: SubscriptionHandler>(
     }
     // The request is no longer stopped by its client's leaving.
     task.0.take();
+    // 2025-06-18 has no SSE polling: its replies are not closed before
+    // their response (a client given no id could not resume them).
+    let polling = reader_config.prime;
     if first.is_empty() {
-        if reader_config.prime {
+        if polling {
             events.close_reader(&log.key(), stream);
         }
     } else if !first.is_revoked() {
         events.append(&log.key(), stream, first.to_bytes(), false);
     }
     let reply = Some(state.server.hold_reply());
-    // 2025-06-18 has no SSE polling: its replies are not closed before
-    // their response (a client given no id could not resume them).
-    let polling = reader_config.prime;
     resumable::spawn_pump(
         events.clone(),
         log.clone(),
