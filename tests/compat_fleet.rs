@@ -858,3 +858,105 @@ fn a_delete_just_before_the_expiry_is_recorded_once_in_the_fleet() {
         Some(":1")
     );
 }
+
+/// Sends the GET stream's holder a URI change as another node forwards it:
+/// its acknowledgement key set to `pending`, then the control message on
+/// the holder's control topic. Returns the holder's recorded outcome.
+fn forward_late_change(bus: &Events, holder: &str, sid: &str, uri: &str, on: bool) -> String {
+    use genmcp::protocol::Notification;
+    let once = bus.once().expect("a Redis bus");
+    let n: u64 = rand_u64();
+    let ack = format!("sess:{{{sid}}}:ack:{n:016x}");
+    let expiry = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock")
+        .as_millis() as u64
+        + 30_000;
+    common::redis_server::block_on(once.put(&ack, b"\"pending\"", expiry)).expect("put");
+    let mut params = serde_json::Map::new();
+    params.insert("sid".into(), json!(sid));
+    params.insert("uri".into(), json!(uri));
+    params.insert("ack".into(), json!(ack));
+    params.insert(
+        "op".into(),
+        json!(if on { "subscribe" } else { "unsubscribe" }),
+    );
+    let control = SharedNotification::new(Notification::new("genmcp/sessions/control", params));
+    let topic = format!("sess-ctl/{holder}");
+    common::redis_server::block_on(bus.publish_remote_wait(&topic, &[control])).expect("sent");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let got = common::redis_server::block_on(once.get(&ack)).expect("get");
+        let text = got.map(|v| String::from_utf8_lossy(&v).into_owned());
+        match text.as_deref() {
+            Some("\"pending\"" | "\"applying\"") | None if Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            _ => return text.unwrap_or_default(),
+        }
+    }
+}
+
+fn rand_u64() -> u64 {
+    use std::hash::{BuildHasher, RandomState};
+    RandomState::new().hash_one(Instant::now())
+}
+
+/// The node holding the session's GET stream, as Redis records it.
+fn holder_node(redis: &RedisServer, prefix: &str, session: &str) -> String {
+    let key = format!("{prefix}sess:{{sessions}}:{}", legacy::sid_of(session));
+    let reply = redis.command(&["HGET", &key, "h"]).expect("HGET answers");
+    let holder = reply.lines().nth(1).expect("a holder").to_owned();
+    holder
+        .rsplit_once(':')
+        .map(|(node, _)| node.to_owned())
+        .expect("<node>:<n>")
+}
+
+/// Changes of one URI forwarded from different nodes may reach the holder
+/// in another order than Redis recorded them. A change whose message comes
+/// after a newer change of the same URI is recorded does not undo it: the
+/// holder applies the URI as Redis records it, so the stream neither loses
+/// the updates of a URI the session subscribes to nor gets those of one it
+/// unsubscribed.
+#[test]
+fn a_change_whose_message_came_late_does_not_undo_a_newer_one() {
+    let prefix = "t-fleet-late:";
+    let redis = RedisServer::start();
+    let (buses, nodes) = three_notes_nodes(&redis, prefix, None);
+    let session = legacy::initialize(nodes[0].addr);
+    let kept = add_note(nodes[0].addr, &session, json!({"text": "kept"}));
+    let dropped = add_note(nodes[0].addr, &session, json!({"text": "dropped"}));
+    let marker = add_note(nodes[0].addr, &session, json!({"text": "marker"}));
+    let get = reader(legacy::get(nodes[0].addr, Some(&session)));
+    for uri in [&kept, &marker] {
+        let r = change_uri(nodes[0].addr, &session, uri, true);
+        assert_eq!(message(&r)["result"], json!({}), "{}", message(&r));
+    }
+    let holder = holder_node(&redis, prefix, &session);
+    let sid = legacy::sid_of(&session);
+    // `kept` is subscribed in Redis: an unsubscribe recorded before that
+    // subscribe, whose message only comes now, changes nothing. Nor does a
+    // late subscribe of `dropped`, which Redis does not record.
+    let late = forward_late_change(&buses[1], &holder, &sid, &kept, false);
+    assert_eq!(late, "\"ok\"");
+    let late = forward_late_change(&buses[2], &holder, &sid, &dropped, true);
+    assert_eq!(late, "\"ok\"");
+    // Updated in this order by one node: the marker's update comes last.
+    for uri in [&dropped, &kept, &marker] {
+        add_note(nodes[1].addr, &session, json!({"uri": uri, "text": "edit"}));
+    }
+    let mut heard = vec![];
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !heard.contains(&marker) {
+        match get.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+            Ok(Some(m)) if m["method"] == "notifications/resources/updated" => {
+                heard.push(m["params"]["uri"].as_str().unwrap_or("").to_owned());
+            }
+            Ok(Some(_)) => {}
+            Ok(None) => panic!("the GET stream ended"),
+            Err(_) => panic!("the marker's update never came; heard {heard:?}"),
+        }
+    }
+    assert_eq!(heard, [kept, marker], "the updates of the session's set");
+}

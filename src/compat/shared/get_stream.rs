@@ -22,7 +22,17 @@ pub(super) struct Slot {
     owner: String,
     /// `None` while the stream is being opened.
     pub(super) live: Option<LegacyStream>,
+    /// The session's URI changes take turns on it ([`SharedSessions::uri_turn`]).
+    turn: UriTurn,
 }
+
+/// One session's URI changes, applied to its GET stream one at a time on
+/// the node holding it: each reads the session's set in Redis and applies
+/// it, so the stream ends with the set as recorded whatever order the
+/// changes' messages came in. An async mutex (a fair FIFO queue of
+/// waiters), held across the read and the stream's answer on purpose; no
+/// other lock is taken while it is held.
+pub(crate) type UriTurn = std::sync::Arc<tokio::sync::Mutex<()>>;
 
 impl Slot {
     fn busy(&self) -> bool {
@@ -52,6 +62,7 @@ impl SharedSessions {
                             generation,
                             owner: session.owner.to_owned(),
                             live: None,
+                            turn: UriTurn::default(),
                         },
                     );
                     return Ok(Reserve::Reserved);
@@ -218,6 +229,12 @@ impl SharedSessions {
             .remove(sid)
             .and_then(|s| s.live)
             .and_then(|l| l.running().cloned()))
+    }
+
+    /// The turn of the session's URI changes, when its GET stream is held
+    /// on this node (open or opening).
+    pub(crate) fn uri_turn(&self, sid: &str) -> Option<UriTurn> {
+        self.lock().get(sid).map(|s| s.turn.clone())
     }
 
     /// The session's GET stream on this node, when one is open.

@@ -142,6 +142,15 @@ impl SharedSessions {
         }
     }
 
+    /// Whether the session's set has `uri` now, as Redis records it.
+    pub(crate) async fn is_subscribed(&self, sid: &str, uri: &str) -> Result<bool, McpError> {
+        let [_, set] = session_keys(&self.node, sid);
+        let mut cmd = ::redis::cmd("SISMEMBER");
+        cmd.arg(set).arg(uri);
+        let member: i64 = self.run(cmd).await?;
+        Ok(member == 1)
+    }
+
     /// The session's subscribed URIs, sorted.
     pub(crate) async fn uris(&self, sid: &str) -> Result<Vec<String>, McpError> {
         let [_, set] = session_keys(&self.node, sid);

@@ -73,12 +73,9 @@ pub(super) async fn change_uri<H: SubscriptionHandler>(
         // Answered once the holder applied it (as on one node); withdrawn
         // (never applied) when it did not in time.
         Ok(true) => shared.wait_applied(&ack, FORWARD_WAIT).await,
-        Ok(false) => match shared.live(key.sid) {
-            Some(live) => apply(state, compat, key.sid, &live, uri, subscribe)
-                .await
-                .map_err(|error| Unconfirmed { error, undo: true }),
-            None => return Ok(()),
-        },
+        Ok(false) => apply_recorded(state, compat, key.sid, uri, subscribe)
+            .await
+            .map_err(|error| Unconfirmed { error, undo: true }),
         // Not sent (nothing to apply it), or its fate not known.
         Err(unconfirmed) => Err(unconfirmed),
     };
@@ -90,6 +87,34 @@ pub(super) async fn change_uri<H: SubscriptionHandler>(
         tracing::debug!(error = %e, "a refused URI change not undone");
     }
     Err(error)
+}
+
+/// Applies a recorded change of `uri` to the session's GET stream held
+/// here (nothing when none is), in turn with the session's other changes,
+/// and only while Redis still records it: a later change of the URI,
+/// recorded meanwhile, has its own turn (before or after this one), so a
+/// change whose message came late never undoes a newer one. The stream so
+/// ends with the URI as Redis records it, whatever order the changes'
+/// messages came in from the other nodes.
+async fn apply_recorded<H: SubscriptionHandler>(
+    state: &AppState<H>,
+    compat: &Compat,
+    sid: &str,
+    uri: &str,
+    subscribe: bool,
+) -> Result<(), McpError> {
+    let shared = shared_of(compat)?;
+    let Some(turn) = shared.uri_turn(sid) else {
+        return Ok(());
+    };
+    let _turn = turn.lock().await;
+    let Some(live) = shared.live(sid) else {
+        return Ok(());
+    };
+    if shared.is_subscribed(sid, uri).await? != subscribe {
+        return Ok(());
+    }
+    apply(state, compat, sid, &live, uri, subscribe).await
 }
 
 /// Applies one URI change to the GET stream `live` held here.
@@ -154,10 +179,7 @@ async fn control_loop<H: SubscriptionHandler>(
                 }
                 // No stream here any more: nothing to apply (a new one
                 // reads the set from Redis).
-                let outcome = match shared.live(&sid) {
-                    Some(live) => apply(&state, &compat, &sid, &live, &uri, subscribe).await,
-                    None => Ok(()),
-                };
+                let outcome = apply_recorded(&state, &compat, &sid, &uri, subscribe).await;
                 if let Err(error) = &outcome {
                     tracing::debug!(%error, "a URI change from another node refused");
                 }
@@ -313,12 +335,16 @@ pub(super) async fn get<H: SubscriptionHandler>(
         };
     }
     // A URI changed elsewhere while the stream was being opened (its control
-    // message found no stream yet): start again with the session's set.
-    if let Ok(now) = shared.uris(&session.sid).await
-        && now != uris
-        && let Err(error) = restart(state, &compat, &session.sid, &watched).await
-    {
-        tracing::debug!(%error, "GET stream kept the URIs it opened with");
+    // message found no stream yet): start again with the session's set, in
+    // turn with the changes that come now.
+    if let Some(turn) = shared.uri_turn(&session.sid) {
+        let _turn = turn.lock().await;
+        if let Ok(now) = shared.uris(&session.sid).await
+            && now != uris
+            && let Err(error) = restart(state, &compat, &session.sid, &watched).await
+        {
+            tracing::debug!(%error, "GET stream kept the URIs it opened with");
+        }
     }
     held.armed = false;
     let watcher = Held {
