@@ -258,6 +258,16 @@ impl Channel {
             .is_some_and(|honoured| listen.allows_uri(honoured, uri))
     }
 
+    /// A 2025 session's stream: whether `uri` is one of its session's
+    /// subscribed URIs now (false on any other channel).
+    pub(crate) fn has_session_uri(&self, uri: &str) -> bool {
+        self.inner
+            .listen
+            .as_ref()
+            .and_then(|l| l.session_uris.as_ref())
+            .is_some_and(|uris| lock(uris).contains(uri))
+    }
+
     /// A 2025 session's stream: starts (`subscribed`) or stops delivering
     /// updates for `uri`. Returns whether the set changed; false on any other
     /// channel. Runtime only (a `resources/subscribe` or `unsubscribe`).

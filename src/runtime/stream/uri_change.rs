@@ -54,7 +54,10 @@ impl<H: SubscriptionHandler> Handler<ChangeUri> for Stream<H> {
 
     /// An unsubscribe is applied first, without the handler's consent (no
     /// update for the URI follows); the handler is then told, to leave its
-    /// sources. A subscribe is served once the handler has applied it.
+    /// sources. A subscribe is served once the handler has applied it. A
+    /// change the stream has already (a URI it serves subscribed again, one
+    /// it does not serve unsubscribed) is applied at once, and the handler is
+    /// not told.
     fn handle(&mut self, msg: ChangeUri, ctx: &mut Self::Context) -> Self::Result {
         let ChangeUri { uri, subscribed } = msg;
         if self.phase != Phase::Open {
@@ -62,7 +65,11 @@ impl<H: SubscriptionHandler> Handler<ChangeUri> for Stream<H> {
             return Ok(UriOutcome::Restart);
         }
         if !subscribed {
-            self.channel.change_session_uri(&uri, false);
+            if !self.channel.change_session_uri(&uri, false) {
+                return Ok(UriOutcome::Applied);
+            }
+        } else if self.channel.has_session_uri(&uri) {
+            return Ok(UriOutcome::Applied);
         } else if !self.advertised.resources_updated {
             // Nothing of the kind is served on this stream.
             return Ok(UriOutcome::Applied);

@@ -73,48 +73,143 @@ pub(super) async fn change_uri<H: SubscriptionHandler>(
         // Answered once the holder applied it (as on one node); withdrawn
         // (never applied) when it did not in time.
         Ok(true) => shared.wait_applied(&ack, FORWARD_WAIT).await,
-        Ok(false) => apply_recorded(state, compat, key.sid, uri, subscribe)
-            .await
-            .map_err(|error| Unconfirmed { error, undo: true }),
+        Ok(false) => match sync_uri(state, compat, key.sid, uri).await {
+            Ok(synced) => synced.outcome_for(subscribe),
+            Err(error) => Err(error),
+        }
+        .map_err(|error| Unconfirmed { error, undo: true }),
         // Not sent (nothing to apply it), or its fate not known.
         Err(unconfirmed) => Err(unconfirmed),
     };
     let Err(Unconfirmed { error, undo }) = applied else {
         return Ok(());
     };
-    // The stream keeps its earlier filter: the session's set goes back.
-    if undo && let Err(e) = shared.change_uri(key, uri, !subscribe, max_uris).await {
-        tracing::debug!(error = %e, "a refused URI change not undone");
+    if !undo {
+        return Err(error);
+    }
+    // The stream keeps its earlier filter: the session's set goes back, and
+    // the stream is brought in line with it (a turn of another change of
+    // the URI may have applied the refused state meanwhile).
+    match shared.change_uri(key, uri, !subscribe, max_uris).await {
+        Ok((true, _)) => resync(state, compat, key.sid, uri, &holder).await,
+        // A newer change of the URI put it back already.
+        Ok((false, _)) => {}
+        Err(e) => {
+            tracing::debug!(error = %e, "a refused URI change not undone");
+            return Err(not_undone());
+        }
     }
     Err(error)
 }
 
-/// Applies a recorded change of `uri` to the session's GET stream held
-/// here (nothing when none is), in turn with the session's other changes,
-/// and only while Redis still records it: a later change of the URI,
-/// recorded meanwhile, has its own turn (before or after this one), so a
-/// change whose message came late never undoes a newer one. The stream so
-/// ends with the URI as Redis records it, whatever order the changes'
-/// messages came in from the other nodes.
-async fn apply_recorded<H: SubscriptionHandler>(
+/// The answer to a change that was not applied and could not be undone: it
+/// stays recorded, and the stream may take it (a restart reads the set).
+fn not_undone() -> McpError {
+    McpError::internal(
+        "Internal error: the change was not confirmed by the node holding this session's GET stream, and it is still recorded; retry",
+    )
+}
+
+/// Brings the held GET stream in line with Redis for `uri` after an undo:
+/// here at once, or on the holder's node (not waited for: the message only
+/// repeats what Redis records).
+async fn resync<H: SubscriptionHandler>(
     state: &AppState<H>,
     compat: &Compat,
     sid: &str,
     uri: &str,
-    subscribe: bool,
-) -> Result<(), McpError> {
-    let shared = shared_of(compat)?;
-    let Some(turn) = shared.uri_turn(sid) else {
-        return Ok(());
+    holder: &str,
+) {
+    let Some(shared) = compat.shared.as_ref() else {
+        return;
     };
-    let _turn = turn.lock().await;
-    let Some(live) = shared.live(sid) else {
-        return Ok(());
-    };
-    if shared.is_subscribed(sid, uri).await? != subscribe {
-        return Ok(());
+    if shared.elsewhere(holder).is_none() {
+        if let Err(e) = sync_uri(state, compat, sid, uri).await {
+            tracing::debug!(error = %e, "GET stream not brought in line after an undo");
+        }
+        return;
     }
-    apply(state, compat, sid, &live, uri, subscribe).await
+    let control = Control::Uri {
+        sid: sid.to_owned(),
+        uri: uri.to_owned(),
+        // Only what Redis records is applied.
+        subscribe: false,
+        ack: shared.new_ack(sid),
+    };
+    if shared.forward(holder, control).await.is_err() {
+        tracing::debug!("GET stream's node not told to follow an undo");
+    }
+}
+
+/// What a turn of one URI found in Redis and did to the stream.
+struct Synced {
+    /// Whether Redis records the URI as subscribed (`None`: no stream is
+    /// held here, nothing was read or applied).
+    subscribed: Option<bool>,
+    /// The stream's answer to that state.
+    applied: Result<(), McpError>,
+}
+
+impl Synced {
+    /// The outcome of a change that asked for `subscribe`: the stream's
+    /// answer when Redis still records it; `Ok` when a newer change of the
+    /// URI was recorded since (this one happened, then that one: its own
+    /// outcome, and undo, are that change's).
+    fn outcome_for(self, subscribe: bool) -> Result<(), McpError> {
+        if self.subscribed.is_none_or(|s| s == subscribe) {
+            self.applied
+        } else {
+            if let Err(error) = &self.applied {
+                tracing::debug!(%error, "the stream refused a newer change of the URI");
+            }
+            Ok(())
+        }
+    }
+}
+
+/// One turn of `uri` on the session's GET stream held here: reads whether
+/// Redis records it now and applies that (a change the stream has already
+/// is answered at once), in turn with the session's other changes. So the
+/// stream ends with each URI as Redis records it, whatever order the
+/// changes' messages came in from the other nodes: one whose message came
+/// after a newer change of the URI was recorded does not undo it. An error:
+/// Redis could not say (nothing was applied).
+async fn sync_uri<H: SubscriptionHandler>(
+    state: &AppState<H>,
+    compat: &Compat,
+    sid: &str,
+    uri: &str,
+) -> Result<Synced, McpError> {
+    let shared = shared_of(compat)?;
+    // The turn of the stream held now: a takeover by a new GET here
+    // installs a new one, which a waiter on the old one must not skip.
+    let mut tries = 0;
+    let _turn = loop {
+        let Some(turn) = shared.uri_turn(sid) else {
+            return Ok(Synced {
+                subscribed: None,
+                applied: Ok(()),
+            });
+        };
+        let guard = turn.clone().lock_owned().await;
+        tries += 1;
+        if tries >= 3
+            || shared
+                .uri_turn(sid)
+                .is_some_and(|now| Arc::ptr_eq(&now, &turn))
+        {
+            break guard;
+        }
+    };
+    let subscribed = shared.is_subscribed(sid, uri).await?;
+    let applied = match shared.live(sid) {
+        Some(live) => apply(state, compat, sid, &live, uri, subscribed).await,
+        None => Ok(()),
+    };
+    Ok(Synced {
+        subscribed: Some(subscribed),
+        applied,
+    })
 }
 
 /// Applies one URI change to the GET stream `live` held here.
@@ -179,7 +274,10 @@ async fn control_loop<H: SubscriptionHandler>(
                 }
                 // No stream here any more: nothing to apply (a new one
                 // reads the set from Redis).
-                let outcome = apply_recorded(&state, &compat, &sid, &uri, subscribe).await;
+                let outcome = match sync_uri(&state, &compat, &sid, &uri).await {
+                    Ok(synced) => synced.outcome_for(subscribe),
+                    Err(error) => Err(error),
+                };
                 if let Err(error) = &outcome {
                     tracing::debug!(%error, "a URI change from another node refused");
                 }
