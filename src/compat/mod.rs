@@ -34,7 +34,7 @@ pub(crate) use events::{EventBounds, EventId, EventStore, GET_STREAM, LogKey, Re
 pub(crate) use initialize::{initialize_result, negotiate};
 pub(crate) use meta::ClientInit;
 pub(crate) use rounds::{Asker, Pending, rounds};
-pub(crate) use route::{LegacyRoute, legacy_route, set_level, subscription_uri};
+pub(crate) use route::{LegacyRoute, answered_outcome, legacy_route, set_level, subscription_uri};
 pub(crate) use shape::{encode_legacy_error, legacy_error, legacy_result};
 #[cfg(feature = "redis")]
 pub(crate) use shared::{

@@ -22,6 +22,7 @@ use tokio::sync::oneshot;
 
 use crate::mux::{Channel, Frame, Outbox};
 use crate::protocol::McpError;
+use crate::runtime::RequestOutcome;
 use crate::subscription::SubscriptionHandler;
 use crate::suite::Suite;
 
@@ -160,8 +161,53 @@ pub(crate) struct Asker {
 
 /// Calls the suite until the result is not `input_required`, asking the
 /// client for each round's input in between (requests written on `outbox`).
-/// Each call, and each wait for an answer, is bounded by `timeout`.
+/// Each call, and each wait for an answer, is bounded by `timeout`. Returns
+/// the result or the error to answer, and how the request is counted
+/// (`genmcp_requests_total`, its span): a handler's error as `error` (or
+/// `limited` with a retry delay), a panic as `panicked`, a deadline passed
+/// as `timeout`, as for a 2026 request.
 pub(crate) async fn rounds<H: SubscriptionHandler>(
+    suite: &Suite<H>,
+    asker: &Asker,
+    method: &str,
+    params: Map<String, Value>,
+    channel: &Channel,
+    outbox: &Outbox,
+    timeout: Duration,
+) -> (Result<Map<String, Value>, McpError>, RequestOutcome) {
+    match run(suite, asker, method, params, channel, outbox, timeout).await {
+        Ok(result) => (Ok(result), RequestOutcome::Ok),
+        Err(Failed { error, outcome }) => (Err(error), outcome),
+    }
+}
+
+/// Why the rounds ended without a result, and how that is counted.
+struct Failed {
+    error: McpError,
+    outcome: RequestOutcome,
+}
+
+impl From<McpError> for Failed {
+    fn from(error: McpError) -> Self {
+        let outcome = if error.retry_after().is_some() {
+            RequestOutcome::Limited
+        } else {
+            RequestOutcome::Error
+        };
+        Failed { error, outcome }
+    }
+}
+
+impl Failed {
+    fn timed_out(error: McpError) -> Self {
+        Failed {
+            error,
+            outcome: RequestOutcome::Timeout,
+        }
+    }
+}
+
+async fn run<H: SubscriptionHandler>(
     suite: &Suite<H>,
     asker: &Asker,
     method: &str,
@@ -169,7 +215,7 @@ pub(crate) async fn rounds<H: SubscriptionHandler>(
     channel: &Channel,
     outbox: &Outbox,
     timeout: Duration,
-) -> Result<Map<String, Value>, McpError> {
+) -> Result<Map<String, Value>, Failed> {
     for _ in 0..MAX_ROUNDS {
         let future = suite.call(method, params.clone(), channel.clone());
         let result =
@@ -177,9 +223,16 @@ pub(crate) async fn rounds<H: SubscriptionHandler>(
                 Ok(Ok(result)) => result?,
                 Ok(Err(_)) => {
                     tracing::error!(method = %method, "request handler panicked");
-                    return Err(McpError::internal("Internal error: request handler failed"));
+                    return Err(Failed {
+                        error: McpError::internal("Internal error: request handler failed"),
+                        outcome: RequestOutcome::Panicked,
+                    });
                 }
-                Err(_) => return Err(McpError::internal(crate::runtime::TIMED_OUT)),
+                Err(_) => {
+                    return Err(Failed::timed_out(McpError::internal(
+                        crate::runtime::TIMED_OUT,
+                    )));
+                }
             };
         if result.get("resultType").and_then(Value::as_str) != Some("input_required") {
             return Ok(result);
@@ -230,11 +283,11 @@ pub(crate) async fn rounds<H: SubscriptionHandler>(
         for (key, input_method, rx, _guard) in waits {
             let answer = match tokio::time::timeout(timeout, rx).await {
                 Ok(Ok(answer)) => answer,
-                Ok(Err(_)) => return Err(McpError::internal("Internal error: input lost")),
+                Ok(Err(_)) => return Err(McpError::internal("Internal error: input lost").into()),
                 Err(_) => {
-                    return Err(McpError::internal(format!(
+                    return Err(Failed::timed_out(McpError::internal(format!(
                         "Request timed out waiting for the client's answer to {input_method}"
-                    )));
+                    ))));
                 }
             };
             match answer.get("result") {
@@ -252,7 +305,8 @@ pub(crate) async fn rounds<H: SubscriptionHandler>(
                         .unwrap_or("no result");
                     return Err(McpError::internal(format!(
                         "The client refused {input_method}: {message}"
-                    )));
+                    ))
+                    .into());
                 }
             }
         }
@@ -268,7 +322,8 @@ pub(crate) async fn rounds<H: SubscriptionHandler>(
     }
     Err(McpError::internal(format!(
         "Internal error: more than {MAX_ROUNDS} rounds of client input"
-    )))
+    ))
+    .into())
 }
 
 #[cfg(test)]

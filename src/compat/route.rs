@@ -7,6 +7,7 @@ use serde_json::{Map, Value};
 use crate::mux::Channel;
 use crate::protocol::types::MAX_RESOURCE_URI_LEN;
 use crate::protocol::{LogLevel, McpError, methods};
+use crate::runtime::RequestOutcome;
 use crate::subscription::SubscriptionHandler;
 use crate::suite::Suite;
 
@@ -26,6 +27,23 @@ pub(crate) enum LegacyRoute {
     /// Anything else (`server/discover`, `subscriptions/listen` included):
     /// `-32601`.
     NotRouted,
+}
+
+/// How a request this layer answers itself (`ping`, `logging/setLevel`,
+/// `resources/subscribe` / `unsubscribe`) is counted, on every transport:
+/// `refused` for a method the server does not advertise or invalid params
+/// (`-32601`, `-32602`), `limited` for a bound with a retry delay (429),
+/// `error` for anything else (the stream's handler refused a URI change,
+/// the server is busy, the shared session store failed).
+pub(crate) fn answered_outcome(result: &Result<(), McpError>) -> RequestOutcome {
+    match result {
+        Ok(()) => RequestOutcome::Ok,
+        Err(McpError::MethodNotFound(_) | McpError::InvalidParams { .. }) => {
+            RequestOutcome::Refused
+        }
+        Err(e) if e.retry_after().is_some() => RequestOutcome::Limited,
+        Err(_) => RequestOutcome::Error,
+    }
 }
 
 /// Routes a 2025 method.

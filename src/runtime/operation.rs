@@ -174,6 +174,11 @@ pub(crate) struct Refused {
     pub(crate) version: &'static str,
     /// How the client reached the server.
     pub(crate) transport: NetworkTransport,
+    /// The span's `outcome`: `refused` unless the runtime counted the
+    /// request otherwise (`error` or `limited`: a listen it could not open,
+    /// a stdio request past the in-flight limit), as
+    /// `genmcp_requests_total` does.
+    pub(crate) outcome: RequestOutcome,
 }
 
 impl Refused {
@@ -188,6 +193,7 @@ impl Refused {
             trace,
             version: OTHER,
             transport,
+            outcome: RequestOutcome::Refused,
         }
     }
 
@@ -388,6 +394,7 @@ impl Operation {
             trace,
             version,
             transport,
+            outcome,
         } = refused;
         let target = target.as_ref().map(|(f, v)| (*f, v.as_str()));
         let known = matches!(method, methods::TOOLS_CALL | methods::PROMPTS_GET)
@@ -409,7 +416,7 @@ impl Operation {
             Refusal::Http { status, code } => (status_label(status), code),
         };
         if !span.is_disabled() {
-            span.record("outcome", RequestOutcome::Refused.as_str());
+            span.record("outcome", outcome.as_str());
             span.record("error.type", error_type);
             span.record("otel.status_code", "ERROR");
             if let Some(code) = code {

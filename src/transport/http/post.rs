@@ -156,7 +156,7 @@ async fn serve<H: SubscriptionHandler>(
         let resp = super::compat::post(state, compat, req, legacy, assigns, permit, seen).await;
         // A 2025 request refused before it ran counts as refused, as a 2026
         // one and stdio's do.
-        if let Some(method) = method.filter(|_| !seen.is_taken()) {
+        if let Some(method) = method.filter(|_| seen.counts_as_refused()) {
             state
                 .server
                 .record_request(method, RequestOutcome::Refused, None);
@@ -374,6 +374,7 @@ pub(super) async fn listen<H: SubscriptionHandler>(
             RequestOutcome::Error
         };
         server.record_request(methods::LISTEN, outcome, None);
+        seen.outcome(outcome);
         return error_response(Some(&id), &error, Phase::Dispatch);
     }
     server.record_request(methods::LISTEN, RequestOutcome::Ok, None);

@@ -31,6 +31,10 @@ pub(crate) struct Seen {
     /// The request's own operation (a handler's, or a listen's stream) or
     /// nothing (a notification, a client's response) records it.
     taken: bool,
+    /// Not a well-formed JSON-RPC request (a 2025 body checked by hand):
+    /// not counted in `genmcp_requests_total`, as a 2026 body that does not
+    /// parse is not.
+    malformed: bool,
 }
 
 /// What the head says of a request: the HTTP trace context and the routing
@@ -63,6 +67,7 @@ impl Seen {
             refused: None,
             started: Instant::now(),
             taken: false,
+            malformed: false,
         }
     }
 
@@ -92,9 +97,21 @@ impl Seen {
         self.refused().set_id(id);
     }
 
-    /// Whether the request's own operation (or nothing) records it.
-    pub(crate) fn is_taken(&self) -> bool {
-        self.taken
+    /// Notes how the runtime counted the request, when not `refused` (a
+    /// listen it could not open): its span says the same.
+    pub(crate) fn outcome(&mut self, outcome: crate::runtime::RequestOutcome) {
+        self.refused().outcome = outcome;
+    }
+
+    /// Notes that the body is not a well-formed JSON-RPC request.
+    pub(crate) fn malformed(&mut self) {
+        self.malformed = true;
+    }
+
+    /// Whether it is counted as a request refused before it ran: neither
+    /// taken by its own operation nor malformed.
+    pub(crate) fn counts_as_refused(&self) -> bool {
+        !self.taken && !self.malformed
     }
 
     /// Notes the protocol version (a 2025 session's negotiated one).

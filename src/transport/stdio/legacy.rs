@@ -19,7 +19,7 @@ use std::time::Instant;
 use serde_json::{Map, Value};
 use tracing::Instrument as _;
 
-use super::{InFlight, Pipe, send_reply};
+use super::{InFlight, NotRun, Pipe, send_reply};
 use crate::compat::{
     self, Asker, ClientInit, LegacyRoute, LegacyStream, Pending, SessionState, encode_legacy_error,
     legacy_error, legacy_result,
@@ -213,7 +213,7 @@ pub(super) async fn handle_line<H: SubscriptionHandler>(
     }
     let Request { id, method, params } = request;
     let label = method_label(&method);
-    if let Err(error) = serve(
+    if let Err(NotRun { error, outcome }) = serve(
         pipe,
         session,
         id.clone(),
@@ -222,11 +222,11 @@ pub(super) async fn handle_line<H: SubscriptionHandler>(
     )
     .await
     {
-        pipe.server
-            .record_request(label, RequestOutcome::Refused, None);
+        pipe.server.record_request(label, outcome, None);
         // Read again from the line: nothing is read for a request served.
         let mut refused = refused_of(version);
         refused.read_message(text);
+        refused.outcome = outcome;
         super::refuse(pipe, refused, &error, started);
         reply_error(pipe, Some(&id), &method, &error).await;
     }
@@ -239,16 +239,18 @@ async fn serve<H: SubscriptionHandler>(
     id: RequestId,
     method: &str,
     mut params: Map<String, Value>,
-) -> Result<(), McpError> {
+) -> Result<(), NotRun> {
     if method == "initialize" {
         return Err(McpError::InvalidRequest(
             "Invalid Request: the session is already initialized".into(),
-        ));
+        )
+        .into());
     }
     if pipe.in_flight.contains(&id) {
         return Err(McpError::InvalidRequest(format!(
             "a request with id {id} is already in flight"
-        )));
+        ))
+        .into());
     }
     // MRTR fields belong to the server's side of the translation.
     params.remove("inputResponses");
@@ -274,10 +276,7 @@ async fn serve<H: SubscriptionHandler>(
                 .instrument(op.span().clone())
                 .await;
             let empty = Map::new();
-            let outcome = match &result {
-                Ok(()) => RequestOutcome::Ok,
-                Err(_) => RequestOutcome::Refused,
-            };
+            let outcome = compat::answered_outcome(&result);
             let span = op.span().clone();
             op.finish(pipe.server, result.as_ref().map(|()| &empty), outcome);
             span.in_scope(|| tracing::debug!("request answered"));
@@ -291,7 +290,12 @@ async fn serve<H: SubscriptionHandler>(
         LegacyRoute::Unary => {
             pipe.suite.route(method, &channel)?;
             if pipe.in_flight.len() >= pipe.config.max_in_flight {
-                return Err(McpError::internal("Too many requests in flight"));
+                // A limit of the server, not a fault of the request: `error`,
+                // as a 2026 request past it.
+                return Err(NotRun {
+                    error: McpError::internal("Too many requests in flight"),
+                    outcome: RequestOutcome::Error,
+                });
             }
             spawn(
                 pipe,
@@ -302,7 +306,7 @@ async fn serve<H: SubscriptionHandler>(
                 pipe.in_flight,
             );
         }
-        LegacyRoute::NotRouted => return Err(McpError::MethodNotFound(method.to_owned())),
+        LegacyRoute::NotRouted => return Err(McpError::MethodNotFound(method.to_owned()).into()),
     }
     Ok(())
 }
@@ -373,14 +377,9 @@ fn spawn<H: SubscriptionHandler>(
     let task = actix_rt::spawn(
         async move {
             let started = Instant::now();
-            let outcome =
+            let (outcome, counted) =
                 compat::rounds(&suite, &asker, &method, params, &channel, &outbox, timeout).await;
             drop(outbox);
-            let counted = match &outcome {
-                Ok(_) => RequestOutcome::Ok,
-                Err(e) if e.retry_after().is_some() => RequestOutcome::Limited,
-                Err(_) => RequestOutcome::Error,
-            };
             server.record_request(&method, counted, Some(started.elapsed()));
             op.finish(&server, outcome.as_ref(), counted);
             let id = channel.id().clone();

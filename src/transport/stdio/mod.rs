@@ -342,6 +342,23 @@ struct Pipe<'a, H: SubscriptionHandler> {
     in_flight: &'a InFlight,
 }
 
+/// A request that did not run: the error to reply, and how it is counted
+/// (`refused` unless said otherwise), in `genmcp_requests_total` and its
+/// span alike.
+struct NotRun {
+    error: McpError,
+    outcome: RequestOutcome,
+}
+
+impl From<McpError> for NotRun {
+    fn from(error: McpError) -> Self {
+        NotRun {
+            error,
+            outcome: RequestOutcome::Refused,
+        }
+    }
+}
+
 /// Records a request refused before any handler saw it: its span and
 /// duration (since `started`), with what is known of it (`refused`).
 fn refuse<H: SubscriptionHandler>(
@@ -425,8 +442,10 @@ async fn handle_line<H: SubscriptionHandler>(pipe: &Pipe<'_, H>, era: &mut Era, 
             return;
         }
     };
-    if let Err(error) = dispatch(pipe, id.clone(), routed).await {
-        refuse(pipe, refused(), &error, started);
+    if let Err(NotRun { error, outcome }) = dispatch(pipe, id.clone(), routed).await {
+        let mut refused = refused();
+        refused.outcome = outcome;
+        refuse(pipe, refused, &error, started);
         send_error(outbox, stall, Some(&id), &error).await;
     }
 }
@@ -457,7 +476,7 @@ async fn dispatch<H: SubscriptionHandler>(
     pipe: &Pipe<'_, H>,
     id: RequestId,
     routed: Routed,
-) -> Result<(), McpError> {
+) -> Result<(), NotRun> {
     let Pipe {
         suite,
         server,
@@ -474,7 +493,10 @@ async fn dispatch<H: SubscriptionHandler>(
         } => {
             if in_flight.len() >= config.max_in_flight {
                 server.record_request(&method, RequestOutcome::Error, None);
-                return Err(McpError::internal("Too many requests in flight"));
+                return Err(NotRun {
+                    error: McpError::internal("Too many requests in flight"),
+                    outcome: RequestOutcome::Error,
+                });
             }
             // The id of a listen still open (or whose final frame is still
             // queued) is in flight too: the answer would pass for that
@@ -487,7 +509,8 @@ async fn dispatch<H: SubscriptionHandler>(
                 server.record_request(&method, RequestOutcome::Refused, None);
                 return Err(McpError::InvalidRequest(format!(
                     "a request with id {id} is already in flight"
-                )));
+                ))
+                .into());
             }
             let deadlines = Deadlines {
                 request: config.request_timeout,
@@ -525,13 +548,13 @@ async fn dispatch<H: SubscriptionHandler>(
                 filter,
             )
             .await;
-            let outcome = if opened.is_ok() {
-                RequestOutcome::Ok
-            } else {
-                RequestOutcome::Error
+            let outcome = match &opened {
+                Ok(_) => RequestOutcome::Ok,
+                Err(e) if e.retry_after().is_some() => RequestOutcome::Limited,
+                Err(_) => RequestOutcome::Error,
             };
             server.record_request(methods::LISTEN, outcome, None);
-            opened?;
+            opened.map_err(|error| NotRun { error, outcome })?;
         }
     }
     Ok(())

@@ -205,6 +205,7 @@ pub(super) async fn post<H: SubscriptionHandler>(
         );
     };
     if msg.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
+        seen.malformed();
         return refusal(
             StatusCode::BAD_REQUEST,
             -32600,
@@ -222,6 +223,7 @@ pub(super) async fn post<H: SubscriptionHandler>(
     if let Some(Value::String(long)) = &raw_id
         && long.len() > MAX_ID_LEN
     {
+        seen.malformed();
         // Never echoed: the reply would carry it back.
         return refusal(
             StatusCode::BAD_REQUEST,
@@ -235,6 +237,7 @@ pub(super) async fn post<H: SubscriptionHandler>(
     let head = req.headers();
     if method.as_deref() == Some("initialize") {
         let Some(id) = raw_id.as_ref().and_then(RequestId::from_value) else {
+            seen.malformed();
             return refusal(
                 StatusCode::BAD_REQUEST,
                 -32600,
@@ -295,6 +298,7 @@ pub(super) async fn post<H: SubscriptionHandler>(
         return HttpResponse::Accepted().finish();
     };
     let Some(id) = RequestId::from_value(&raw_id) else {
+        seen.malformed();
         return refusal(
             StatusCode::BAD_REQUEST,
             -32600,
@@ -310,6 +314,7 @@ pub(super) async fn post<H: SubscriptionHandler>(
         None | Some(Value::Null) => Map::new(),
         Some(Value::Object(p)) => p,
         Some(_) => {
+            seen.malformed();
             return error_response(
                 Some(&id),
                 &method,
@@ -371,7 +376,7 @@ pub(super) async fn post<H: SubscriptionHandler>(
             .await;
             let empty = Map::new();
             let span = op.span().clone();
-            let outcome = outcome_of(&result);
+            let outcome = crate::compat::answered_outcome(&result);
             op.finish(&state.server, result.as_ref().map(|()| &empty), outcome);
             span.in_scope(|| tracing::debug!("request answered"));
             state.server.record_request(&method, outcome, None);
@@ -458,16 +463,6 @@ async fn subscription<H: SubscriptionHandler>(
             .await;
     }
     Err(error)
-}
-
-/// How a request answered here ended, for `genmcp_requests_total` and its
-/// span.
-fn outcome_of<T>(result: &Result<T, McpError>) -> RequestOutcome {
-    match result {
-        Ok(_) => RequestOutcome::Ok,
-        Err(e) if e.retry_after().is_some() => RequestOutcome::Limited,
-        Err(_) => RequestOutcome::Error,
-    }
 }
 
 async fn initialize<H: SubscriptionHandler>(

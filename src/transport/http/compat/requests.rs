@@ -21,7 +21,7 @@ use crate::compat::{Asker, encode_legacy_error, legacy_error, legacy_result, rou
 use crate::mux::{Channel, Frame, Outbox, OutboxReceiver};
 use crate::protocol::McpError;
 use crate::protocol::jsonrpc::encode_result;
-use crate::runtime::{RequestOutcome, version_label};
+use crate::runtime::version_label;
 use crate::subscription::SubscriptionHandler;
 use crate::transport::dispatch::{Origin, operation};
 use crate::transport::http::sse::{AbortOnDrop, SseBody, sse_response};
@@ -82,12 +82,8 @@ pub(super) async fn unary<H: SubscriptionHandler>(
             principal: session.owner,
             version: session.init.version,
         };
-        let outcome = rounds(&suite, &asker, &method, params, &channel, &outbox, timeout).await;
-        let counted = match &outcome {
-            Ok(_) => RequestOutcome::Ok,
-            Err(e) if e.retry_after().is_some() => RequestOutcome::Limited,
-            Err(_) => RequestOutcome::Error,
-        };
+        let (outcome, counted) =
+            rounds(&suite, &asker, &method, params, &channel, &outbox, timeout).await;
         server.record_request(&method, counted, Some(started.elapsed()));
         op.finish(&server, outcome.as_ref(), counted);
         let id = channel.id().clone();
