@@ -183,3 +183,40 @@ fn compat_get_and_delete_take_an_in_flight_permit_like_a_post() {
     assert_eq!(legacy::delete(srv.addr(), &session).status, 200);
     assert!(stream.next_message().is_none(), "the GET body ends");
 }
+
+/// A GET or DELETE of a session naming a version the server does not serve
+/// is 400, as a POST is (every request after `initialize` says its version;
+/// none at all is allowed: 2025-03-26 is assumed).
+#[test]
+fn compat_get_and_delete_naming_an_unserved_version_are_400() {
+    let caps = SubscriptionCapabilities::none().with_tools_list_changed(true);
+    let srv = probe::start(Mode::Accept, caps, probe::config());
+    let session = legacy::initialize(srv.addr());
+    let with_version = |method: &str, accept: Option<&str>| {
+        let mut h = vec![
+            ("Mcp-Session-Id".to_owned(), session.clone()),
+            ("MCP-Protocol-Version".to_owned(), "1999-01-01".to_owned()),
+        ];
+        if let Some(a) = accept {
+            h.push(("Accept".to_owned(), a.to_owned()));
+        }
+        common::Exchange::open_with(srv.addr(), method, &h, b"")
+    };
+    // Only the head is read: a GET wrongly served would stream forever.
+    let get = with_version("GET", Some("text/event-stream"));
+    let status = get.status;
+    get.disconnect();
+    assert_eq!(status, 400, "GET naming an unserved version");
+    let delete = with_version("DELETE", None).into_response();
+    assert_eq!(delete.status, 400);
+    assert!(
+        delete.json()["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("unsupported MCP-Protocol-Version")),
+        "{:?}",
+        delete.json()
+    );
+    // Not deleted: the session still answers.
+    let r = legacy::request(srv.addr(), &session, json!(1), "ping", json!({}));
+    assert_eq!(r.status, 200);
+}

@@ -103,15 +103,14 @@ fn accept_and_content_type_are_checked() {
         .status,
         406
     );
-    assert_eq!(
-        post(
-            srv.addr,
-            &with(h.clone(), "Content-Type", "text/plain"),
-            &discover(1)
-        )
-        .status,
-        415
+    let resp = post(
+        srv.addr,
+        &with(h.clone(), "Content-Type", "text/plain"),
+        &discover(1),
     );
+    // Its body is a JSON-RPC error whose id is not known: `null`.
+    expect(&resp, 415, Value::Null, -32600);
+    assert!(resp.json().get("id").is_some(), "{:?}", resp.json());
     // Accept in the other order is fine.
     let ok = post(
         srv.addr,
@@ -188,6 +187,15 @@ fn notifications_are_accepted_with_202_and_no_body() {
     let resp = post(srv.addr, &headers("notifications/cancelled", None), &n);
     assert_eq!(resp.status, 202);
     assert!(resp.body.is_empty());
+    // Unless its header names a version the server does not serve.
+    let h = with(
+        headers("notifications/cancelled", None),
+        "MCP-Protocol-Version",
+        "1900-01-01",
+    );
+    let resp = post(srv.addr, &h, &n);
+    expect(&resp, 400, Value::Null, -32022);
+    assert_eq!(resp.json()["error"]["data"]["requested"], "1900-01-01");
 }
 
 #[test]

@@ -167,6 +167,18 @@ async fn serve<H: SubscriptionHandler>(
         Ok(Incoming::Request(r)) => r,
         Ok(Incoming::Notification(_)) => {
             seen.taken();
+            // Accepted, unless its header names a version the server does
+            // not serve (400, `-32022`, as a request would get).
+            if let Ok(Some(version)) =
+                headers::routing_header(req.headers(), &headers::PROTOCOL_VERSION_HEADER)
+                && !crate::protocol::SUPPORTED_VERSIONS.contains(&version)
+            {
+                return error_response(
+                    None,
+                    &McpError::unsupported_version(version.to_owned()),
+                    Phase::Validation,
+                );
+            }
             return HttpResponse::Accepted().finish();
         }
         Err(e) => {
@@ -303,6 +315,7 @@ pub(super) async fn unary<H: SubscriptionHandler>(
         request: state.config.request_timeout,
         stall: state.server.limits().stall_timeout,
     };
+    let id = channel.id().clone();
     let (future, status_rx) = unary_future(
         &state.suite,
         &state.server,
@@ -317,7 +330,7 @@ pub(super) async fn unary<H: SubscriptionHandler>(
     let Some(first) = rx.recv().await else {
         task.0.take();
         return error_response(
-            None,
+            Some(&id),
             &McpError::internal("Internal error: no response"),
             Phase::Dispatch,
         );

@@ -32,8 +32,11 @@ pub(super) fn error_response(
 
 /// A 4xx with an id-less JSON-RPC error body (transport-level refusals).
 pub(super) fn refusal(status: StatusCode, message: String) -> HttpResponse {
+    // No request id is read yet: `null`, as JSON-RPC has it for an error
+    // whose request's id is not known.
     let body = serde_json::json!({
         "jsonrpc": "2.0",
+        "id": null,
         "error": {"code": -32600, "message": message},
     });
     HttpResponse::build(status)

@@ -127,6 +127,16 @@ async fn admit<H: SubscriptionHandler>(
             not_allowed()
         });
     }
+    // Every request after `initialize` names a version the server serves
+    // (none: 2025-03-26 is assumed, as the 2025 rules say), as on POST.
+    if let Some(version) = req
+        .headers()
+        .get(&PROTOCOL_VERSION_HEADER)
+        .map(|v| v.to_str().unwrap_or_default().trim())
+        && !LEGACY_VERSIONS.contains(&version)
+    {
+        return Err(super::unsupported_legacy_version(version));
+    }
     let Ok(permit) = state.in_flight.clone().try_acquire_owned() else {
         return Err(overloaded());
     };

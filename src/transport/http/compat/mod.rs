@@ -187,6 +187,19 @@ fn mismatch(id: Option<&RequestId>, error: &McpError) -> HttpResponse {
         .body(encode_legacy_error(id, &error.to_error_object()))
 }
 
+/// The 400 for a 2025 session's request naming a version the server does
+/// not serve (`MCP-Protocol-Version`), on POST, GET and DELETE alike.
+fn unsupported_legacy_version(version: &str) -> HttpResponse {
+    refusal(
+        StatusCode::BAD_REQUEST,
+        -32600,
+        &format!(
+            "Bad Request: unsupported MCP-Protocol-Version {version:?}; supported: {}",
+            LEGACY_VERSIONS.join(", ")
+        ),
+    )
+}
+
 /// Serves one legacy POST (its body already parsed by [`legacy_body`]).
 pub(super) async fn post<H: SubscriptionHandler>(
     state: &AppState<H>,
@@ -261,14 +274,7 @@ pub(super) async fn post<H: SubscriptionHandler>(
         .map(|v| v.to_str().unwrap_or_default().trim())
         && !LEGACY_VERSIONS.contains(&version)
     {
-        return refusal(
-            StatusCode::BAD_REQUEST,
-            -32600,
-            &format!(
-                "Bad Request: unsupported MCP-Protocol-Version {version:?}; supported: {}",
-                LEGACY_VERSIONS.join(", ")
-            ),
-        );
+        return unsupported_legacy_version(version);
     }
     let session = match session_of(req, state, compat, &assigns).await {
         Ok(s) => {
