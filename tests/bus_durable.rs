@@ -229,3 +229,57 @@ fn a_durable_subscription_is_subscribed_again_on_a_shards_return() {
     );
     assert_eq!(lost_rec.completed(), 0);
 }
+
+/// A shard's confirmations of many subscriptions at once do not count
+/// against its bound of waiting push messages (`max_inbound`): a node with
+/// more topics on one shard than that bound still subscribes them all, and
+/// again after its connections are cut.
+#[test]
+fn more_topics_on_a_shard_than_its_push_bound_are_subscribed_and_heard() {
+    let cluster = RedisCluster::start();
+    let prefix = "t-many-cl:";
+    let connect = |max_inbound: usize| -> Bus<u32> {
+        let mut config = bus_config(&cluster.url(), prefix);
+        config.max_inbound = max_inbound;
+        block_on(Bus::redis(config)).expect("the cluster bus connects")
+    };
+    let (a, b) = (connect(1_024), connect(32));
+    // About 40 channels per master: more than 32 on each.
+    let topics: Vec<String> = (0..120).map(|i| format!("many-{i}")).collect();
+    let recorders: Vec<_> = topics
+        .iter()
+        .map(|t| {
+            let r = Arc::new(Recorder::default());
+            let sub = b.subscribe_durable(t.clone(), Inbox::from_sink(r.clone()));
+            (r, sub)
+        })
+        .collect();
+    let subscribed =
+        block_on(async { tokio::time::timeout(Duration::from_secs(15), b.subscribed()).await });
+    assert!(subscribed.is_ok(), "the topics were never all subscribed");
+    let heard_all = |value: u32| {
+        wait_until(Duration::from_secs(15), || {
+            // Paced: the messages themselves stay within the bound.
+            for (t, (r, _)) in topics.iter().zip(&recorders) {
+                if !r.got().contains(&value) {
+                    let _ = a.try_publish(t, value);
+                    std::thread::sleep(Duration::from_millis(3));
+                }
+            }
+            std::thread::sleep(Duration::from_millis(50));
+            recorders.iter().all(|(r, _)| r.got().contains(&value))
+        })
+    };
+    assert!(heard_all(1), "every topic hears the other node");
+    // Every connection cut: each shard subscribes them all again.
+    let epoch = b.epoch();
+    for node in &cluster.nodes {
+        let _ = node.command(&["CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes"]);
+        let _ = node.command(&["CLIENT", "KILL", "TYPE", "pubsub", "SKIPME", "yes"]);
+    }
+    assert!(
+        wait_until(Duration::from_secs(20), || b.epoch() > epoch),
+        "the bus never subscribed its topics again"
+    );
+    assert!(heard_all(2), "every topic hears the other node again");
+}

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use ::redis::aio::MultiplexedConnection;
 use ::redis::cluster_async::ClusterConnection;
-use ::redis::{AsyncConnectionConfig, ConnectionAddr, ProtocolVersion, PushInfo};
+use ::redis::{AsyncConnectionConfig, ConnectionAddr, ProtocolVersion, PushInfo, PushKind};
 use tokio::sync::mpsc;
 
 use super::super::RedisBusConfig;
@@ -43,6 +43,19 @@ impl Pushes {
     }
 }
 
+/// Whether the shard's session reads pushes of `kind`: sharded messages,
+/// `sunsubscribe`s (its own, or the server's when a slot moved) and the
+/// disconnection. The connection also copies each `ssubscribe`
+/// confirmation there (the command's reply already says it): those are
+/// left out, so that subscribing many channels at once cannot fill the
+/// queue.
+fn wanted(kind: &PushKind) -> bool {
+    matches!(
+        kind,
+        PushKind::SMessage | PushKind::SUnsubscribe | PushKind::Disconnection
+    )
+}
+
 /// A bounded queue of push messages and the sender the connection uses.
 fn pushes(capacity: usize) -> (impl ::redis::aio::AsyncPushSender, Pushes) {
     let capacity = capacity.max(1);
@@ -50,6 +63,9 @@ fn pushes(capacity: usize) -> (impl ::redis::aio::AsyncPushSender, Pushes) {
     let overflowed = Arc::new(AtomicBool::new(false));
     let flag = overflowed.clone();
     let sender = move |info: PushInfo| {
+        if !wanted(&info.kind) {
+            return Ok(());
+        }
         tx.try_send(info).map_err(|e| {
             if matches!(e, mpsc::error::TrySendError::Full(_)) {
                 flag.store(true, Ordering::Release);

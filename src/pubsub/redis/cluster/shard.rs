@@ -2,7 +2,7 @@
 //! channels hash to its slots, its `SPUBLISH`es, its messages checked and
 //! delivered.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 
@@ -61,6 +61,10 @@ impl<M: Clone + Send + DeserializeOwned + 'static> Shard<M> {
         // `sunsubscribe` push for one of them comes from the server (its slot
         // moved), not from this node.
         let subscribed: std::cell::RefCell<HashSet<String>> = Default::default();
+        // This node's own SUNSUBSCRIBEs whose confirmation push has not been
+        // read yet, per channel: such a push is not the server's, even when
+        // the channel was subscribed again meanwhile.
+        let unsubscribing: std::cell::RefCell<HashMap<String, u32>> = Default::default();
         let publisher = Publisher::new("SPUBLISH", &self.link, &self.config);
         // One counter for the node's shards: numbered in the order sent.
         let publishing = publisher.run(&mut publish, conn.clone(), || {
@@ -81,6 +85,13 @@ impl<M: Clone + Send + DeserializeOwned + 'static> Shard<M> {
                             Some(Value::BulkString(c)) => String::from_utf8_lossy(c).into_owned(),
                             _ => continue,
                         };
+                        if let Some(n) = unsubscribing.borrow_mut().get_mut(&channel)
+                            && *n > 0
+                        {
+                            *n -= 1;
+                            continue;
+                        }
+                        unsubscribing.borrow_mut().remove(&channel);
                         if subscribed.borrow().contains(&channel) {
                             return End::Lost(format!(
                                 "the server unsubscribed {channel} (its slot moved)"
@@ -153,14 +164,21 @@ impl<M: Clone + Send + DeserializeOwned + 'static> Shard<M> {
                     (add, remove)
                 };
                 // One channel per command: each is answered by one
-                // confirmation, which the connection takes as its reply.
-                for (verb, channels) in [("SSUBSCRIBE", &add), ("SUNSUBSCRIBE", &remove)] {
-                    if channels.is_empty() {
-                        continue;
-                    }
+                // confirmation, which the connection takes as its reply (an
+                // `sunsubscribe` is also pushed: at most half the push queue
+                // a pipeline, read between them).
+                let chunk = (self.config.max_inbound / 2).max(1);
+                let passes = add
+                    .chunks(chunk)
+                    .map(|c| ("SSUBSCRIBE", c))
+                    .chain(remove.chunks(chunk).map(|c| ("SUNSUBSCRIBE", c)));
+                for (verb, channels) in passes {
                     let mut pipe = ::redis::pipe();
                     for c in channels {
                         pipe.cmd(verb).arg(c).ignore();
+                        if verb == "SUNSUBSCRIBE" {
+                            *unsubscribing.borrow_mut().entry(c.clone()).or_default() += 1;
+                        }
                     }
                     match tokio::time::timeout(command_timeout, pipe.exec_async(&mut sub_conn))
                         .await
