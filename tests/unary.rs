@@ -89,6 +89,29 @@ fn without_progress_token_or_log_level_the_reply_is_plain_json() {
     assert_eq!(body["result"]["content"][0]["text"], "finished");
 }
 
+/// A client whose `Accept` does not admit `text/event-stream` gets the
+/// response alone, as JSON, even when the tool sends progress and logs.
+#[test]
+fn a_client_that_takes_json_only_gets_the_response_alone() {
+    let srv = server();
+    let mut body = request(
+        json!(5),
+        "tools/call",
+        json!({"name": "work", "arguments": {}}),
+    );
+    body["params"]["_meta"]["progressToken"] = json!("p-json");
+    body["params"]["_meta"]["io.modelcontextprotocol/logLevel"] = json!("info");
+    let mut h = headers("tools/call", Some("work"));
+    h.retain(|(k, _)| !k.eq_ignore_ascii_case("accept"));
+    h.push(("Accept".to_owned(), "application/json".to_owned()));
+    let resp = Exchange::open(srv.addr, &h, body.to_string().as_bytes()).into_response();
+    assert_eq!(resp.status, 200);
+    assert_eq!(resp.header("content-type"), Some("application/json"));
+    let body = resp.json();
+    assert_eq!(body["id"], 5);
+    assert_eq!(body["result"]["content"][0]["text"], "finished");
+}
+
 #[test]
 fn progress_and_logs_stream_as_sse_before_the_response() {
     let srv = server();

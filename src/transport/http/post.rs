@@ -118,7 +118,7 @@ async fn serve<H: SubscriptionHandler>(
     if !headers::accepts(head, "application/json") {
         return refusal(
             StatusCode::NOT_ACCEPTABLE,
-            "Not Acceptable: Accept must include application/json and text/event-stream".into(),
+            "Not Acceptable: Accept must include application/json (and text/event-stream for streamed replies)".into(),
         );
     }
     if !headers::is_json(head) {
@@ -206,7 +206,14 @@ async fn serve<H: SubscriptionHandler>(
         }) => {
             let origin = http_origin(req);
             seen.taken();
-            unary(state, method, params, channel, rx, permit, origin).await
+            let sse = headers::accepts(req.headers(), "text/event-stream");
+            let request = UnaryRequest {
+                method,
+                params,
+                channel,
+                sse,
+            };
+            unary(state, request, rx, permit, origin).await
         }
         Ok(Routed::Listen(listen_request)) => {
             let ListenRequest {
@@ -302,15 +309,30 @@ pub(super) fn validate<H: SubscriptionHandler>(
     Ok(routed)
 }
 
+/// A unary request as routed, and whether its client takes an SSE reply.
+pub(super) struct UnaryRequest {
+    pub(super) method: String,
+    pub(super) params: Map<String, Value>,
+    pub(super) channel: Channel,
+    /// `Accept` admits `text/event-stream`. When it does not, the reply is
+    /// always the response alone, as JSON: the request-scoped notifications
+    /// sent before it (progress, logs) are dropped.
+    pub(super) sse: bool,
+}
+
 pub(super) async fn unary<H: SubscriptionHandler>(
     state: &AppState<H>,
-    method: String,
-    params: Map<String, Value>,
-    channel: Channel,
+    request: UnaryRequest,
     mut rx: OutboxReceiver,
     permit: OwnedSemaphorePermit,
     origin: Origin,
 ) -> HttpResponse {
+    let UnaryRequest {
+        method,
+        params,
+        channel,
+        sse,
+    } = request;
     let deadlines = Deadlines {
         request: state.config.request_timeout,
         stall: state.server.limits().stall_timeout,
@@ -327,14 +349,24 @@ pub(super) async fn unary<H: SubscriptionHandler>(
         origin,
     );
     let mut task = AbortOnDrop(run_or_spawn(Box::pin(future)).await);
-    let Some(first) = rx.recv().await else {
-        task.0.take();
-        return error_response(
+    let no_response = || {
+        error_response(
             Some(&id),
             &McpError::internal("Internal error: no response"),
             Phase::Dispatch,
-        );
+        )
     };
+    let Some(mut first) = rx.recv().await else {
+        task.0.take();
+        return no_response();
+    };
+    while !sse && !first.last {
+        let Some(next) = rx.recv().await else {
+            task.0.take();
+            return no_response();
+        };
+        first = next;
+    }
     if first.last {
         let status = status_rx.await.unwrap_or(ReplyStatus::OK);
         state.server.count_frames(1);
