@@ -5,9 +5,8 @@
 #[path = "../../tests/common/mod.rs"]
 mod common;
 
-use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::process::{Child, Command, Stdio};
-use std::time::Duration;
+use std::net::SocketAddr;
+use std::process::{Child, Command};
 
 use common::{Exchange, headers, post, request};
 use serde_json::{Value, json};
@@ -44,34 +43,19 @@ fn serve(extra: &[&str]) -> Served {
     spawn(&args, tokens)
 }
 
-/// Starts `genmcp serve` on a free loopback port with `auth_args`; `tokens`
-/// is a file to remove afterwards (empty: none).
+/// Starts `genmcp serve` on a port of its own choosing (`--port 0`, the
+/// address read from its listening line: a port picked here and released
+/// could be taken by another test's server first) with `auth_args`;
+/// `tokens` is a file to remove afterwards (empty: none).
 fn spawn(auth_args: &[String], tokens: std::path::PathBuf) -> Served {
-    // A free loopback port (released just before the server binds it).
-    let port = TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let child = Command::new(env!("CARGO_BIN_EXE_genmcp"))
-        .args(["serve", "--port", &port.to_string(), "--workers", "1"])
-        .args(auth_args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("genmcp starts");
-    let addr: SocketAddr = ([127, 0, 0, 1], port).into();
-    let served = Served {
+    let mut args = vec!["--port", "0", "--workers", "1"];
+    args.extend(auth_args.iter().map(String::as_str));
+    let (child, addr) = common::serve_child::spawn_serve(&args, &[]);
+    Served {
         child,
         addr,
         tokens,
-    };
-    assert!(
-        common::wait_until(Duration::from_secs(20), || TcpStream::connect(addr).is_ok()),
-        "genmcp serve did not listen on {addr}"
-    );
-    served
+    }
 }
 
 fn auth(mut h: Vec<(String, String)>, token: Option<&str>) -> Vec<(String, String)> {

@@ -243,7 +243,6 @@ fn a_stalled_redis_times_claims_out_and_bounds_the_waiting_ones() {
 /// processes; a state spent on the first is refused on the second.
 #[test]
 fn genmcp_serve_with_a_bus_shares_the_spent_record() {
-    use std::process::{Command, Stdio};
     struct Node(std::process::Child);
     impl Drop for Node {
         fn drop(&mut self) {
@@ -255,30 +254,23 @@ fn genmcp_serve_with_a_bus_shares_the_spent_record() {
     let key_file = std::env::temp_dir().join(format!("genmcp-spent-key-{}", std::process::id()));
     std::fs::write(&key_file, "3c".repeat(32)).expect("key file");
     let spawn = || {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .map(|a| a.port())
-            .expect("a free port");
-        let child = Command::new(env!("CARGO_BIN_EXE_genmcp"))
-            .args(["serve", "--conformance", "--workers", "1"])
-            .args(["--port", &port.to_string(), "--bus", &redis.url()])
-            .arg("--key-file")
-            .arg(&key_file)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("genmcp starts");
-        let addr: SocketAddr = ([127, 0, 0, 1], port).into();
-        let node = Node(child);
-        assert!(
-            wait_until(Duration::from_secs(20), || std::net::TcpStream::connect(
-                addr
-            )
-            .is_ok()),
-            "genmcp serve listens on {addr}"
+        // The port of the server's own choosing, read from its listening
+        // line (a port picked here could be taken by another test first).
+        let (child, addr) = common::serve_child::spawn_serve(
+            &[
+                "--conformance",
+                "--workers",
+                "1",
+                "--port",
+                "0",
+                "--bus",
+                &redis.url(),
+                "--key-file",
+                key_file.to_str().expect("a UTF-8 path"),
+            ],
+            &[],
         );
-        (node, addr)
+        (Node(child), addr)
     };
     let (_n1, a1) = spawn();
     let (_n2, a2) = spawn();
