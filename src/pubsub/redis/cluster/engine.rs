@@ -195,7 +195,8 @@ impl<M: Clone + Send + DeserializeOwned + 'static> ClusterTask<M> {
                     }
                     if !link.connected.load(Ordering::Acquire) {
                         // Not yet started: the start needs every shard.
-                        return End::Lost(format!("shard {addr}: {reason}"));
+                        let end = End::Lost(format!("shard {addr}: {reason}"));
+                        return self.end_keeping_replay(running, shards, end).await;
                     }
                     retry = Some(tokio::time::Instant::now() + backoff);
                 }
@@ -295,6 +296,31 @@ impl<M: Clone + Send + DeserializeOwned + 'static> ClusterTask<M> {
                 }
             }
         }
+    }
+
+    /// Ends the session as `end` once the shards still running have ended
+    /// (their router side dropped, within the command timeout) and handed
+    /// back their replay tables: the next session then still refuses a
+    /// frame this one delivered, as a reconnection must.
+    async fn end_keeping_replay(
+        &mut self,
+        running: HashMap<String, Running>,
+        mut shards: FuturesUnordered<ShardFuture>,
+        end: End,
+    ) -> End {
+        drop(running);
+        let back = async {
+            while let Some((addr, _, verifier)) = shards.next().await {
+                self.verifiers.insert(addr, verifier);
+            }
+        };
+        if tokio::time::timeout(self.config.command_timeout, back)
+            .await
+            .is_err()
+        {
+            tracing::debug!("a shard's replay table not taken back in time");
+        }
+        end
     }
 
     fn take_verifier(&mut self, addr: &str) -> Verifier {

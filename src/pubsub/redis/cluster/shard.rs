@@ -85,13 +85,16 @@ impl<M: Clone + Send + DeserializeOwned + 'static> Shard<M> {
                             Some(Value::BulkString(c)) => String::from_utf8_lossy(c).into_owned(),
                             _ => continue,
                         };
-                        if let Some(n) = unsubscribing.borrow_mut().get_mut(&channel)
-                            && *n > 0
                         {
-                            *n -= 1;
-                            continue;
+                            let mut own = unsubscribing.borrow_mut();
+                            if let Some(n) = own.get_mut(&channel) {
+                                *n -= 1;
+                                if *n == 0 {
+                                    own.remove(&channel);
+                                }
+                                continue;
+                            }
                         }
-                        unsubscribing.borrow_mut().remove(&channel);
                         if subscribed.borrow().contains(&channel) {
                             return End::Lost(format!(
                                 "the server unsubscribed {channel} (its slot moved)"
