@@ -960,3 +960,73 @@ fn a_change_whose_message_came_late_does_not_undo_a_newer_one() {
     }
     assert_eq!(heard, [kept, marker], "the updates of the session's set");
 }
+
+/// Marks the session's GET stream as held by a node that holds a lease but
+/// never answers (its control messages go nowhere): every change forwarded
+/// to it is withdrawn after the wait, and undone.
+fn held_by_a_silent_node(redis: &RedisServer, prefix: &str, session: &str) {
+    let node = "00000000feedf00d";
+    let lease = format!("{prefix}task-node:{node}");
+    let set = redis
+        .command(&["SET", &lease, "1", "PX", "60000"])
+        .expect("SET answers");
+    assert!(set.starts_with("+OK"), "{set}");
+    let key = format!("{prefix}sess:{{sessions}}:{}", legacy::sid_of(session));
+    let set = redis
+        .command(&["HSET", &key, "h", &format!("{node}:1")])
+        .expect("HSET answers");
+    assert!(set.starts_with(':'), "{set}");
+}
+
+/// A change withdrawn (its holder never claimed it) is undone only while it
+/// is the session's last change: undoing it under a newer change could
+/// erase that one. It then stays recorded, and the client is told so.
+#[test]
+fn a_withdrawn_change_is_undone_only_while_no_newer_one_was_recorded() {
+    let prefix = "t-fleet-undo:";
+    let redis = RedisServer::start();
+    let (_buses, nodes) = three_notes_nodes(&redis, prefix, None);
+    let session = legacy::initialize(nodes[0].addr);
+    let older = add_note(nodes[0].addr, &session, json!({"text": "older"}));
+    let newer = add_note(nodes[0].addr, &session, json!({"text": "newer"}));
+    assert_eq!(set_info_level(nodes[0].addr, &session).status, 200);
+    held_by_a_silent_node(&redis, prefix, &session);
+    let (a0, a1) = (nodes[0].addr, nodes[1].addr);
+    let first = {
+        let (session, uri) = (session.clone(), older.clone());
+        std::thread::spawn(move || change_uri(a0, &session, &uri, true))
+    };
+    // Recorded while the first still waits for the silent holder (2 s).
+    std::thread::sleep(Duration::from_millis(500));
+    let second = change_uri(a1, &session, &newer, true);
+    let first = first.join().expect("the first subscribe answers");
+    let first = message(&first);
+    assert!(
+        first["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("still recorded")),
+        "{first}"
+    );
+    let second = message(&second);
+    assert!(
+        second["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("nothing changed")),
+        "{second}"
+    );
+    let uris = format!(
+        "{prefix}sess:{{sessions}}:{}:uris",
+        legacy::sid_of(&session)
+    );
+    let member = |uri: &str| redis.command(&["SISMEMBER", &uris, uri]);
+    assert_eq!(
+        member(&older).as_deref(),
+        Some(":1\r\n"),
+        "the first stays recorded"
+    );
+    assert_eq!(
+        member(&newer).as_deref(),
+        Some(":0\r\n"),
+        "the second, the last change, is undone"
+    );
+}

@@ -18,7 +18,9 @@ use genmcp::transport::stdio::{StdioConfig, serve_io};
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
 
-const DEADLINE: Duration = Duration::from_millis(300);
+/// The handlers' deadline: `hang` is still in flight when the next line is
+/// read (at once) long before it passes.
+const DEADLINE: Duration = Duration::from_millis(1_500);
 
 fn capture() -> &'static common::log_capture::Capture {
     static CAPTURE: OnceLock<common::log_capture::Capture> = OnceLock::new();
@@ -205,7 +207,12 @@ async fn over_stdio_2025_requests_are_counted_as_2026_ones_are() {
         json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": tool_call("hang")}),
     )
     .await;
-    let r = pipe.request(4, "tools/call", tool_call("explode")).await;
+    pipe.send(
+        json!({"jsonrpc": "2.0", "id": "s25-past", "method": "tools/call",
+        "params": tool_call("explode")}),
+    )
+    .await;
+    let r = pipe.reply_to(json!("s25-past")).await;
     assert_eq!(r["error"]["message"], "Too many requests in flight", "{r}");
     let r = pipe.reply(3).await;
     assert_eq!(r["error"]["message"], "Request timed out", "{r}");
@@ -220,7 +227,7 @@ async fn over_stdio_2025_requests_are_counted_as_2026_ones_are() {
         "past the in-flight limit"
     );
     assert_eq!(count(server, "tools/call", "refused"), 0);
-    assert_eq!(refused_outcome("4"), "error", "its span");
+    assert_eq!(refused_outcome("s25-past"), "error", "its span");
 }
 
 #[actix_rt::test]

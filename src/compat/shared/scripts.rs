@@ -178,12 +178,15 @@ return {'1'}
 
 /// Adds (`ARGV[9] == '1'`) or removes the URI ARGV[8], counted with it in
 /// the same step: `{changed, holder}`, `changed` being `-1` for a deleted
-/// session and `-2` past the session's own bound (ARGV[10]), or a refusal
-/// of `admit`.
+/// session, `-2` past the session's own bound (ARGV[10]) and `-3` when
+/// ARGV[12] is not empty and is not the session's last change (KEYS[7], the
+/// token of the last change of any of its URIs: ARGV[11] is this one's), or
+/// a refusal of `admit`.
 pub(super) const CHANGE_URI: &str = concat!(
     prelude!(),
     r#"
 if redis.call('HGET', KEYS[1], 'd') then return {'-1', ''} end
+if ARGV[12] ~= '' and redis.call('GET', KEYS[7]) ~= ARGV[12] then return {'-3', ''} end
 local uri = ARGV[8]
 local member = sid .. ' ' .. uri
 local changed = 0
@@ -204,6 +207,7 @@ else
   redis.call('ZREM', KEYS[6], member)
   forget_if_empty(true)
 end
+if changed == 1 then redis.call('SET', KEYS[7], ARGV[11], 'PXAT', fmt(exp)) end
 return {tostring(changed), redis.call('HGET', KEYS[1], 'h') or ''}
 "#
 );

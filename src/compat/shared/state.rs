@@ -51,6 +51,32 @@ fn end_claim_ttl(expires: u64) -> u64 {
 
 /// What one request reads of its session.
 #[derive(Debug, Default)]
+/// A URI change as [`SharedSessions::change_uri`] recorded it.
+pub(crate) struct UriRecorded {
+    /// Whether the session's set changed.
+    pub(crate) changed: bool,
+    /// Who holds the session's GET stream (`<node>:<n>`, empty for nobody).
+    pub(crate) holder: String,
+    /// The change's token, to undo it ([`SharedSessions::undo_uri`]).
+    pub(crate) token: String,
+}
+
+/// A fresh token for one URI change (random; a time and a counter if the
+/// system's random source fails).
+fn change_token() -> String {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let mut bytes = [0u8; 8];
+    let n = if getrandom::fill(&mut bytes).is_ok() {
+        u64::from_le_bytes(bytes)
+    } else {
+        crate::suite::sealing::seal::now_ms()
+            ^ NEXT
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+                .rotate_left(40)
+    };
+    format!("{n:016x}")
+}
+
 pub(crate) struct Loaded {
     /// The session was DELETEd (on any node).
     pub(crate) deleted: bool,
@@ -115,21 +141,20 @@ impl SharedSessions {
 
     /// Adds or removes one URI of the session, checked against every bound
     /// and counted in one atomic step (racing changes keep the counts
-    /// exact). Returns whether the set changed and who holds its GET stream
-    /// (`<node>:<n>`, empty for nobody).
+    /// exact). Returns whether the set changed, who holds its GET stream
+    /// (`<node>:<n>`, empty for nobody), and the change's token (for
+    /// [`Self::undo_uri`]).
     pub(crate) async fn change_uri(
         &self,
         session: &StateKey<'_>,
         uri: &str,
         subscribe: bool,
         max_per_session: usize,
-    ) -> Result<(bool, String), McpError> {
-        let args = [
-            uri.to_owned(),
-            if subscribe { "1" } else { "0" }.to_owned(),
-            max_per_session.to_string(),
-        ];
-        let answer = self.run_counted(CHANGE_URI, session, &args).await?;
+    ) -> Result<UriRecorded, McpError> {
+        let token = change_token();
+        let answer = self
+            .record_uri(session, uri, subscribe, max_per_session, &token, "")
+            .await?;
         let [changed, holder] = answer.as_slice() else {
             return Err(unexpected());
         };
@@ -137,9 +162,68 @@ impl SharedSessions {
             "-2" => Err(McpError::invalid_params(format!(
                 "Invalid params: a session subscribes to at most {max_per_session} resources"
             ))),
-            "-1" => Ok((false, String::new())),
-            changed => Ok((changed == "1", holder.clone())),
+            "-1" | "-3" => Ok(UriRecorded {
+                changed: false,
+                holder: String::new(),
+                token,
+            }),
+            changed => Ok(UriRecorded {
+                changed: changed == "1",
+                holder: holder.clone(),
+                token,
+            }),
         }
+    }
+
+    /// Undoes the change of `uri` recorded with `token` (it asked for
+    /// `subscribe`), only while it is still the session's last change:
+    /// `Ok(false)` when another change of the session was recorded since
+    /// (that one stands, and with it this one: undoing it then could erase
+    /// a newer change of the URI).
+    pub(crate) async fn undo_uri(
+        &self,
+        session: &StateKey<'_>,
+        uri: &str,
+        subscribe: bool,
+        max_per_session: usize,
+        token: &str,
+    ) -> Result<bool, McpError> {
+        let undo = change_token();
+        let answer = self
+            .record_uri(session, uri, !subscribe, max_per_session, &undo, token)
+            .await?;
+        match answer.first().map(String::as_str) {
+            Some("0" | "1") => Ok(true),
+            Some("-1" | "-3") => Ok(false),
+            Some("-2") => Err(McpError::internal(
+                "Internal error: the session's URI bound refused the undo",
+            )),
+            _ => Err(unexpected()),
+        }
+    }
+
+    async fn record_uri(
+        &self,
+        session: &StateKey<'_>,
+        uri: &str,
+        subscribe: bool,
+        max_per_session: usize,
+        token: &str,
+        expected: &str,
+    ) -> Result<Vec<String>, McpError> {
+        let args = [
+            uri.to_owned(),
+            if subscribe { "1" } else { "0" }.to_owned(),
+            max_per_session.to_string(),
+            token.to_owned(),
+            expected.to_owned(),
+        ];
+        let last = self
+            .node
+            .keys()
+            .key(&format!("sess:{{sessions}}:{}:uv", session.sid));
+        self.run_counted_with(CHANGE_URI, session, &[last], &args)
+            .await
     }
 
     /// Whether the session's set has `uri` now, as Redis records it.

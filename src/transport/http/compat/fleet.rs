@@ -52,10 +52,11 @@ pub(super) async fn change_uri<H: SubscriptionHandler>(
     max_uris: usize,
 ) -> Result<(), McpError> {
     let shared = shared_of(compat)?;
-    let (changed, mut holder) = shared.change_uri(key, uri, subscribe, max_uris).await?;
-    if !changed {
+    let recorded = shared.change_uri(key, uri, subscribe, max_uris).await?;
+    if !recorded.changed {
         return Ok(());
     }
+    let mut holder = recorded.holder;
     // The holder's node is gone: no stream runs to apply it to; the next
     // GET stream opens with the URIs recorded in Redis. (Not known: as if
     // it lived, the forwarding below undoes the change if it must.)
@@ -87,19 +88,25 @@ pub(super) async fn change_uri<H: SubscriptionHandler>(
     if !undo {
         return Err(error);
     }
-    // The stream keeps its earlier filter: the session's set goes back, and
-    // the stream is brought in line with it (a turn of another change of
-    // the URI may have applied the refused state meanwhile).
-    match shared.change_uri(key, uri, !subscribe, max_uris).await {
-        Ok((true, _)) => resync(state, compat, key.sid, uri, &holder).await,
-        // A newer change of the URI put it back already.
-        Ok((false, _)) => {}
+    // The stream keeps its earlier filter: the session's set goes back
+    // (only while this is the session's last change: undoing it under a
+    // newer one could erase that one), and the stream is brought in line
+    // with Redis either way (a turn of another change of the URI may have
+    // applied the refused state meanwhile).
+    let undone = shared
+        .undo_uri(key, uri, subscribe, max_uris, &recorded.token)
+        .await;
+    if undone.is_ok() {
+        resync(state, compat, key.sid, uri, &holder).await;
+    }
+    match undone {
+        Ok(true) => Err(error),
+        Ok(false) => Err(not_undone()),
         Err(e) => {
             tracing::debug!(error = %e, "a refused URI change not undone");
-            return Err(not_undone());
+            Err(not_undone())
         }
     }
-    Err(error)
 }
 
 /// The answer to a change that was not applied and could not be undone: it
@@ -192,13 +199,20 @@ async fn sync_uri<H: SubscriptionHandler>(
             });
         };
         let guard = turn.clone().lock_owned().await;
-        tries += 1;
-        if tries >= 3
-            || shared
-                .uri_turn(sid)
-                .is_some_and(|now| Arc::ptr_eq(&now, &turn))
+        if shared
+            .uri_turn(sid)
+            .is_some_and(|now| Arc::ptr_eq(&now, &turn))
         {
             break guard;
+        }
+        tries += 1;
+        if tries >= 3 {
+            // Taken over again and again meanwhile: the stream held now
+            // opened with the set from Redis (and reads it again once open).
+            return Ok(Synced {
+                subscribed: None,
+                applied: Ok(()),
+            });
         }
     };
     let subscribed = shared.is_subscribed(sid, uri).await?;
@@ -248,6 +262,12 @@ async fn restart<H: SubscriptionHandler>(
     Ok(())
 }
 
+/// How many control messages a node applies at once. Each waits for its
+/// session's turn only (a turn reads Redis, so their order does not
+/// matter): a session busy with a local change does not hold up the
+/// others'. Past this, messages wait in the control queue.
+const CONTROLS_AT_ONCE: usize = 64;
+
 /// Applies the control messages other nodes send for the GET streams held
 /// here, for as long as the endpoint lives.
 async fn control_loop<H: SubscriptionHandler>(
@@ -255,44 +275,61 @@ async fn control_loop<H: SubscriptionHandler>(
     compat: Arc<Compat>,
     mut rx: mpsc::Receiver<Control>,
 ) {
+    let slots = Arc::new(tokio::sync::Semaphore::new(CONTROLS_AT_ONCE));
     while let Some(control) = rx.recv().await {
-        let Some(shared) = compat.shared.as_ref() else {
+        let Ok(slot) = slots.clone().acquire_owned().await else {
             return;
         };
-        match control {
-            Control::Uri {
-                sid,
-                uri,
-                subscribe,
-                ack,
-            } => {
-                // Applied only once claimed: the forwarding node may have
-                // withdrawn it (it waited no longer).
-                if !shared.claim(&ack).await {
-                    tracing::debug!("a URI change from another node withdrawn before it came");
-                    continue;
-                }
-                // No stream here any more: nothing to apply (a new one
-                // reads the set from Redis).
-                let outcome = match sync_uri(&state, &compat, &sid, &uri).await {
-                    Ok(synced) => synced.outcome_for(subscribe),
-                    Err(error) => Err(error),
-                };
-                if let Err(error) = &outcome {
-                    tracing::debug!(%error, "a URI change from another node refused");
-                }
-                shared.applied(&ack, &outcome).await;
+        let (state, compat) = (state.clone(), compat.clone());
+        actix_rt::spawn(async move {
+            control_one(&state, &compat, control).await;
+            drop(slot);
+        });
+    }
+}
+
+/// Applies one control message from another node.
+async fn control_one<H: SubscriptionHandler>(
+    state: &AppState<H>,
+    compat: &Compat,
+    control: Control,
+) {
+    let Some(shared) = compat.shared.as_ref() else {
+        return;
+    };
+    match control {
+        Control::Uri {
+            sid,
+            uri,
+            subscribe,
+            ack,
+        } => {
+            // Applied only once claimed: the forwarding node may have
+            // withdrawn it (it waited no longer).
+            if !shared.claim(&ack).await {
+                tracing::debug!("a URI change from another node withdrawn before it came");
+                return;
             }
-            Control::Delete { sid, ack } => {
-                if let Some(running) = shared.take_live(&sid).as_ref().and_then(|l| l.running()) {
-                    let _ = running
-                        .stop
-                        .send(StopStream(CloseReason::Disconnected))
-                        .await;
-                }
-                if let Some(ack) = ack {
-                    shared.applied(&ack, &Ok(())).await;
-                }
+            // No stream here any more: nothing to apply (a new one reads
+            // the set from Redis).
+            let outcome = match sync_uri(state, compat, &sid, &uri).await {
+                Ok(synced) => synced.outcome_for(subscribe),
+                Err(error) => Err(error),
+            };
+            if let Err(error) = &outcome {
+                tracing::debug!(%error, "a URI change from another node refused");
+            }
+            shared.applied(&ack, &outcome).await;
+        }
+        Control::Delete { sid, ack } => {
+            if let Some(running) = shared.take_live(&sid).as_ref().and_then(|l| l.running()) {
+                let _ = running
+                    .stop
+                    .send(StopStream(CloseReason::Disconnected))
+                    .await;
+            }
+            if let Some(ack) = ack {
+                shared.applied(&ack, &Ok(())).await;
             }
         }
     }

@@ -95,7 +95,8 @@ pub(super) fn session_gone() -> HttpResponse {
 /// What GET and DELETE check first, in the POST's order: Host and Origin
 /// (403), a session header (without one: 400 for a client naming a 2025
 /// version, otherwise 405 as for any 2026-07-28 client), the in-flight limit
-/// (503), authentication (401), the session (404).
+/// (503), authentication (401), the version it names (400), the session
+/// (404).
 async fn admit<H: SubscriptionHandler>(
     req: &HttpRequest,
     state: &AppState<H>,
@@ -127,6 +128,10 @@ async fn admit<H: SubscriptionHandler>(
             not_allowed()
         });
     }
+    let Ok(permit) = state.in_flight.clone().try_acquire_owned() else {
+        return Err(overloaded());
+    };
+    let assigns = crate::transport::http::auth::admit(req, state).await?;
     // Every request after `initialize` names a version the server serves
     // (none: 2025-03-26 is assumed, as the 2025 rules say), as on POST.
     if let Some(version) = req
@@ -137,10 +142,6 @@ async fn admit<H: SubscriptionHandler>(
     {
         return Err(super::unsupported_legacy_version(version));
     }
-    let Ok(permit) = state.in_flight.clone().try_acquire_owned() else {
-        return Err(overloaded());
-    };
-    let assigns = crate::transport::http::auth::admit(req, state).await?;
     let session = match session_of(req, state, &compat, &assigns).await {
         Ok(s) => s,
         Err(SessionRefused::Http(resp)) => return Err(resp),
