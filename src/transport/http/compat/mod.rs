@@ -23,6 +23,8 @@ mod fleet;
 mod fleet_events;
 #[cfg(feature = "redis")]
 mod fleet_post;
+#[cfg(feature = "redis")]
+mod fleet_uris;
 mod get_stream;
 mod requests;
 mod resumable;
@@ -438,7 +440,7 @@ async fn subscription<H: SubscriptionHandler>(
     let key = session.key();
     #[cfg(feature = "redis")]
     if compat.shared.is_some() {
-        return fleet::change_uri(state, compat, &key, uri, subscribe, max_uris).await;
+        return fleet_uris::change_uri(state, compat, &key, uri, subscribe, max_uris).await;
     }
     let (_, live) = compat.sessions.change_uri(&key, uri, subscribe, max_uris)?;
     let Some(live) = live else {
