@@ -681,6 +681,24 @@ fn a_change_refused_by_the_holders_handler_is_an_error_on_any_node() {
     let m = message(&r);
     assert_eq!(m["error"]["code"], -32602, "{m}");
     assert_eq!(m["error"]["message"], "Invalid params: not this one");
+    // A URI Redis records already while the stream does not have it (a
+    // refused change whose undo was refused in turn): asked again, it is
+    // still the holder's answer, never a success the stream does not serve.
+    let uris = format!(
+        "t-fleet-refuse:sess:{{sessions}}:{}:uris",
+        legacy::sid_of(&session)
+    );
+    let added = redis.command(&["SADD", &uris, "a://2"]).expect("SADD answers");
+    assert!(added.starts_with(':'), "{added}");
+    let r = legacy::request(
+        nodes[1].addr,
+        &session,
+        json!(2),
+        "resources/subscribe",
+        json!({"uri": "a://2"}),
+    );
+    let m = message(&r);
+    assert_eq!(m["error"]["code"], -32602, "{m}");
     get.disconnect();
 }
 

@@ -34,9 +34,8 @@ pub(super) async fn change_uri<H: SubscriptionHandler>(
 ) -> Result<(), McpError> {
     let shared = shared_of(compat)?;
     let recorded = shared.change_uri(key, uri, subscribe, max_uris).await?;
-    if !recorded.changed {
-        return Ok(());
-    }
+    // Recorded already (a repeat, or a change a failed undo left recorded):
+    // still answered once the holder's stream has it too, never undone here.
     let mut holder = recorded.holder;
     // The holder's node is gone: no stream runs to apply it to; the next
     // GET stream opens with the URIs recorded in Redis. (Not known: as if
@@ -66,7 +65,7 @@ pub(super) async fn change_uri<H: SubscriptionHandler>(
     let Err(Unconfirmed { error, undo }) = applied else {
         return Ok(());
     };
-    if !undo {
+    if !undo || !recorded.changed {
         return Err(error);
     }
     // The stream keeps its earlier filter: the session's set goes back
