@@ -688,7 +688,9 @@ fn a_change_refused_by_the_holders_handler_is_an_error_on_any_node() {
         "t-fleet-refuse:sess:{{sessions}}:{}:uris",
         legacy::sid_of(&session)
     );
-    let added = redis.command(&["SADD", &uris, "a://2"]).expect("SADD answers");
+    let added = redis
+        .command(&["SADD", &uris, "a://2"])
+        .expect("SADD answers");
     assert!(added.starts_with(':'), "{added}");
     let r = legacy::request(
         nodes[1].addr,

@@ -38,7 +38,10 @@ fn tool_names(result: &Value) -> Vec<String> {
 }
 
 #[test]
-fn schema_invalid_arguments_are_invalid_params_with_the_errors() {
+/// Arguments the input schema refuses are a tool execution error the model
+/// can correct (SEP-1303): a result with `isError` naming each error, and the
+/// tool never runs; a request without its name is still a protocol error.
+fn schema_invalid_arguments_are_an_is_error_result_naming_the_errors() {
     let srv = serve(|| {
         Suite::builder(Implementation::new("t", "1"))
             .tool(
@@ -56,26 +59,26 @@ fn schema_invalid_arguments_are_invalid_params_with_the_errors() {
         "tools/call",
         json!({"name": "typed", "arguments": {"n": "three", "extra": true}}),
     );
-    assert_eq!(r.status, 200, "a handler-origin -32602 travels in-band");
+    assert_eq!(r.status, 200);
     let body = r.json();
     assert_eq!(body["id"], 1);
-    assert_eq!(body["error"]["code"], -32602);
-    let errors = body["error"]["data"]["errors"]
-        .as_array()
-        .expect("data.errors");
+    assert!(body.get("error").is_none(), "{body}");
+    assert_eq!(body["result"]["isError"], true, "{body}");
+    let text = body["result"]["content"][0]["text"]
+        .as_str()
+        .expect("a text block");
     assert!(
-        errors
-            .iter()
-            .any(|e| e["instancePath"] == "/n" && e["message"].is_string()),
-        "{errors:?}"
+        text.starts_with("Invalid params: arguments do not match the input schema of tool typed"),
+        "{text}"
     );
+    assert!(text.contains("\n- /n: "), "the error at /n: {text}");
     assert!(
-        errors.iter().any(|e| e["instancePath"] == ""),
-        "the additional property is reported at the root"
+        text.contains("\n- /: "),
+        "the additional property, at the root: {text}"
     );
 
     let missing = call(srv.addr, json!(2), "tools/call", json!({"name": "typed"})).json();
-    assert_eq!(missing["error"]["code"], -32602);
+    assert_eq!(missing["result"]["isError"], true, "{missing}");
     let ok = call(
         srv.addr,
         json!(3),
@@ -134,20 +137,25 @@ fn the_2020_12_fixture_schema_is_served_verbatim_and_enforced() {
         )
         .json()
     };
-    // anyOf phone/email unmet; then-branch (phone) unmet; additionalProperties false.
-    assert_eq!(call_with(2, json!({}))["error"]["code"], -32602);
-    assert_eq!(
-        call_with(3, json!({"contactMethod": "phone", "email": "a@b"}))["error"]["code"],
-        -32602
-    );
-    assert_eq!(
-        call_with(4, json!({"email": "a@b", "zip": 1}))["error"]["code"],
-        -32602
-    );
-    assert_eq!(
-        call_with(5, json!({"email": "a@b", "address": {"city": 5}}))["error"]["code"],
-        -32602
-    );
+    // anyOf phone/email unmet; then-branch (phone) unmet; additionalProperties
+    // false: bad input is a tool execution error the model can correct
+    // (SEP-1303), a result with `isError`, not a protocol error.
+    let refused = |r: Value| {
+        assert!(r.get("error").is_none(), "{r}");
+        assert_eq!(r["result"]["isError"], true, "{r}");
+        let text = r["result"]["content"][0]["text"].as_str().unwrap_or("");
+        assert!(text.contains("do not match the input schema"), "{r}");
+    };
+    refused(call_with(2, json!({})));
+    refused(call_with(
+        3,
+        json!({"contactMethod": "phone", "email": "a@b"}),
+    ));
+    refused(call_with(4, json!({"email": "a@b", "zip": 1})));
+    refused(call_with(
+        5,
+        json!({"email": "a@b", "address": {"city": 5}}),
+    ));
     let ok = call_with(
         6,
         json!({"name": "Ada", "email": "a@b", "address": {"city": "Paris"}}),
@@ -203,11 +211,12 @@ fn x_mcp_header_arguments_need_a_matching_param_header() {
         assert_eq!(r.json()["error"]["code"], -32020, "{header:?}");
         assert_eq!(r.json()["id"], id);
     }
-    // A null or absent argument needs no header (and then fails validation: region is required).
+    // A null or absent argument needs no header (and then fails validation:
+    // region is required, a tool execution error).
     let r = custom_header_call(srv.addr, 6, Value::Null, None);
     assert_eq!(
-        (r.status, r.json()["error"]["code"].clone()),
-        (200, json!(-32602))
+        (r.status, r.json()["result"]["isError"].clone()),
+        (200, json!(true))
     );
 }
 

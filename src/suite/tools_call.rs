@@ -89,7 +89,11 @@ impl<H: SubscriptionHandler> Suite<H> {
                 ));
             }
         };
-        schema.validate(&name, &arguments)?;
+        if let Err(invalid) = schema.validate(&name, &arguments) {
+            // Bad input is a tool execution error the model can correct
+            // (SEP-1303): a result with `isError`, and the tool never runs.
+            return Ok(CallToolResult::error(schemas::input_error_text(&invalid)).into_map());
+        }
         let binding = Binding::new(methods::TOOLS_CALL, &name, &arguments)
             .by(channel.assigns().get::<Principal>());
         let retry = self.retry(&params, &binding).await?;

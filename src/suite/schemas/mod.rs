@@ -13,6 +13,6 @@ mod validator;
 #[cfg(feature = "schema-validation")]
 mod validator;
 
-pub(crate) use schema::{CompiledSchema, lookup};
+pub(crate) use schema::{CompiledSchema, input_error_text, lookup};
 pub use schema::{MAX_REPORTED_ERRORS, ToolError};
 pub use typed::{CallError, NoArgs, input_schema, output_schema};

@@ -157,6 +157,30 @@ impl CompiledSchema {
     }
 }
 
+/// The text of the `isError` result that answers arguments refused by a
+/// tool's input schema (or by its typed arguments): the message, then each
+/// error reported (`<instancePath>: <message>`), for the model to correct
+/// its call.
+pub(crate) fn input_error_text(error: &McpError) -> String {
+    let mut text = error.to_string();
+    if let McpError::InvalidParams {
+        data: Some(data), ..
+    } = error
+        && let Some(errors) = data["errors"].as_array()
+        && errors.len() > 1
+    {
+        for e in errors {
+            let path = e["instancePath"].as_str().unwrap_or("");
+            let message = e["message"].as_str().unwrap_or("");
+            text.push_str(&format!(
+                "\n- {}: {message}",
+                if path.is_empty() { "/" } else { path }
+            ));
+        }
+    }
+    text
+}
+
 /// The value at `path` in `arguments`, if present.
 pub(crate) use super::headers::lookup;
 

@@ -88,6 +88,12 @@ fn invalid(what: &str, error: &serde_json::Error) -> McpError {
     )
 }
 
+/// The result of a typed tool whose arguments do not deserialize: a tool
+/// execution error the model can correct (SEP-1303), as a schema failure is.
+pub(crate) fn input_error(error: &McpError) -> ToolOutcome {
+    CallToolResult::error(super::schema::input_error_text(error)).into()
+}
+
 /// Deserializes the arguments of tool `tool` (borrowed: nothing is copied but
 /// what `A` owns).
 pub(crate) fn tool_arguments<A: DeserializeOwned>(

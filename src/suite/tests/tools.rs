@@ -15,20 +15,18 @@ async fn arguments_are_validated_before_the_call() {
                 .handler(|_| async { Ok(CallToolResult::text("ran").into()) }),
         )
         .build();
-    let err = call(
+    // Bad input: an `isError` result naming each error; the tool never runs.
+    let refused = call(
         &suite,
         "tools/call",
         json!({"name": "typed", "arguments": {"n": 0, "x": 1}}),
     )
     .await
-    .unwrap_err();
-    assert_eq!(err.code(), -32602);
-    let errors = err.to_error_object().data.unwrap()["errors"]
-        .as_array()
-        .unwrap()
-        .clone();
-    assert_eq!(errors.len(), 2, "{errors:?}");
-    assert!(errors.iter().any(|e| e["instancePath"] == "/n"));
+    .unwrap();
+    assert_eq!(refused["isError"], true, "{refused:?}");
+    let text = refused["content"][0]["text"].as_str().unwrap();
+    assert_eq!(text.matches("\n- ").count(), 2, "{text}");
+    assert!(text.contains("\n- /n: "), "{text}");
     let ok = call(
         &suite,
         "tools/call",

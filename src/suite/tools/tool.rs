@@ -326,7 +326,7 @@ impl Builder<ToolParts> {
             f: Arc::new(
                 move |call| match typed::tool_arguments::<A>(&name, &call.arguments) {
                     Ok(args) => Box::pin(f(args, call)),
-                    Err(e) => Box::pin(async move { Err(e) }),
+                    Err(e) => Box::pin(async move { Ok(typed::input_error(&e)) }),
                 },
             ),
         }
@@ -357,7 +357,7 @@ impl Builder<ToolParts> {
                         let fut = f(args, call);
                         Box::pin(async move { typed::finish(&name, fut.await) })
                     }
-                    Err(e) => Box::pin(async move { Err(e) }),
+                    Err(e) => Box::pin(async move { Ok(typed::input_error(&e)) }),
                 },
             ),
         }
