@@ -471,6 +471,37 @@ fn an_unfinished_task_outlives_its_ttl_and_counts_until_its_work_stops() {
     assert!(gone, "the finished task outlived one TTL after its end");
 }
 
+/// A task left waiting for input (nobody answers) fails when its TTL runs
+/// out, and its place under the principal's bound comes back: abandoned
+/// tasks cannot hold a principal's (or the server's) bound for good.
+#[test]
+fn a_task_left_waiting_for_input_fails_at_its_ttl_and_frees_its_place() {
+    let (srv, _) = serve(
+        TaskConfig::default()
+            .ttl(Duration::from_secs(1))
+            .max_tasks_per_principal(1),
+    );
+    let id = start(&srv, "ada", "ask", json!({}));
+    wait_status(&srv, "ada", &id, "input_required");
+    let r = call_tool(&srv, "ada", "ask", json!({}));
+    assert_eq!(r.status, 429, "one task at a time for ada");
+    let failed = wait_status(&srv, "ada", &id, "failed");
+    let message = failed["error"]["message"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    assert!(
+        message.contains("input was not provided within its TTL"),
+        "{failed}"
+    );
+    assert!(
+        wait_until(Duration::from_secs(5), || {
+            call_tool(&srv, "ada", "ask", json!({})).json()["result"]["resultType"] == "task"
+        }),
+        "the place under ada's bound came back"
+    );
+}
+
 #[test]
 fn the_purge_of_an_expired_cancelled_task_stops_its_work() {
     let (srv, finished) = serve(

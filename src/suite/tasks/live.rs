@@ -22,6 +22,9 @@ pub(super) struct Live {
     pub(super) inputs: HashMap<String, oneshot::Sender<Value>>,
     /// Keys issued so far (keys are never reused).
     pub(super) issued: u64,
+    /// A timer watches the task's TTL while it waits for input
+    /// (`Tasks::watch_input_ttl`).
+    pub(super) input_watched: bool,
     /// The span its work runs in (linked to the call that created it); a
     /// listen that follows the task links to it.
     pub(super) span: tracing::Span,

@@ -19,6 +19,10 @@ pub(crate) enum Outcome {
 }
 
 /// One task.
+/// How long a finished task stays readable at the least (the tasks
+/// extension's conformance timing: 500 ms after it finishes).
+pub(crate) const MIN_READABLE_MS: u64 = 500;
+
 #[derive(Clone, Debug)]
 pub(crate) struct TaskRecord {
     pub id: String,
@@ -46,14 +50,16 @@ impl TaskRecord {
 
     /// When the record is gone: at [`TaskRecord::due_ms`], except that an
     /// unfinished task never expires (its work runs: `u64::MAX`), and a
-    /// task that ended after its TTL ran out stays one more TTL from its end
-    /// (so its result can be read).
+    /// task that ended after its TTL ran out, or less than
+    /// [`MIN_READABLE_MS`] before, stays one more TTL from its end (so its
+    /// result can be read: a task stays readable at least that long after
+    /// it finishes).
     pub fn expires_ms(&self) -> u64 {
         let due = self.due_ms();
         if !self.status.is_terminal() {
             u64::MAX
-        } else if self.updated_ms >= due {
-            self.updated_ms.saturating_add(self.ttl_ms)
+        } else if self.updated_ms.saturating_add(MIN_READABLE_MS) >= due {
+            self.updated_ms.saturating_add(self.ttl_ms).max(due)
         } else {
             due
         }
@@ -155,7 +161,35 @@ pub fn iso8601(ms: u64) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::iso8601;
+    use super::*;
+
+    fn ended(created_ms: u64, updated_ms: u64, ttl_ms: u64) -> TaskRecord {
+        TaskRecord {
+            id: "t".into(),
+            owner: "o".into(),
+            status: TaskStatus::Completed,
+            status_message: None,
+            created_ms,
+            updated_ms,
+            ttl_ms,
+            poll_interval_ms: 500,
+            input_requests: Map::new(),
+            outcome: None,
+            rev: 1,
+        }
+    }
+
+    #[test]
+    fn a_finished_task_is_readable_at_least_half_a_second_after_its_end() {
+        // Ended well within its TTL: until the TTL from its creation.
+        assert_eq!(ended(0, 400, 1_000).expires_ms(), 1_000);
+        // Ended 5 ms before its TTL ran out: one TTL from its end, not 5 ms.
+        assert_eq!(ended(0, 995, 1_000).expires_ms(), 1_995);
+        // Ended after it: one TTL from its end, as before.
+        assert_eq!(ended(0, 1_500, 1_000).expires_ms(), 2_500);
+        // Never before its TTL from creation, whatever the TTL.
+        assert_eq!(ended(0, 900, 100).expires_ms(), 1_000);
+    }
 
     #[test]
     fn timestamps_are_iso8601_utc() {

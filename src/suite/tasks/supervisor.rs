@@ -130,11 +130,32 @@ impl Tasks {
         &self,
         id: &str,
         to: TaskStatus,
+        edit: impl FnMut(&mut TaskRecord),
+    ) -> Option<TaskRecord> {
+        self.transition_from(id, None, to, edit)
+    }
+
+    /// [`Self::transition`], only while the task's status is `from`.
+    fn transition_if(
+        &self,
+        id: &str,
+        from: TaskStatus,
+        to: TaskStatus,
+        edit: impl FnMut(&mut TaskRecord),
+    ) -> Option<TaskRecord> {
+        self.transition_from(id, Some(from), to, edit)
+    }
+
+    fn transition_from(
+        &self,
+        id: &str,
+        from: Option<TaskStatus>,
+        to: TaskStatus,
         mut edit: impl FnMut(&mut TaskRecord),
     ) -> Option<TaskRecord> {
         let now = seal::now_ms();
         let record = self.shared.store.modify(id, now, &mut |r| {
-            if !allows(r.status, to) {
+            if from.is_some_and(|from| r.status != from) || !allows(r.status, to) {
                 return false;
             }
             edit(r);
@@ -267,6 +288,7 @@ impl Tasks {
                 abort: None,
                 inputs: HashMap::new(),
                 issued: 0,
+                input_watched: false,
                 span: span.clone(),
             },
             config,
@@ -412,23 +434,55 @@ impl Tasks {
         request: Value,
     ) -> Option<oneshot::Receiver<Value>> {
         let (tx, rx) = oneshot::channel();
-        let key = {
+        let (key, watch) = {
             let mut live = self.live();
             let live = live.get_mut(id)?;
             live.issued += 1;
             let key = format!("input-{}", live.issued);
             live.inputs.insert(key.clone(), tx);
-            key
+            (key, !std::mem::replace(&mut live.input_watched, true))
         };
         let record = self.transition(id, TaskStatus::InputRequired, |r| {
             r.input_requests.insert(key.clone(), request.clone());
         });
-        if record.is_none()
-            && let Some(live) = self.live().get_mut(id)
-        {
-            live.inputs.remove(&key);
+        match record {
+            None => {
+                if let Some(live) = self.live().get_mut(id) {
+                    live.inputs.remove(&key);
+                    live.input_watched &= !watch;
+                }
+            }
+            Some(record) if watch => self.watch_input_ttl(id, record.due_ms()),
+            Some(_) => {}
         }
         Some(rx)
+    }
+
+    /// A task still waiting for input when its TTL runs out (`due_ms`) ends
+    /// `failed` and its work is stopped (after `cancel_grace`): nobody is
+    /// left to answer, and its slot of `max_tasks_per_principal` and
+    /// `max_running_tasks` must come back. One that is working then is left
+    /// to run; it is watched again when it next asks for input.
+    fn watch_input_ttl(&self, id: &str, due_ms: u64) {
+        let tasks = self.clone();
+        let id = id.to_owned();
+        tokio::spawn(async move {
+            let wait = due_ms.saturating_sub(seal::now_ms());
+            tokio::time::sleep(std::time::Duration::from_millis(wait)).await;
+            let failed =
+                tasks.transition_if(&id, TaskStatus::InputRequired, TaskStatus::Failed, |r| {
+                    r.outcome = Some(Outcome::Error(
+                        McpError::internal("Task failed: input was not provided within its TTL")
+                            .to_error_object(),
+                    ));
+                });
+            if failed.is_some() {
+                tracing::info!(task = %id, "task waited for input past its TTL; failed");
+                tasks.stop(&id, tasks.shared.config.cancel_grace);
+            } else if let Some(live) = tasks.live().get_mut(&id) {
+                live.input_watched = false;
+            }
+        });
     }
 
     fn owned(&self, id: &str, owner: &str) -> Result<TaskRecord, McpError> {
