@@ -217,17 +217,23 @@ pub(crate) fn parse_request(
         .and_then(Value::as_str)
         .ok_or_else(|| bad("argument.value must be a string"))?
         .to_owned();
+    // `context?: {arguments?: {string: string}}`: a value of another shape
+    // is refused as the other fields are, never dropped silently.
     let mut context = BTreeMap::new();
-    if let Some(args) = params
-        .get("context")
-        .and_then(|c| c.get("arguments"))
-        .and_then(Value::as_object)
-    {
-        for (k, v) in args {
-            if let Some(s) = v.as_str() {
-                context.insert(k.clone(), s.to_owned());
-            }
-        }
+    let args = match params.get("context") {
+        None | Some(Value::Null) => None,
+        Some(Value::Object(c)) => match c.get("arguments") {
+            None | Some(Value::Null) => None,
+            Some(Value::Object(args)) => Some(args),
+            Some(_) => return Err(bad("context.arguments must be an object of strings")),
+        },
+        Some(_) => return Err(bad("context must be an object")),
+    };
+    for (k, v) in args.into_iter().flatten() {
+        let Some(s) = v.as_str() else {
+            return Err(bad("context.arguments must be an object of strings"));
+        };
+        context.insert(k.clone(), s.to_owned());
     }
     Ok((reference, name, value, context))
 }
@@ -235,6 +241,33 @@ pub(crate) fn parse_request(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn context_arguments_of_another_shape_are_invalid_params() {
+        let base = json!({
+            "ref": {"type": "ref/prompt", "name": "p"},
+            "argument": {"name": "a", "value": ""},
+        });
+        let with = |context: Value| {
+            let mut p = base.as_object().cloned().unwrap_or_default();
+            p.insert("context".into(), context);
+            parse_request(&p)
+        };
+        for bad_context in [
+            json!(5),
+            json!({"arguments": [1]}),
+            json!({"arguments": {"x": 1}}),
+        ] {
+            let err = with(bad_context.clone()).err();
+            assert_eq!(err.map(|e| e.code()), Some(-32602), "{bad_context}");
+        }
+        let ok = with(json!({"arguments": {"x": "1"}})).ok();
+        assert_eq!(
+            ok.map(|(.., c)| c.get("x").cloned()),
+            Some(Some("1".into()))
+        );
+        assert!(with(json!({})).is_ok());
+    }
 
     #[test]
     fn values_are_capped() {

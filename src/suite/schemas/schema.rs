@@ -127,13 +127,28 @@ impl CompiledSchema {
     /// output schema must give every successful result (`isError` unset) a
     /// `structuredContent` that conforms; otherwise the result is replaced by
     /// an `isError: true` result saying so (the non-conforming content is
-    /// never sent) and the detail is logged. Error results and tools without
-    /// an output schema pass unchanged.
-    pub(crate) fn check_output(&self, tool: &str, result: CallToolResult) -> CallToolResult {
+    /// never sent) and the detail is logged. Error results pass unchanged but
+    /// for a non-conforming `structuredContent`, which is left out; tools
+    /// without an output schema pass unchanged.
+    pub(crate) fn check_output(&self, tool: &str, mut result: CallToolResult) -> CallToolResult {
         let Some(validator) = &self.output else {
             return result;
         };
         if result.is_error {
+            // An error result's `structuredContent`, when it has one, must
+            // conform too (reference §8.5): one that does not is left out,
+            // the error itself is sent.
+            if result
+                .structured_content
+                .as_ref()
+                .is_some_and(|s| !validator.is_valid(s))
+            {
+                tracing::warn!(
+                    tool,
+                    "an error result's structuredContent does not match the outputSchema; left out"
+                );
+                result.structured_content = None;
+            }
             return result;
         }
         let Some(structured) = &result.structured_content else {
@@ -279,9 +294,17 @@ mod tests {
         assert!(refused.is_error && refused.structured_content.is_none());
         let missing = s.check_output("t", CallToolResult::text("x"));
         assert!(missing.is_error);
-        // Error results pass as they are.
+        // Error results pass as they are, but for a structuredContent that
+        // does not conform, which is left out.
         let error = CallToolResult::error("failed");
         assert_eq!(s.check_output("t", error.clone()), error);
+        let conforming = CallToolResult::error("failed").with_structured(json!({"n": 2}));
+        assert_eq!(s.check_output("t", conforming.clone()), conforming);
+        let stray = s.check_output(
+            "t",
+            CallToolResult::error("failed").with_structured(json!("oops")),
+        );
+        assert!(stray.is_error && stray.structured_content.is_none());
         // Without an output schema anything goes.
         let free = CompiledSchema::compile("t", &input, None).unwrap();
         let any = CallToolResult::text("x").with_structured(json!([1, 2]));
