@@ -226,6 +226,53 @@ fn a_killed_nodes_unfinished_tasks_read_failed_within_its_lease() {
     );
 }
 
+/// A listen on another node watching a task whose node died hears it end
+/// `failed` once that node's lease lapsed, with nobody reading the task
+/// (the dead node publishes nothing more).
+#[test]
+fn a_watcher_on_another_node_hears_a_killed_nodes_task_fail() {
+    let redis = RedisServer::start();
+    let bus_b: Events = redis_bus(&redis.url(), "genmcp:");
+    let b = node(&bus_b, Duration::from_secs(1));
+    let (mut a, addr) = binary_node(&redis.url());
+    let call = request(
+        json!(1),
+        "tools/call",
+        json!({"name": "export_notes", "arguments": {}, "_meta": meta()}),
+    );
+    let created = post(addr, &headers("tools/call", Some("export_notes")), &call).json();
+    let id = created["result"]["taskId"]
+        .as_str()
+        .expect("a task")
+        .to_owned();
+    // Unauthenticated on both: the task belongs to the client address.
+    let body = request(
+        json!("w"),
+        "subscriptions/listen",
+        json!({"notifications": {"taskIds": [id]}, "_meta": meta()}),
+    );
+    let mut watch = Exchange::open(
+        b.addr,
+        &headers("subscriptions/listen", None),
+        body.to_string().as_bytes(),
+    );
+    watch.set_timeout(Duration::from_secs(10));
+    let ack = watch.next_message().expect("ack");
+    assert_eq!(ack["params"]["notifications"], json!({"taskIds": [id]}));
+    a.kill().expect("kill");
+    let _ = a.wait();
+    let mut last = watch.next_message().expect("its state");
+    while last["params"]["status"] != "failed" {
+        last = watch
+            .next_message()
+            .unwrap_or_else(|| panic!("the stream never heard the task fail: {last}"));
+    }
+    assert_eq!(
+        last["params"]["error"]["message"], "Internal error: the node running this task was lost",
+        "{last}"
+    );
+}
+
 #[test]
 fn without_redis_no_task_is_created_and_other_nodes_tasks_are_not_read() {
     let mut redis = RedisServer::start();

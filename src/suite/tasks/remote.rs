@@ -496,11 +496,26 @@ struct RemoteWatch {
 }
 
 /// On each new bus epoch (a Redis session that subscribed the status topics
-/// again), reads every live watch's record again and sends its state if it
-/// changed: what was published while the bus was disconnected is lost. Ends
-/// with the supervisor or the bus.
+/// again), and every third of the task lease, reads every live watch's
+/// record again and sends its state if it changed: what was published while
+/// the bus was disconnected is lost, and a task whose node died publishes
+/// nothing more (the read ends it `failed` once its node's lease lapsed, as
+/// `tasks/get` would). Ends with the supervisor or the bus.
 async fn refresh_on_epochs(shared: Weak<Shared>, mut epochs: BusEpochs) {
-    while epochs.changed().await.is_some() {
+    let every = match shared.upgrade() {
+        Some(s) => (s.config.lease / 3).max(std::time::Duration::from_millis(100)),
+        None => return,
+    };
+    let mut recheck = tokio::time::interval(every);
+    recheck.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    recheck.tick().await;
+    loop {
+        tokio::select! {
+            epoch = epochs.changed() => if epoch.is_none() {
+                return;
+            },
+            _ = recheck.tick() => {}
+        }
         let Some(shared) = shared.upgrade() else {
             return;
         };
