@@ -20,13 +20,15 @@ impl<H: SubscriptionHandler> Suite<H> {
     }
 
     /// [`Suite::page`] of items held elsewhere: only the page is cloned.
+    /// Every page of one list has the first page's `cacheScope` (sealed in
+    /// its cursor), whatever the catalog gained meanwhile.
     pub(super) fn page_of(
         &self,
         kind: &str,
         key: &str,
         items: &[Value],
         params: &Map<String, Value>,
-        hint: CacheHint,
+        mut hint: CacheHint,
     ) -> Result<Map<String, Value>, McpError> {
         let offset = match params.get("cursor") {
             None | Some(Value::Null) => 0,
@@ -42,6 +44,10 @@ impl<H: SubscriptionHandler> Suite<H> {
                 match payload.get("exp").and_then(Value::as_u64) {
                     Some(exp) if !seal::expired(exp) => {}
                     _ => return Err(invalid_cursor()),
+                }
+                if let Some(scope) = payload.get("s") {
+                    hint.scope =
+                        serde_json::from_value(scope.clone()).map_err(|_| invalid_cursor())?;
                 }
                 payload
                     .get("o")
@@ -62,7 +68,12 @@ impl<H: SubscriptionHandler> Suite<H> {
         let mut result = Map::new();
         result.insert(key.into(), Value::Array(page));
         if end < total {
-            let payload = json!({"k": kind, "o": end, "exp": seal::expiry(self.inner.cursor_ttl)});
+            let payload = json!({
+                "k": kind,
+                "o": end,
+                "s": hint.scope,
+                "exp": seal::expiry(self.inner.cursor_ttl),
+            });
             result.insert(
                 "nextCursor".into(),
                 Value::from(self.inner.sealer.seal(purpose::CURSOR, &payload)),

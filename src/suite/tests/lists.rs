@@ -180,3 +180,34 @@ fn every_result_is_stamped_with_server_info_beside_its_own_meta() {
     suite.stamp_result(&mut odd);
     assert_eq!(Value::Object(odd), json!({"_meta": 5}));
 }
+
+#[tokio::test]
+async fn every_page_of_a_list_has_its_first_pages_cache_scope() {
+    let suite = Suite::builder(Implementation::new("t", "1"))
+        .page_size(1)
+        .resources(
+            ResourceSet::new("x://")
+                .text(Resource::new("x://1", "one"), "1")
+                .text(Resource::new("x://2", "two"), "2"),
+        )
+        .build();
+    let first = call(&suite, "resources/list", json!({})).await.unwrap();
+    assert_eq!(first["cacheScope"], "public");
+    // A private provider added between the pages.
+    suite.catalog().add_resources(
+        ResourceSet::new("y://")
+            .cache(CacheHint::new(0, CacheScope::Private))
+            .text(Resource::new("y://1", "mine"), "m"),
+    );
+    let next = call(
+        &suite,
+        "resources/list",
+        json!({"cursor": first["nextCursor"]}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(next["cacheScope"], "public", "{next:?}");
+    // A list started now is private throughout.
+    let fresh = call(&suite, "resources/list", json!({})).await.unwrap();
+    assert_eq!(fresh["cacheScope"], "private");
+}
