@@ -13,9 +13,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, mpsc};
 use std::time::{Duration, Instant};
 
-use common::legacy::{self, LEGACY};
+use common::Response;
+use common::legacy::{self, LEGACY, reader};
 use common::redis_server::{RedisCluster, RedisServer, redis_bus};
-use common::{Event, Exchange, Response};
 use genmcp::http::{CompatConfig, ServerThread};
 use genmcp::mux::SharedNotification;
 use genmcp::prelude::*;
@@ -168,29 +168,6 @@ fn add_note(addr: SocketAddr, session: &str, args: Value) -> String {
         .as_str()
         .unwrap_or_else(|| panic!("add_note answered {m}"))
         .to_owned()
-}
-
-/// Reads a GET stream on its own thread: its messages, then `None` when it
-/// ends.
-fn reader(mut get: Exchange) -> mpsc::Receiver<Option<Value>> {
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        loop {
-            match get.try_next_event() {
-                Ok(Some(Event::Message(m))) => {
-                    if tx.send(Some(m)).is_err() {
-                        return;
-                    }
-                }
-                Ok(Some(Event::Comment(_))) => {}
-                Ok(None) | Err(_) => {
-                    let _ = tx.send(None);
-                    return;
-                }
-            }
-        }
-    });
-    rx
 }
 
 /// Waits (at most `within`) for `notifications/resources/updated` of `uri` on

@@ -13,9 +13,10 @@ use std::net::SocketAddr;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
+use common::legacy::reader;
 use common::redis_server::{RedisServer, block_on, bus_config, redis_bus};
 use common::tasks::{self, as_principal, call_as, start_task};
-use common::{Event, Exchange, Response, headers, request, wait_until};
+use common::{Exchange, Response, headers, request, wait_until};
 use genmcp::mux::SharedNotification;
 use genmcp::prelude::*;
 use genmcp_cli::demo;
@@ -197,28 +198,6 @@ fn add_note(addr: SocketAddr, session: &str, args: Value) -> String {
         .as_str()
         .unwrap_or_else(|| panic!("add_note answered {m}"))
         .to_owned()
-}
-
-/// Reads a GET stream on its own thread: its messages, then `None` at its end.
-fn reader(mut get: Exchange) -> mpsc::Receiver<Option<Value>> {
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        loop {
-            match get.try_next_event() {
-                Ok(Some(Event::Message(m))) => {
-                    if tx.send(Some(m)).is_err() {
-                        return;
-                    }
-                }
-                Ok(Some(Event::Comment(_))) => {}
-                Ok(None) | Err(_) => {
-                    let _ = tx.send(None);
-                    return;
-                }
-            }
-        }
-    });
-    rx
 }
 
 /// Whether `notifications/resources/updated` of `uri` arrives within

@@ -13,9 +13,9 @@ use std::process::Child;
 use std::sync::{Arc, mpsc};
 use std::time::{Duration, Instant};
 
-use common::legacy;
+use common::legacy::{self, reader, resuming_reader};
 use common::redis_server::{RedisServer, block_on, bus_config};
-use common::{Event, Exchange, Response};
+use common::{Exchange, Response};
 use genmcp::http::{CompatConfig, ServerThread};
 use genmcp::mux::SharedNotification;
 use genmcp::prelude::*;
@@ -47,80 +47,6 @@ fn message(r: &Response) -> Value {
         return r.sse_messages().pop().expect("an SSE message");
     }
     r.json()
-}
-
-/// Reads a GET stream on its own thread: its messages, then `None` when it
-/// ends.
-fn reader(mut get: Exchange) -> mpsc::Receiver<Option<Value>> {
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        loop {
-            match get.try_next_event() {
-                Ok(Some(Event::Message(m))) => {
-                    if tx.send(Some(m)).is_err() {
-                        return;
-                    }
-                }
-                Ok(Some(Event::Comment(_))) => {}
-                Ok(None) | Err(_) => {
-                    let _ = tx.send(None);
-                    return;
-                }
-            }
-        }
-    });
-    rx
-}
-
-/// Reads a GET stream as a 2025 client does: when the body ends after a
-/// `retry` hint (a reader that could not read Redis in time, as after its
-/// node was paused past the command timeout), it resumes with
-/// `Last-Event-ID` on `addr` (at most 10 times); it ends otherwise, or when
-/// the resumption is refused.
-fn resuming_reader(
-    addr: SocketAddr,
-    session: &str,
-    get: Exchange,
-) -> mpsc::Receiver<Option<Value>> {
-    let (tx, rx) = mpsc::channel();
-    let session = session.to_owned();
-    std::thread::spawn(move || {
-        let mut get = get;
-        let mut resumed = 0;
-        loop {
-            match get.try_next_event() {
-                Ok(Some(Event::Message(m))) => {
-                    if tx.send(Some(m)).is_err() {
-                        return;
-                    }
-                }
-                Ok(Some(Event::Comment(_))) => {}
-                Ok(None) if get.retry.is_some() && resumed < 10 => {
-                    let Some(last) = get.last_id.clone() else {
-                        let _ = tx.send(None);
-                        return;
-                    };
-                    let h = vec![
-                        ("Accept".to_owned(), "text/event-stream".to_owned()),
-                        ("MCP-Protocol-Version".to_owned(), legacy::LEGACY.to_owned()),
-                        ("Mcp-Session-Id".to_owned(), session.clone()),
-                        ("Last-Event-ID".to_owned(), last),
-                    ];
-                    get = Exchange::open_with(addr, "GET", &h, b"");
-                    resumed += 1;
-                    if get.status != 200 {
-                        let _ = tx.send(None);
-                        return;
-                    }
-                }
-                Ok(None) | Err(_) => {
-                    let _ = tx.send(None);
-                    return;
-                }
-            }
-        }
-    });
-    rx
 }
 
 /// Whether the GET stream ends within `within` (its other messages skipped).

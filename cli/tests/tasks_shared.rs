@@ -177,6 +177,21 @@ fn binary_node(url: &str) -> (std::process::Child, std::net::SocketAddr) {
     common::serve_child::spawn_serve(&["--port", "0", "--bus", url, "--task-lease", "1"], &[])
 }
 
+/// Starts the demo's `export_notes` as a task on the node at `addr`
+/// (unauthenticated: it belongs to the client address); its id.
+fn export_task(addr: std::net::SocketAddr) -> String {
+    let call = request(
+        json!(1),
+        "tools/call",
+        json!({"name": "export_notes", "arguments": {}, "_meta": meta()}),
+    );
+    let created = post(addr, &headers("tools/call", Some("export_notes")), &call).json();
+    created["result"]["taskId"]
+        .as_str()
+        .expect("a task")
+        .to_owned()
+}
+
 #[test]
 fn a_killed_nodes_unfinished_tasks_read_failed_within_its_lease() {
     let redis = RedisServer::start();
@@ -184,16 +199,7 @@ fn a_killed_nodes_unfinished_tasks_read_failed_within_its_lease() {
     let bus_b: Events = redis_bus(&redis.url(), "genmcp:");
     let b = node(&bus_b, Duration::from_secs(1));
     let (mut a, addr) = binary_node(&redis.url());
-    let call = request(
-        json!(1),
-        "tools/call",
-        json!({"name": "export_notes", "arguments": {}, "_meta": meta()}),
-    );
-    let created = post(addr, &headers("tools/call", Some("export_notes")), &call).json();
-    let id = created["result"]["taskId"]
-        .as_str()
-        .expect("a task")
-        .to_owned();
+    let id = export_task(addr);
     // Unauthenticated on both: the task belongs to the client address.
     let anonymous = |method: &str, params: Value| -> Value {
         let mut params = params;
@@ -235,16 +241,7 @@ fn a_watcher_on_another_node_hears_a_killed_nodes_task_fail() {
     let bus_b: Events = redis_bus(&redis.url(), "genmcp:");
     let b = node(&bus_b, Duration::from_secs(1));
     let (mut a, addr) = binary_node(&redis.url());
-    let call = request(
-        json!(1),
-        "tools/call",
-        json!({"name": "export_notes", "arguments": {}, "_meta": meta()}),
-    );
-    let created = post(addr, &headers("tools/call", Some("export_notes")), &call).json();
-    let id = created["result"]["taskId"]
-        .as_str()
-        .expect("a task")
-        .to_owned();
+    let id = export_task(addr);
     // Unauthenticated on both: the task belongs to the client address.
     let body = request(
         json!("w"),

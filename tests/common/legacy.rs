@@ -2,10 +2,11 @@
 //! headers, GET streams.
 
 use std::net::SocketAddr;
+use std::sync::mpsc;
 
 use serde_json::{Value, json};
 
-use super::{Exchange, Response, post};
+use super::{Event, Exchange, Response, post};
 
 pub const LEGACY: &str = "2025-11-25";
 
@@ -80,6 +81,68 @@ pub fn get(addr: SocketAddr, session: Option<&str>) -> Exchange {
         h.push(("Mcp-Session-Id".to_owned(), s.to_owned()));
     }
     Exchange::open_with(addr, "GET", &h, b"")
+}
+
+/// Reads an SSE body (a GET stream, or any stream) on its own thread: its
+/// messages, then `None` when it ends.
+pub fn reader(get: Exchange) -> mpsc::Receiver<Option<Value>> {
+    read_stream(get, None)
+}
+
+/// [`reader`] as a 2025 client reads: when the body ends after a `retry`
+/// hint (a reader that could not read Redis in time, as after its node was
+/// paused past the command timeout), it resumes with `Last-Event-ID` on
+/// `addr` (at most 10 times); it ends otherwise, or when the resumption is
+/// refused.
+pub fn resuming_reader(
+    addr: SocketAddr,
+    session: &str,
+    get: Exchange,
+) -> mpsc::Receiver<Option<Value>> {
+    read_stream(get, Some((addr, session.to_owned())))
+}
+
+fn read_stream(
+    mut get: Exchange,
+    resume: Option<(SocketAddr, String)>,
+) -> mpsc::Receiver<Option<Value>> {
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let mut resumed = 0;
+        loop {
+            match get.try_next_event() {
+                Ok(Some(Event::Message(m))) => {
+                    if tx.send(Some(m)).is_err() {
+                        return;
+                    }
+                }
+                Ok(Some(Event::Comment(_))) => {}
+                Ok(None) if get.retry.is_some() && resumed < 10 => {
+                    let (Some((addr, session)), Some(last)) = (&resume, get.last_id.clone()) else {
+                        let _ = tx.send(None);
+                        return;
+                    };
+                    let h = vec![
+                        ("Accept".to_owned(), "text/event-stream".to_owned()),
+                        ("MCP-Protocol-Version".to_owned(), LEGACY.to_owned()),
+                        ("Mcp-Session-Id".to_owned(), session.clone()),
+                        ("Last-Event-ID".to_owned(), last),
+                    ];
+                    get = Exchange::open_with(*addr, "GET", &h, b"");
+                    resumed += 1;
+                    if get.status != 200 {
+                        let _ = tx.send(None);
+                        return;
+                    }
+                }
+                Ok(None) | Err(_) => {
+                    let _ = tx.send(None);
+                    return;
+                }
+            }
+        }
+    });
+    rx
 }
 
 /// DELETEs the session.
