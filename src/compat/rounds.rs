@@ -189,11 +189,7 @@ struct Failed {
 
 impl From<McpError> for Failed {
     fn from(error: McpError) -> Self {
-        let outcome = if error.retry_after().is_some() {
-            RequestOutcome::Limited
-        } else {
-            RequestOutcome::Error
-        };
+        let outcome = RequestOutcome::of_error(&error);
         Failed { error, outcome }
     }
 }

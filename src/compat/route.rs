@@ -41,8 +41,7 @@ pub(crate) fn answered_outcome(result: &Result<(), McpError>) -> RequestOutcome 
         Err(McpError::MethodNotFound(_) | McpError::InvalidParams { .. }) => {
             RequestOutcome::Refused
         }
-        Err(e) if e.retry_after().is_some() => RequestOutcome::Limited,
-        Err(_) => RequestOutcome::Error,
+        answered => RequestOutcome::answered(answered),
     }
 }
 

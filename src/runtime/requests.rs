@@ -103,6 +103,25 @@ impl RequestOutcome {
         }
     }
 
+    /// How a request answered by its handler is counted: `ok`, `limited`
+    /// for an error with a retry delay (a 429), `error` for any other.
+    pub(crate) fn answered<T>(result: &Result<T, crate::protocol::McpError>) -> Self {
+        match result {
+            Ok(_) => RequestOutcome::Ok,
+            Err(e) => RequestOutcome::of_error(e),
+        }
+    }
+
+    /// How an error answered by a handler (or a runtime limit) is counted:
+    /// `limited` with a retry delay (a 429), `error` otherwise.
+    pub(crate) fn of_error(error: &crate::protocol::McpError) -> Self {
+        if error.retry_after().is_some() {
+            RequestOutcome::Limited
+        } else {
+            RequestOutcome::Error
+        }
+    }
+
     fn index(&self) -> usize {
         RequestOutcome::ALL
             .iter()

@@ -246,11 +246,7 @@ pub(crate) fn unary_future<H: SubscriptionHandler, G: 'static>(
             tokio::time::timeout(deadlines.request, AssertUnwindSafe(future).catch_unwind()).await;
         let (result, counted) = match outcome {
             Ok(Ok(result)) => {
-                let counted = match &result {
-                    Ok(_) => RequestOutcome::Ok,
-                    Err(e) if e.retry_after().is_some() => RequestOutcome::Limited,
-                    Err(_) => RequestOutcome::Error,
-                };
+                let counted = RequestOutcome::answered(&result);
                 (result, counted)
             }
             Ok(Err(_)) => {

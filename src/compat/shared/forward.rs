@@ -137,13 +137,7 @@ impl SharedSessions {
 
     /// A fresh name for the outcome of one forwarded change of `sid`.
     pub(crate) fn new_ack(&self, sid: &str) -> String {
-        let mut bytes = [0u8; 8];
-        let n = if getrandom::fill(&mut bytes).is_ok() {
-            u64::from_le_bytes(bytes)
-        } else {
-            seal::now_ms()
-        };
-        format!("sess:{{{sid}}}:ack:{n:016x}")
+        format!("sess:{{{sid}}}:ack:{}", super::fresh_name())
     }
 
     /// The holder's side, before it applies a forwarded URI change: whether

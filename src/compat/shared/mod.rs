@@ -68,6 +68,24 @@ pub(crate) use post_events::{
 };
 
 /// The answer when Redis cannot be asked: session requests fail closed.
+/// A fresh 64-bit name, as 16 hex digits, for one forwarded change's
+/// acknowledgement or one recorded URI change: random, or a time and a
+/// counter of this process if the system's random source fails (unique
+/// within the process either way).
+fn fresh_name() -> String {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let mut bytes = [0u8; 8];
+    let n = if getrandom::fill(&mut bytes).is_ok() {
+        u64::from_le_bytes(bytes)
+    } else {
+        crate::suite::sealing::seal::now_ms()
+            ^ NEXT
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+                .rotate_left(40)
+    };
+    format!("{n:016x}")
+}
+
 pub(crate) fn unavailable(e: &BusError) -> McpError {
     tracing::warn!(error = %e, "shared session store unavailable");
     McpError::internal("Internal error: the shared session store is unavailable; retry later")

@@ -49,8 +49,6 @@ fn end_claim_ttl(expires: u64) -> u64 {
         .saturating_add(u64::try_from(END_CLAIM_GRACE.as_millis()).unwrap_or(u64::MAX))
 }
 
-/// What one request reads of its session.
-#[derive(Debug, Default)]
 /// A URI change as [`SharedSessions::change_uri`] recorded it.
 pub(crate) struct UriRecorded {
     /// Whether the session's set changed.
@@ -61,22 +59,8 @@ pub(crate) struct UriRecorded {
     pub(crate) token: String,
 }
 
-/// A fresh token for one URI change (random; a time and a counter if the
-/// system's random source fails).
-fn change_token() -> String {
-    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    let mut bytes = [0u8; 8];
-    let n = if getrandom::fill(&mut bytes).is_ok() {
-        u64::from_le_bytes(bytes)
-    } else {
-        crate::suite::sealing::seal::now_ms()
-            ^ NEXT
-                .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
-                .rotate_left(40)
-    };
-    format!("{n:016x}")
-}
-
+/// What one request reads of its session.
+#[derive(Debug, Default)]
 pub(crate) struct Loaded {
     /// The session was DELETEd (on any node).
     pub(crate) deleted: bool,
@@ -151,7 +135,7 @@ impl SharedSessions {
         subscribe: bool,
         max_per_session: usize,
     ) -> Result<UriRecorded, McpError> {
-        let token = change_token();
+        let token = super::fresh_name();
         let answer = self
             .record_uri(session, uri, subscribe, max_per_session, &token, "")
             .await?;
@@ -188,7 +172,7 @@ impl SharedSessions {
         max_per_session: usize,
         token: &str,
     ) -> Result<bool, McpError> {
-        let undo = change_token();
+        let undo = super::fresh_name();
         let answer = self
             .record_uri(session, uri, !subscribe, max_per_session, &undo, token)
             .await?;

@@ -434,25 +434,28 @@ impl Tasks {
         request: Value,
     ) -> Option<oneshot::Receiver<Value>> {
         let (tx, rx) = oneshot::channel();
-        let (key, watch) = {
+        let key = {
             let mut live = self.live();
             let live = live.get_mut(id)?;
             live.issued += 1;
             let key = format!("input-{}", live.issued);
             live.inputs.insert(key.clone(), tx);
-            (key, !std::mem::replace(&mut live.input_watched, true))
+            key
         };
         let record = self.transition(id, TaskStatus::InputRequired, |r| {
             r.input_requests.insert(key.clone(), request.clone());
         });
+        let mut live = self.live();
+        let Some(live) = live.get_mut(id) else {
+            return Some(rx);
+        };
         match record {
             None => {
-                if let Some(live) = self.live().get_mut(id) {
-                    live.inputs.remove(&key);
-                    live.input_watched &= !watch;
-                }
+                live.inputs.remove(&key);
             }
-            Some(record) if watch => self.watch_input_ttl(id, record.due_ms()),
+            Some(record) if !std::mem::replace(&mut live.input_watched, true) => {
+                self.watch_input_ttl(id, record.due_ms());
+            }
             Some(_) => {}
         }
         Some(rx)

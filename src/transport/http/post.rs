@@ -413,11 +413,7 @@ pub(super) async fn listen<H: SubscriptionHandler>(
     )
     .await
     {
-        let outcome = if error.retry_after().is_some() {
-            RequestOutcome::Limited
-        } else {
-            RequestOutcome::Error
-        };
+        let outcome = RequestOutcome::of_error(&error);
         server.record_request(methods::LISTEN, outcome, None);
         seen.outcome(outcome);
         return error_response(Some(&id), &error, Phase::Dispatch);

@@ -548,11 +548,7 @@ async fn dispatch<H: SubscriptionHandler>(
                 filter,
             )
             .await;
-            let outcome = match &opened {
-                Ok(_) => RequestOutcome::Ok,
-                Err(e) if e.retry_after().is_some() => RequestOutcome::Limited,
-                Err(_) => RequestOutcome::Error,
-            };
+            let outcome = RequestOutcome::answered(&opened);
             server.record_request(methods::LISTEN, outcome, None);
             opened.map_err(|error| NotRun { error, outcome })?;
         }

@@ -138,6 +138,12 @@ struct Synced {
 }
 
 impl Synced {
+    /// No stream of the session is held here (any more): nothing to do.
+    const NOT_HELD: Synced = Synced {
+        subscribed: None,
+        applied: Ok(()),
+    };
+
     /// The outcome of a change that asked for `subscribe`: the stream's
     /// answer when Redis still records it; `Ok` when a newer change of the
     /// URI was recorded since (this one happened, then that one: its own
@@ -173,10 +179,7 @@ async fn sync_uri<H: SubscriptionHandler>(
     let mut tries = 0;
     let _turn = loop {
         let Some(turn) = shared.uri_turn(sid) else {
-            return Ok(Synced {
-                subscribed: None,
-                applied: Ok(()),
-            });
+            return Ok(Synced::NOT_HELD);
         };
         let guard = turn.clone().lock_owned().await;
         if shared
@@ -189,10 +192,7 @@ async fn sync_uri<H: SubscriptionHandler>(
         if tries >= 3 {
             // Taken over again and again meanwhile: the stream held now
             // opened with the set from Redis (and reads it again once open).
-            return Ok(Synced {
-                subscribed: None,
-                applied: Ok(()),
-            });
+            return Ok(Synced::NOT_HELD);
         }
     };
     let subscribed = shared.is_subscribed(sid, uri).await?;
