@@ -88,6 +88,8 @@ pub(crate) struct Taps<M> {
     /// (which its topic sees as the subscriber gone).
     readers: std::sync::Mutex<Option<Vec<TapReader<M>>>>,
     arrived: AtomicBool,
+    /// The buses the stream joined (for a handoff of the stream).
+    pub(crate) buses: super::SyncedBuses,
 }
 
 /// A topic log's reader, as the stream's feed polls it.
@@ -98,6 +100,7 @@ impl<M> Taps<M> {
         Taps {
             readers: std::sync::Mutex::new(Some(Vec::new())),
             arrived: AtomicBool::new(false),
+            buses: super::SyncedBuses::default(),
         }
     }
 
@@ -184,6 +187,13 @@ impl<M: Send + 'static> Inbox<M> {
             },
         };
         (inbox, rx, signal, taps)
+    }
+
+    /// Records that this inbox's stream joined a topic of `bus`.
+    pub(crate) fn note_bus(&self, bus: std::sync::Weak<dyn super::Synced>) {
+        if let Target::Channel { taps, .. } = &self.target {
+            taps.buses.note(bus);
+        }
     }
 
     /// Joins `log` for this inbox's stream, which then reads it beside its

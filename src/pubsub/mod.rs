@@ -35,6 +35,7 @@
 
 mod inbox;
 mod local;
+pub(crate) mod synced;
 #[cfg(feature = "redis")]
 #[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
 pub mod redis;
@@ -47,6 +48,7 @@ use std::sync::{Arc, Weak};
 
 pub use inbox::{DeliverFuture, Inbox, InboxError, InboxSink};
 pub(crate) use inbox::{OverflowSignal, Taps};
+pub(crate) use synced::{Synced, SyncedBuses, sync_all};
 use local::Topics;
 #[cfg(feature = "redis")]
 #[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
@@ -93,9 +95,13 @@ pub enum BusError {
     /// not sent.
     #[error("event bus busy: {capacity} claims already wait for Redis")]
     Busy {
-        /// The bound (`RedisBusConfig::max_claims`).
+        /// The bound (`RedisBusConfig::max_claims`, or the sync markers'
+        /// 1,024 for [`Bus::sync`]).
         capacity: usize,
     },
+    /// This bus cannot do what was asked ([`Bus::sync`] on a Redis Cluster).
+    #[error("event bus: {0}")]
+    Unsupported(&'static str),
 }
 
 impl BusError {
@@ -119,6 +125,7 @@ impl BusError {
             BusError::Config(_) => "event bus misconfigured",
             BusError::Encode(_) => "event could not be encoded",
             BusError::Busy { .. } => "event bus busy",
+            BusError::Unsupported(_) => "not supported by this event bus",
         }
     }
 }
@@ -176,6 +183,9 @@ pub(crate) trait Remote<M>: Send + Sync {
     /// Resolves once every topic with a local subscriber when this is called
     /// is subscribed on Redis (see [`Bus::subscribed`]).
     fn subscribed(&self) -> BoxFuture<'static, ()>;
+    /// Resolves once every message Redis ran before a marker sent now has
+    /// been handed to this node's subscribers (see [`Bus::sync`]).
+    fn sync(&self) -> BoxFuture<'static, Result<(), BusError>>;
 }
 
 pub(crate) struct BusInner<M> {
@@ -185,9 +195,16 @@ pub(crate) struct BusInner<M> {
     /// it has subscribed this node's topics on a new session (or a cluster
     /// shard's return).
     pub(crate) epoch: tokio::sync::watch::Sender<u64>,
+    /// Publishes handed to the remote link so far ([`Synced::publishes`]).
+    published: std::sync::atomic::AtomicU64,
 }
 
 impl<M> BusInner<M> {
+    fn count_publish(&self) {
+        self.published
+            .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+    }
+
     /// A new session carries the node's topics: the next epoch begins.
     #[cfg(feature = "redis")]
     pub(crate) fn next_epoch(&self) {
@@ -285,6 +302,7 @@ impl<M: Clone + Send + 'static> Bus<M> {
                 local: Topics::new(),
                 remote: None,
                 epoch: tokio::sync::watch::Sender::new(0),
+                published: Default::default(),
             }),
         }
     }
@@ -297,6 +315,7 @@ impl<M: Clone + Send + 'static> Bus<M> {
                 local: Topics::new(),
                 remote: Some(make(weak.clone())),
                 epoch: tokio::sync::watch::Sender::new(0),
+                published: Default::default(),
             }),
         }
     }
@@ -346,6 +365,8 @@ impl<M: Clone + Send + 'static> Bus<M> {
     }
 
     fn add(&self, topic: String, inbox: Inbox<M>, durable: bool) -> BusSubscription<M> {
+        let weak: Weak<BusInner<M>> = Arc::downgrade(&self.inner);
+        inbox.note_bus(weak);
         let (id, new) = self.inner.local.add(&topic, inbox, durable);
         if new && let Some(remote) = &self.inner.remote {
             remote.topics_changed();
@@ -371,6 +392,25 @@ impl<M: Clone + Send + 'static> Bus<M> {
         async move {
             if let Some(wait) = wait {
                 wait.await;
+            }
+        }
+    }
+
+    /// Waits until every message Redis ran before this call (this node's
+    /// own publishes made before it included) has been handed to this
+    /// node's subscribers: a marker goes to Redis behind this node's queued
+    /// publishes, on a channel of this node's own, and comes back on the
+    /// connection that carries the topics. At once on an embedded bus.
+    /// Fails when the bus is disconnected or the marker does not come back
+    /// within twice `RedisBusConfig::command_timeout`, when 1,024 markers
+    /// already wait ([`BusError::Busy`]), and on a Redis Cluster
+    /// ([`BusError::Unsupported`]: its shards order messages apart).
+    pub fn sync(&self) -> impl Future<Output = Result<(), BusError>> + Send + 'static {
+        let wait = self.inner.remote.as_ref().map(|r| r.sync());
+        async move {
+            match wait {
+                Some(wait) => wait.await,
+                None => Ok(()),
             }
         }
     }
@@ -481,10 +521,10 @@ impl<M: Clone + Send + 'static> Bus<M> {
             self.inner.topic_gone();
         }
         match &self.inner.remote {
-            Some(remote) if !msgs.is_empty() => match remote.publish(topic, msgs) {
-                Ok(()) => Ok(delivered),
-                Err(e) => Err((delivered, e)),
-            },
+            Some(remote) if !msgs.is_empty() => {
+                self.inner.count_publish();
+                remote.publish(topic, msgs).map(|()| delivered).map_err(|e| (delivered, e))
+            }
             _ => Ok(delivered),
         }
     }
@@ -498,6 +538,9 @@ impl<M: Clone + Send + 'static> Bus<M> {
         let subs = self.subscribers(topic);
         let results =
             futures_util::future::join_all(subs.iter().map(|inbox| inbox.send(msg.clone()))).await;
+        if self.inner.remote.is_some() {
+            self.inner.count_publish();
+        }
         if let Some(remote) = &self.inner.remote
             && let Err(e) = remote.publish_wait(topic, std::slice::from_ref(&msg)).await
         {
@@ -512,7 +555,10 @@ impl<M: Clone + Send + 'static> Bus<M> {
     /// back-pressure (the demo's `burst`).
     pub async fn publish_remote_wait(&self, topic: &str, msgs: &[M]) -> Result<(), BusError> {
         match &self.inner.remote {
-            Some(remote) if !msgs.is_empty() => remote.publish_wait(topic, msgs).await,
+            Some(remote) if !msgs.is_empty() => {
+                self.inner.count_publish();
+                remote.publish_wait(topic, msgs).await
+            }
             _ => Ok(()),
         }
     }

@@ -1,11 +1,12 @@
 //! What the bus and the Redis thread share: the [`Link`] and the publishes on
 //! their way to Redis.
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use tokio::sync::{Notify, Semaphore, watch};
+use tokio::sync::{Notify, Semaphore, oneshot, watch};
 
 use super::conn::CommandConn;
 use super::{RedisBusConfig, display_url};
@@ -18,7 +19,13 @@ use crate::pubsub::local::lock;
 pub(super) struct Outgoing {
     pub(super) channel: String,
     pub(super) payload: Vec<u8>,
+    /// A sync marker ([`Link::sync_channel`]): sent as it is, without a
+    /// header or a sequence number.
+    pub(super) marker: bool,
 }
+
+/// Sync markers ([`crate::pubsub::Bus::sync`]) waiting to come back at most.
+pub(super) const MAX_SYNCS: usize = 1024;
 
 /// What the bus and the Redis thread share.
 pub(super) struct Link {
@@ -46,6 +53,15 @@ pub(super) struct Link {
     pub(super) command_timeout: Duration,
     pub(super) claims: Arc<Semaphore>,
     pub(super) max_claims: usize,
+    /// This node's own channel for sync markers (no topic has its name: a
+    /// topic's channel is the prefix and the topic, and this one holds a NUL).
+    pub(super) sync_channel: String,
+    /// Sync markers sent and not back yet, by token; emptied (each waiter
+    /// answered with an error) when the session is lost.
+    syncs: Mutex<HashMap<u64, oneshot::Sender<()>>>,
+    next_sync: AtomicU64,
+    /// On a Redis Cluster no one channel orders every topic: no sync.
+    pub(super) cluster: bool,
 }
 
 impl Link {
@@ -68,6 +84,10 @@ impl Link {
             command_timeout: config.command_timeout,
             claims: Arc::new(Semaphore::new(config.max_claims)),
             max_claims: config.max_claims,
+            sync_channel: format!("{}genmcp\0sync/{node:016x}", config.prefix),
+            syncs: Mutex::new(HashMap::new()),
+            next_sync: AtomicU64::new(1),
+            cluster: super::config::cluster_seeds(&config.url).is_some(),
         }
     }
 
@@ -99,6 +119,37 @@ impl Link {
         *lock(&self.last_error) = reason;
         *lock(&self.conn) = None;
         self.connected.store(false, Ordering::Release);
+        // Markers of the lost session never come back: their waiters fail.
+        lock(&self.syncs).clear();
+    }
+
+    /// A new sync marker: its token and what answers when it is back.
+    /// `None` when [`MAX_SYNCS`] already wait.
+    pub(super) fn new_sync(&self) -> Option<(u64, oneshot::Receiver<()>)> {
+        let mut syncs = lock(&self.syncs);
+        if syncs.len() >= MAX_SYNCS {
+            return None;
+        }
+        let token = self.next_sync.fetch_add(1, Ordering::Relaxed);
+        let (tx, rx) = oneshot::channel();
+        syncs.insert(token, tx);
+        Some((token, rx))
+    }
+
+    /// Forgets a marker whose waiter gave up.
+    pub(super) fn forget_sync(&self, token: u64) {
+        lock(&self.syncs).remove(&token);
+    }
+
+    /// A marker came back on [`Link::sync_channel`] after every message
+    /// Redis ran before it was handed to this node's subscribers.
+    pub(super) fn sync_back(&self, payload: &[u8]) {
+        let Ok(bytes) = <[u8; 8]>::try_from(payload) else {
+            return;
+        };
+        if let Some(tx) = lock(&self.syncs).remove(&u64::from_le_bytes(bytes)) {
+            let _ = tx.send(());
+        }
     }
 
     /// Whether the shard of `channel` is lost (always false on one server).

@@ -168,6 +168,7 @@ where
             .map_err(|e| BusError::Config(format!("no random node id: {e}")))?;
         let (tx, rx) = mpsc::channel(config.publish_queue);
         let link = Arc::new(Link::new(&config, u64::from_le_bytes(node)));
+        let link_is_cluster = link.cluster;
         let remote_link = link.clone();
         let bus = Bus::with_remote(move |_| Box::new(RedisRemote::<M>::new(remote_link, tx)));
         let (started_tx, started_rx) = oneshot::channel();
@@ -189,6 +190,10 @@ where
                 started_tx,
             )?,
             (None, None) => return Err(BusError::Config("no Redis URL".into())),
+        }
+        if !link_is_cluster {
+            let weak: std::sync::Weak<crate::pubsub::BusInner<M>> = Arc::downgrade(&bus.inner);
+            crate::pubsub::synced::register(weak);
         }
         match started_rx.await {
             Ok(Ok(())) => Ok(bus),

@@ -58,6 +58,13 @@ impl<'a> Publisher<'a> {
             let keys = self.key.map(BusKeys::keys);
             let key = keys.as_deref().and_then(<[_]>::first);
             for mut out in batch.drain(..) {
+                if out.marker {
+                    pipe.cmd(self.verb)
+                        .arg(out.channel)
+                        .arg(out.payload)
+                        .ignore();
+                    continue;
+                }
                 let header = Header {
                     node: self.node,
                     seq: next_seq(),

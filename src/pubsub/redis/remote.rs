@@ -9,7 +9,7 @@ use serde::Serialize;
 use tokio::sync::mpsc;
 
 use super::RedisOnce;
-use super::link::{Link, Outgoing};
+use super::link::{Link, MAX_SYNCS, Outgoing};
 use super::wire;
 use crate::pubsub::{BoxFuture, BusError, BusHealth, Remote};
 
@@ -51,7 +51,11 @@ impl<M: Serialize> RedisRemote<M> {
                 .link
                 .unavailable_because(format!("the Redis Cluster shard of {channel} is lost")));
         }
-        Ok(Outgoing { channel, payload })
+        Ok(Outgoing {
+            channel,
+            payload,
+            marker: false,
+        })
     }
 }
 
@@ -98,6 +102,56 @@ impl<M: Serialize + Send + 'static> Remote<M> for RedisRemote<M> {
         Box::pin(async move {
             // Err: the Redis thread has ended with its bus; nothing to wait for.
             let _ = synced.wait_for(|s| *s >= ticket).await;
+        })
+    }
+
+    fn sync(&self) -> BoxFuture<'static, Result<(), BusError>> {
+        let link = self.link.clone();
+        let queued = if link.cluster {
+            Err(BusError::Unsupported(
+                "a bus on a Redis Cluster has no one order to sync with",
+            ))
+        } else if !link.connected.load(Ordering::Acquire) {
+            Err(link.unavailable())
+        } else {
+            match link.new_sync() {
+                None => Err(BusError::Busy { capacity: MAX_SYNCS }),
+                Some((token, rx)) => {
+                    // Behind every publish queued so far: Redis runs them first.
+                    let out = Outgoing {
+                        channel: link.sync_channel.clone(),
+                        payload: token.to_le_bytes().to_vec(),
+                        marker: true,
+                    };
+                    match self.queue.try_send(out) {
+                        Ok(()) => Ok((token, rx)),
+                        Err(e) => {
+                            link.forget_sync(token);
+                            Err(match e {
+                                mpsc::error::TrySendError::Full(_) => BusError::Backlog {
+                                    capacity: link.capacity,
+                                },
+                                mpsc::error::TrySendError::Closed(_) => link.unavailable(),
+                            })
+                        }
+                    }
+                }
+            }
+        };
+        Box::pin(async move {
+            let (token, rx) = queued?;
+            // A PUBLISH, then its message read back: two round trips.
+            match tokio::time::timeout(link.command_timeout * 2, rx).await {
+                Ok(Ok(())) => Ok(()),
+                Ok(Err(_)) => Err(link.unavailable()),
+                Err(_) => {
+                    link.forget_sync(token);
+                    Err(link.unavailable_because(format!(
+                        "a sync marker did not come back within {:?}",
+                        link.command_timeout * 2
+                    )))
+                }
+            }
         })
     }
 

@@ -130,6 +130,14 @@ impl<M: Clone + Send + DeserializeOwned + 'static> Task<M> {
                 let Some(msg) = messages.next().await else {
                     return End::Lost("connection closed".into());
                 };
+                // A sync marker of this node's: no header to check; it keeps
+                // its place among the messages.
+                if msg.get_channel_name() == link.sync_channel {
+                    if checked_tx.try_send(msg).is_err() {
+                        return End::Lost("messages from Redis backed up".into());
+                    }
+                    continue;
+                }
                 if let Err(reason) = check_and_queue(verifier, msg, &checked_tx, now_ms()) {
                     return End::Lost(reason);
                 }
@@ -145,6 +153,9 @@ impl<M: Clone + Send + DeserializeOwned + 'static> Task<M> {
                 if !dirty {
                     tokio::select! {
                         msg = checked.recv() => match msg {
+                            Some(msg) if msg.get_channel_name() == link.sync_channel => {
+                                link.sync_back(msg.get_payload_bytes());
+                            }
                             Some(msg) => self_deliver(bus, link, config, &msg).await,
                             None => return End::Lost("connection closed".into()),
                         },
@@ -165,12 +176,13 @@ impl<M: Clone + Send + DeserializeOwned + 'static> Task<M> {
                 };
                 // Before the topics are read: what this pass answers.
                 let ticket = link.ticket();
-                let wanted: HashSet<String> = inner
+                let mut wanted: HashSet<String> = inner
                     .local
                     .names()
                     .into_iter()
                     .map(|t| format!("{}{t}", link.prefix))
                     .collect();
+                wanted.insert(link.sync_channel.clone());
                 drop(inner);
                 let add: Vec<&String> = wanted.difference(&subscribed).collect();
                 if !add.is_empty() {

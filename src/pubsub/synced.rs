@@ -1,0 +1,110 @@
+//! The buses a subscription stream listens on, as a handoff of the stream
+//! to another node needs them: each can be synced ([`super::Bus::sync`])
+//! and counts this node's publishes. A stream's inbox records every bus it
+//! joins ([`SyncedBuses`]); the process keeps the list of its Redis buses
+//! ([`sync_all`]), for a node that must sync before it knows which buses a
+//! stream it opens will join.
+
+use std::sync::{Mutex, Weak};
+
+use super::local::lock;
+use super::{BoxFuture, BusError, BusInner};
+
+/// One bus as a handoff sees it.
+pub(crate) trait Synced: Send + Sync {
+    /// [`super::Bus::sync`].
+    fn sync(&self) -> BoxFuture<'static, Result<(), BusError>>;
+    /// [`super::Bus::subscribed`].
+    fn subscribed(&self) -> BoxFuture<'static, ()>;
+    /// How many publishes this node has handed to the link to the other
+    /// nodes so far.
+    fn publishes(&self) -> u64;
+    /// Whether it carries events between nodes.
+    fn distributed(&self) -> bool;
+}
+
+impl<M: Clone + Send + 'static> Synced for BusInner<M> {
+    fn sync(&self) -> BoxFuture<'static, Result<(), BusError>> {
+        match &self.remote {
+            Some(remote) => remote.sync(),
+            None => Box::pin(async { Ok(()) }),
+        }
+    }
+
+    fn subscribed(&self) -> BoxFuture<'static, ()> {
+        match &self.remote {
+            Some(remote) => remote.subscribed(),
+            None => Box::pin(async {}),
+        }
+    }
+
+    fn publishes(&self) -> u64 {
+        self.published.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    fn distributed(&self) -> bool {
+        self.remote.is_some()
+    }
+}
+
+/// Buses a stream's inbox recorded at most; a stream that joined more is
+/// never handed off.
+const MAX_BUSES: usize = 16;
+
+/// The buses one stream's inbox joined.
+#[derive(Default)]
+pub(crate) struct SyncedBuses {
+    buses: Mutex<(Vec<Weak<dyn Synced>>, bool)>,
+}
+
+impl SyncedBuses {
+    /// Records `bus` (once).
+    pub(crate) fn note(&self, bus: Weak<dyn Synced>) {
+        let mut guard = lock(&self.buses);
+        let (buses, too_many) = &mut *guard;
+        if buses.iter().any(|b| Weak::ptr_eq(b, &bus)) {
+            return;
+        }
+        if buses.len() >= MAX_BUSES {
+            *too_many = true;
+            return;
+        }
+        buses.push(bus);
+    }
+
+    /// The buses joined, or `None` when one of them is gone or more than
+    /// [`MAX_BUSES`] were joined.
+    pub(crate) fn all(&self) -> Option<Vec<std::sync::Arc<dyn Synced>>> {
+        let guard = lock(&self.buses);
+        if guard.1 {
+            return None;
+        }
+        guard.0.iter().map(Weak::upgrade).collect()
+    }
+}
+
+/// This process's Redis buses (on one server), pruned as they go.
+static REDIS_BUSES: Mutex<Vec<Weak<dyn Synced>>> = Mutex::new(Vec::new());
+
+/// Adds a Redis bus to the process's list.
+#[cfg(feature = "redis")]
+pub(crate) fn register(bus: Weak<dyn Synced>) {
+    let mut buses = lock(&REDIS_BUSES);
+    buses.retain(|b| b.strong_count() > 0);
+    buses.push(bus);
+}
+
+/// Syncs every live Redis bus of this process at once; the ones synced.
+pub(crate) async fn sync_all() -> Result<Vec<Weak<dyn Synced>>, BusError> {
+    let buses: Vec<Weak<dyn Synced>> = lock(&REDIS_BUSES).clone();
+    let mut waits = Vec::with_capacity(buses.len());
+    for bus in &buses {
+        if let Some(bus) = bus.upgrade() {
+            waits.push(bus.sync());
+        }
+    }
+    for result in futures_util::future::join_all(waits).await {
+        result?;
+    }
+    Ok(buses)
+}
