@@ -38,8 +38,8 @@ pub(crate) use route::{LegacyRoute, answered_outcome, legacy_route, set_level, s
 pub(crate) use shape::{encode_legacy_error, legacy_error, legacy_result};
 #[cfg(feature = "redis")]
 pub(crate) use shared::{
-    Claim, Control, Fetched, PostBounds, PostCheck, PostFetched, PostKind, PostOpened, PostWrite,
-    SharedSessions, Unconfirmed, Writer,
+    Claim, Control, Cut, Fetched, PostBounds, PostCheck, PostFetched, PostKind, PostOpened,
+    PostWrite, Prepared, SharedSessions, Taking, Unconfirmed, Writer,
 };
 #[cfg(not(feature = "redis"))]
 pub(crate) use single::SharedSessions;

@@ -106,6 +106,9 @@ pub struct Connection {
     next_generation: u64,
     ends_with_last_stream: bool,
     teardown: Option<CloseReason>,
+    /// Whether a server shutdown drives its streams to their end (else its
+    /// owner ends them: a fleet GET stream offered to another node).
+    ends_on_shutdown: bool,
     /// Dropped when the connection stops: tells the transport nothing more comes.
     _done: Option<oneshot::Sender<()>>,
 }
@@ -122,8 +125,17 @@ impl Connection {
             next_generation: 0,
             ends_with_last_stream: true,
             teardown: None,
+            ends_on_shutdown: true,
             _done: Some(done),
         }
+    }
+
+    /// A server shutdown leaves this connection's streams running: the
+    /// caller ends them (a 2025 session's GET stream handed to another node
+    /// on a drain).
+    pub(crate) fn outliving_shutdown(mut self) -> Self {
+        self.ends_on_shutdown = false;
+        self
     }
 
     /// A long-lived connection (a stdio pipe) carrying many streams.
@@ -136,6 +148,7 @@ impl Connection {
             next_generation: 0,
             ends_with_last_stream: false,
             teardown: None,
+            ends_on_shutdown: true,
             _done: None,
         }
     }
@@ -169,12 +182,14 @@ impl Actor for Connection {
                 .into_actor(self)
                 .map(|(), act, ctx| act.tear_down(CloseReason::Disconnected, ctx)),
         );
-        ctx.spawn(
-            self.server
-                .shutdown_signal()
-                .into_actor(self)
-                .map(|(), act, ctx| act.tear_down(CloseReason::Shutdown, ctx)),
-        );
+        if self.ends_on_shutdown {
+            ctx.spawn(
+                self.server
+                    .shutdown_signal()
+                    .into_actor(self)
+                    .map(|(), act, ctx| act.tear_down(CloseReason::Shutdown, ctx)),
+            );
+        }
     }
 }
 

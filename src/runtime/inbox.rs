@@ -229,18 +229,26 @@ impl<H: SubscriptionHandler> ActorFuture<Stream<H>> for Feed<H::Message> {
             this.attached.push(reader);
         }
         let mut handled = 0;
+        // Whether the loop ended because no event was ready.
+        let mut idle = false;
         while act.accepts_messages() {
             let msg = if this.attached.is_empty() && this.queued.is_empty() {
                 // The usual case: the inbox alone.
                 match this.rx.poll_recv(task) {
                     Poll::Ready(Some(msg)) => msg,
                     // Every inbox was dropped: no more events, the stream stays open.
-                    Poll::Ready(None) | Poll::Pending => break,
+                    Poll::Ready(None) | Poll::Pending => {
+                        idle = true;
+                        break;
+                    }
                 }
             } else {
                 match this.next_event(task) {
                     Some(msg) => msg,
-                    None => break,
+                    None => {
+                        idle = true;
+                        break;
+                    }
                 }
             };
             act.on_message(msg, ctx);
@@ -250,6 +258,9 @@ impl<H: SubscriptionHandler> ActorFuture<Stream<H>> for Feed<H::Message> {
                 task.waker().wake_by_ref();
                 return Poll::Pending;
             }
+        }
+        if idle {
+            act.on_idle();
         }
         if act.is_finished() {
             Poll::Ready(())

@@ -41,7 +41,7 @@ pub use requests::{
 };
 pub(crate) use server::ReplyGuard;
 pub use server::{Metrics, PrincipalOf, Server, StreamPermit};
-pub(crate) use stream::{ChangeUri, SessionStreamControl, UriOutcome};
+pub(crate) use stream::{ChangeUri, Probe, SessionStreamControl, Settle, UriOutcome};
 pub use stream::{Deliver, StopStream, Stream};
 pub use subscribers::{Subscriber, SubscriberKey, Subscribers};
 

@@ -13,7 +13,9 @@ use crate::protocol::{McpError, SubscriptionCapabilities, SubscriptionFilter};
 use crate::pubsub::Inbox;
 use crate::subscription::{Flow, Subscribe, SubscribeCx, SubscriptionHandler};
 
+mod handoff;
 mod uri_change;
+pub(crate) use handoff::{Probe, Settle};
 pub(crate) use uri_change::{ChangeUri, SessionStreamControl, UriOutcome};
 
 /// Delivers one application message to a stream's `handle_message`, through
@@ -168,6 +170,9 @@ pub struct Stream<H: SubscriptionHandler> {
     /// The stream's inbox, for a handler joining a source after `subscribe`
     /// ([`SubscriptionHandler::change_uri`]); set once acknowledged.
     inbox: Option<Inbox<H::Message>>,
+    /// The buses its inbox joined (for a handoff); set once acknowledged.
+    taps: Option<Arc<crate::pubsub::Taps<H::Message>>>,
+    handoff: handoff::Handoff,
     phase: Phase,
     close: Option<CloseReason>,
     /// A spill drain is running: no event is handled until it ends.
@@ -235,6 +240,8 @@ impl<H: SubscriptionHandler> Stream<H> {
             on_open: setup.on_open,
             state: None,
             inbox: None,
+            taps: None,
+            handoff: handoff::Handoff::default(),
             phase: Phase::Starting,
             close: None,
             draining: false,
@@ -518,6 +525,7 @@ impl<H: SubscriptionHandler> Actor for Stream<H> {
         let mut requested = std::mem::take(&mut self.requested);
         let task_ids = std::mem::take(&mut requested.task_ids);
         let requested = &requested;
+        let frames_before = self.channel.frames_queued();
         // A listen for task ids alone, or for nothing from a handler that
         // advertises nothing (a suite served for its tasks), asks nothing of
         // the handler: its `subscribe` is not called (nor `handle_message`).
@@ -531,6 +539,9 @@ impl<H: SubscriptionHandler> Actor for Stream<H> {
             streams,
             ..
         } = cx;
+        self.handoff.bus_only = self_messages.is_empty()
+            && streams.is_empty()
+            && self.channel.frames_queued() == frames_before;
         let (wanted, state) = match outcome {
             Ok(None) => (SubscriptionFilter::default(), None),
             Ok(Some(Subscribe::Accept(state))) => (requested.clone(), Some(state)),
@@ -572,6 +583,7 @@ impl<H: SubscriptionHandler> Actor for Stream<H> {
         }
         self.phase = Phase::Open;
         self.inbox = Some(inbox);
+        self.taps = Some(taps.clone());
         // `notify_self` messages and attached streams are fed by the same
         // future as the inbox, so they pause with it while the spill drains.
         ctx.spawn(Feed::new(rx, overflow, taps, self_messages, streams));

@@ -32,6 +32,14 @@ pub(crate) enum Control {
         /// Where the holder writes the outcome ([`SharedSessions::applied`]).
         ack: String,
     },
+    /// A node prepared to take over the session's stream, which this node
+    /// offers as it drains ([`super::Prepared`]): cut it.
+    Cut {
+        /// The session.
+        sid: String,
+        /// The taker's token (16 hex digits).
+        token: String,
+    },
     /// The session was DELETEd: end its stream.
     Delete {
         /// The session.
@@ -91,6 +99,11 @@ fn control_message(control: Control) -> SharedNotification {
                 }),
             );
         }
+        Control::Cut { sid, token } => {
+            params.insert("sid".into(), Value::from(sid));
+            params.insert("op".into(), Value::from("cut"));
+            params.insert("token".into(), Value::from(token));
+        }
         Control::Delete { sid, ack } => {
             params.insert("sid".into(), Value::from(sid));
             params.insert("op".into(), Value::from("delete"));
@@ -121,8 +134,10 @@ fn parse_control(msg: &SharedNotification) -> Option<Control> {
         ack.strip_prefix(&format!("sess:{{{sid}}}:ack:"))
             .is_some_and(|n| n.len() == 16 && n.bytes().all(|b| b.is_ascii_hexdigit()))
     };
+    let hex16 = |t: &str| t.len() == 16 && t.bytes().all(|b| b.is_ascii_hexdigit());
     let (sid, fields_fit) = match &control {
         Control::Delete { sid, ack } => (sid, ack.as_deref().is_none_or(|a| own_ack(sid, a))),
+        Control::Cut { sid, token } => (sid, hex16(token)),
         Control::Uri { sid, uri, ack, .. } => (sid, uri.len() <= MAX_FIELD && own_ack(sid, ack)),
     };
     (sid.len() <= MAX_FIELD && !sid.contains(['{', '}']) && fields_fit).then_some(control)
@@ -133,6 +148,10 @@ fn read_control(msg: &SharedNotification) -> Option<Control> {
     let params = message.get("params")?;
     let sid = params.get("sid")?.as_str()?.to_owned();
     let op = params.get("op")?.as_str()?;
+    if op == "cut" {
+        let token = params.get("token")?.as_str()?.to_owned();
+        return Some(Control::Cut { sid, token });
+    }
     if op == "delete" {
         let ack = match params.get("ack") {
             None => None,
@@ -220,15 +239,16 @@ mod tests {
             sid in ".{0,40}",
             uri in ".{0,64}",
             ack in ".{0,64}",
-            op in 0u8..3,
+            op in 0u8..4,
         ) {
             let control = match op {
                 0 => Control::Delete { sid: sid.clone(), ack: None },
+                3 => Control::Cut { sid: sid.clone(), token: ack },
                 _ => Control::Uri { sid: sid.clone(), uri, subscribe: op == 1, ack },
             };
             if let Some(read) = parse_control(&control_message(control)) {
                 let read_sid = match read {
-                    Control::Delete { sid, .. } | Control::Uri { sid, .. } => sid,
+                    Control::Delete { sid, .. } | Control::Uri { sid, .. } | Control::Cut { sid, .. } => sid,
                 };
                 proptest::prop_assert_eq!(read_sid, sid);
             }
@@ -275,6 +295,18 @@ mod tests {
             parse_control(&old),
             Some(Control::Delete { ack: None, .. })
         ));
+        let cut = control_message(Control::Cut {
+            sid: "s3".into(),
+            token: "00000000000000a4".into(),
+        });
+        assert!(
+            matches!(parse_control(&cut), Some(Control::Cut { sid, token }) if sid == "s3" && token.ends_with("a4"))
+        );
+        let bad_token = control_message(Control::Cut {
+            sid: "s3".into(),
+            token: "sess:{s3}:x".into(),
+        });
+        assert!(parse_control(&bad_token).is_none());
         let other = SharedNotification::new(Notification::new("x/y", Map::new()));
         assert!(parse_control(&other).is_none());
     }

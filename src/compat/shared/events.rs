@@ -89,7 +89,8 @@ return {'O'}
 /// stream opens now (a new history starts), the history's TTL (ms).
 /// `{'D'}` a deleted session, `{'N'}` an id past the head, `{'G'}` an id
 /// whose following events are not all kept, `{'B'}` a reader holds it, a
-/// refusal of `admit`, else `{'O', head, holder}`.
+/// refusal of `admit`, else `{'O', head, holder, offered}` (`offered`:
+/// `'1'` while a draining holder offers the stream, `handoff`).
 const CLAIM: &str = concat!(
     prelude!(),
     stream_prelude!(),
@@ -122,7 +123,10 @@ redis.call('SET', evr, ARGV[9], 'PX', ARGV[10])
 for _, k in ipairs({ev, evb, evs}) do
   if redis.call('EXISTS', k) == 1 then redis.call('PEXPIREAT', k, fmt(until_)) end
 end
-return {'O', head, redis.call('HGET', KEYS[1], 'h') or ''}
+local h = redis.call('HGET', KEYS[1], 'h') or ''
+local offered = '0'
+if h ~= '' and redis.call('HGET', KEYS[1], 'ho') == h then offered = '1' end
+return {'O', head, h, offered}
 "#
 );
 
@@ -130,7 +134,8 @@ return {'O', head, redis.call('HGET', KEYS[1], 'h') or ''}
 /// ARGV: the cursor, the reader, its TTL (ms), the most entries to return.
 /// `{'X'}` the reader's hold lapsed (claim again), `{'S'}` another reader
 /// took over, `{'G'}` events after the cursor are not all kept, else
-/// `{'O', holder, last entry read, id, data, id, data, ...}`.
+/// `{'O', holder, offered ('1' while a draining holder offers the stream),
+/// last entry read, id, data, id, data, ...}`.
 const READ: &str = concat!(
     stream_prelude!(),
     r#"
@@ -144,9 +149,12 @@ if redis.call('EXISTS', KEYS[1]) == 1 then
   local head, maxdel = info(KEYS[1])
   if lt(ARGV[1], maxdel) then return {'G'} end
 end
-local out = {'O', redis.call('HGET', KEYS[3], 'h') or '', ARGV[1]}
+local h = redis.call('HGET', KEYS[3], 'h') or ''
+local offered = '0'
+if h ~= '' and redis.call('HGET', KEYS[3], 'ho') == h then offered = '1' end
+local out = {'O', h, offered, ARGV[1]}
 for _, e in ipairs(redis.call('XRANGE', KEYS[1], '(' .. ARGV[1], '+', 'COUNT', ARGV[4])) do
-  out[3] = e[1]
+  out[4] = e[1]
   if e[2][1] == 'd' then
     out[#out + 1] = e[1]
     out[#out + 1] = e[2][2]
@@ -207,6 +215,8 @@ pub(crate) enum Claim {
         head: String,
         /// The session's GET stream holder (`<node>:<n>`).
         holder: String,
+        /// Its holder drains and offers the stream to another node.
+        offered: bool,
     },
     /// The session was DELETEd.
     Deleted,
@@ -226,6 +236,8 @@ pub(crate) enum Fetched {
     Events {
         /// The GET stream's holder now (`""` once it let go).
         holder: String,
+        /// Its holder drains and offers the stream to another node.
+        offered: bool,
         /// The last entry read (the new cursor), events or not.
         last: String,
         /// Entry id and message, in order.
@@ -356,9 +368,10 @@ impl SharedSessions {
             [n] if n == "N" => Claim::NotOurs,
             [g] if g == "G" => Claim::Gone,
             [b] if b == "B" => Claim::Busy,
-            [o, head, holder] if o == "O" => Claim::Claimed {
+            [o, head, holder, offered] if o == "O" => Claim::Claimed {
                 head: head.clone(),
                 holder: holder.clone(),
+                offered: offered == "1",
             },
             _ => return Err(unexpected()),
         })
@@ -390,7 +403,7 @@ impl SharedSessions {
             b"S" => Ok(Fetched::Superseded),
             b"G" => Ok(Fetched::Gone),
             b"O" => {
-                let [holder, last, entries @ ..] = rest else {
+                let [holder, offered, last, entries @ ..] = rest else {
                     return Err(unexpected());
                 };
                 let mut events = Vec::with_capacity(entries.len() / 2);
@@ -402,6 +415,7 @@ impl SharedSessions {
                 }
                 Ok(Fetched::Events {
                     holder: text(holder)?,
+                    offered: offered.as_slice() == b"1",
                     last: text(last)?,
                     events,
                 })

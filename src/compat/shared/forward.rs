@@ -98,7 +98,7 @@ impl SharedSessions {
         }
         let ack = match &control {
             Control::Uri { ack, .. } => Some(ack.clone()),
-            Control::Delete { .. } => None,
+            Control::Delete { .. } | Control::Cut { .. } => None,
         };
         if let Some(ack) = &ack {
             // Nothing sent yet: known not applied.

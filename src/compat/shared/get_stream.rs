@@ -24,6 +24,9 @@ pub(super) struct Slot {
     pub(super) live: Option<LegacyStream>,
     /// The session's URI changes take turns on it ([`SharedSessions::uri_turn`]).
     turn: UriTurn,
+    /// Where a taker's cut requests go while the stream is offered
+    /// ([`SharedSessions::cuts`]).
+    cuts: Option<tokio::sync::mpsc::Sender<String>>,
 }
 
 /// One session's URI changes, applied to its GET stream one at a time on
@@ -63,6 +66,7 @@ impl SharedSessions {
                             owner: session.owner.to_owned(),
                             live: None,
                             turn: UriTurn::default(),
+                            cuts: None,
                         },
                     );
                     return Ok(Reserve::Reserved);
@@ -263,6 +267,48 @@ impl SharedSessions {
             Some(l) => l.install(stop),
             None => Some(stop),
         }
+    }
+
+    /// Records the GET stream this node took over from a draining node (as
+    /// reservation `generation`, which Redis names as the holder now).
+    pub(crate) fn adopt_get(&self, sid: &str, owner: &str, generation: u64, live: LegacyStream) {
+        self.lock().insert(
+            sid.to_owned(),
+            Slot {
+                generation,
+                owner: owner.to_owned(),
+                live: Some(live),
+                turn: UriTurn::default(),
+                cuts: None,
+            },
+        );
+    }
+
+    /// Where the cut requests for the session's GET stream of reservation
+    /// `generation` go (its pump, while it offers the stream).
+    pub(crate) fn set_cuts(&self, sid: &str, generation: u64, tx: tokio::sync::mpsc::Sender<String>) {
+        if let Some(slot) = self
+            .lock()
+            .get_mut(sid)
+            .filter(|s| s.generation == generation)
+        {
+            slot.cuts = Some(tx);
+        }
+    }
+
+    /// Where a cut request for the session's GET stream goes, if held here.
+    pub(crate) fn cuts(&self, sid: &str) -> Option<tokio::sync::mpsc::Sender<String>> {
+        self.lock().get(sid).and_then(|s| s.cuts.clone())
+    }
+
+    /// The stream actor running now for the session's GET stream of
+    /// reservation `generation` on this node.
+    pub(crate) fn running_get(&self, sid: &str, generation: u64) -> Option<SessionStreamControl> {
+        self.lock()
+            .get(sid)
+            .filter(|s| s.generation == generation)
+            .and_then(|s| s.live.as_ref())
+            .and_then(|l| l.running().cloned())
     }
 
     /// Takes the session's GET stream out of this node's table (a DELETE

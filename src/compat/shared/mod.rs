@@ -7,7 +7,7 @@
 //!
 //! | key | what |
 //! |---|---|
-//! | `sess:{sessions}:<sid>` | hash: `d` (DELETEd), `l` (the `logging/setLevel` level), `h` (the GET stream's holder, `<node>:<n>`) |
+//! | `sess:{sessions}:<sid>` | hash: `d` (DELETEd), `l` (the `logging/setLevel` level), `h` (the GET stream's holder, `<node>:<n>`); while the stream moves off a draining node, `ho`, `hc`, `hn`, `he`, `hv`, `hl`, `hd` (`handoff`) |
 //! | `sess:{sessions}:<sid>:uris` | set: the `resources/subscribe` URIs |
 //! | `sess-owner:{sessions}:<owner>:sids` | sorted set: the owner's sessions with state, scored by expiry |
 //! | `sess-owner:{sessions}:<owner>:uris` | sorted set: `<sid> <uri>` for each of the owner's URIs, scored by expiry |
@@ -45,6 +45,7 @@ mod control;
 mod events;
 mod forward;
 mod get_stream;
+mod handoff;
 mod owner;
 mod post_events;
 mod scripts;
@@ -63,6 +64,7 @@ use get_stream::Slot;
 pub(crate) use control::Control;
 pub(crate) use events::{Claim, Fetched};
 pub(crate) use forward::Unconfirmed;
+pub(crate) use handoff::{Cut, Prepared, Taking};
 pub(crate) use post_events::{
     PostBounds, PostCheck, PostFetched, PostKind, PostOpened, PostWrite, Writer,
 };

@@ -243,7 +243,9 @@ return 0
 pub(super) const RELEASE_GET: &str = concat!(
     prelude!(),
     r#"
-if redis.call('HGET', KEYS[1], 'h') == ARGV[8] then redis.call('HDEL', KEYS[1], 'h') end
+if redis.call('HGET', KEYS[1], 'h') == ARGV[8] then
+  redis.call('HDEL', KEYS[1], 'h', 'ho', 'hc', 'hn', 'he', 'hv', 'hl', 'hd')
+end
 forget_if_empty(ARGV[9] == '1')
 return {'1'}
 "#

@@ -38,13 +38,19 @@ pub(crate) struct SessionStreamControl {
     pub(crate) stop: Recipient<StopStream>,
     /// Changes one of its URIs.
     pub(crate) change: Recipient<ChangeUri>,
+    /// What it listens on, for a handoff to another node.
+    pub(crate) probe: Recipient<super::Probe>,
+    /// Waits until it has handled what is queued for it.
+    pub(crate) settle: Recipient<super::Settle>,
 }
 
 impl SessionStreamControl {
     pub(crate) fn new<H: SubscriptionHandler>(addr: Addr<Stream<H>>) -> Self {
         SessionStreamControl {
             stop: addr.clone().recipient(),
-            change: addr.recipient(),
+            change: addr.clone().recipient(),
+            probe: addr.clone().recipient(),
+            settle: addr.recipient(),
         }
     }
 }

@@ -237,6 +237,15 @@ pub struct CompatConfig {
     /// in a stream's priming event and when the server closes a stream
     /// (default 1 s).
     pub retry: Duration,
+    /// With a Redis bus on one server: when a node drains, the GET streams
+    /// it holds are offered to the node their client resumes on, which
+    /// takes each over with nothing lost or written twice, or refuses it
+    /// (the resumption is then a 410 once the draining node stops it);
+    /// see `docs/compat-2025.md`. Turn it off when a subscription handler
+    /// sends its streams events that do not come through the bus
+    /// ([`crate::pubsub::Inbox::send`] from its own sources): those cannot
+    /// be handed over. Default `true`.
+    pub handoff_on_drain: bool,
 }
 
 impl Default for CompatConfig {
@@ -255,6 +264,7 @@ impl Default for CompatConfig {
             resume_window: Duration::from_secs(120),
             max_stream_duration: None,
             retry: Duration::from_secs(1),
+            handoff_on_drain: true,
         }
     }
 }

@@ -10,11 +10,14 @@ use actix_web::{HttpResponse, web};
 use tokio::sync::{OwnedSemaphorePermit, oneshot};
 
 use super::fleet_events;
+use super::fleet_handoff;
+use super::fleet_pump::Pump;
 use super::fleet_uris::{control_loop, restart};
 use super::get_stream::{gone, not_ours, not_reserved, session_gone, state_refusal};
 use super::resumable::ReaderConfig;
 use super::session::Session;
 use super::{AppState, Compat};
+use crate::transport::http::HttpConfig;
 use crate::compat::{Claim, LegacyStream, Reserve, SharedSessions};
 use crate::mux::{Assigns, Outbox, OutboxReceiver};
 use crate::protocol::{McpError, RequestId, RequestMeta};
@@ -125,7 +128,11 @@ pub(super) async fn get<H: SubscriptionHandler>(
     if matches!(reserved, Ok(Reserve::Busy)) {
         // The stream runs (here or on another node): read it from Redis.
         drop(permit);
-        return read(state, &compat, session, &tag, after, config).await;
+        let taker = Taker {
+            request: (assigns, meta),
+            outbox: (tx, rx),
+        };
+        return read(state, &compat, session, (&tag, after), config, taker).await;
     }
     if let Some(refused) = not_reserved(reserved) {
         return refused;
@@ -141,7 +148,12 @@ pub(super) async fn get<H: SubscriptionHandler>(
         Err(e) => return state_refusal(&e),
     };
     let (done_tx, done_rx) = oneshot::channel();
-    let connection = Connection::exchange(server.clone(), tx.clone(), done_tx).start();
+    let mut connection = Connection::exchange(server.clone(), tx.clone(), done_tx);
+    if compat.config.handoff_on_drain {
+        // A drain offers the stream to another node before it ends it.
+        connection = connection.outliving_shutdown();
+    }
+    let connection = connection.start();
     let version =
         crate::runtime::version_label(&session.init.version, crate::compat::LEGACY_VERSIONS);
     let mut stream = LegacyStream::new(connection, tx, meta, assigns, version);
@@ -182,12 +194,160 @@ pub(super) async fn get<H: SubscriptionHandler>(
         }
     }
     held.armed = false;
-    let watcher = Held {
-        compat: held.compat.clone(),
-        sid: held.sid.clone(),
-        owner: held.owner.clone(),
+    watch_held(compat.clone(), session, generation, watched);
+    drop(permit);
+    // The stream opens a new history and is read from its start here.
+    let reader = shared.reader_name(compat.next_generation());
+    let holder = shared.holder(generation);
+    let claimed = shared
+        .claim_events(&key, None, &reader, (false, true))
+        .await;
+    let head = match claimed {
+        Ok(Claim::Claimed { head, .. }) => head,
+        refused => {
+            // The stream cannot be kept: it does not run unread.
+            let _ = stop.send(StopStream(CloseReason::Disconnected)).await;
+            return match refused {
+                Err(e) => state_refusal(&e),
+                _ => session_gone(),
+            };
+        }
+    };
+    let owned = owned(session);
+    Pump {
+        compat: compat.clone(),
+        session: owned.clone(),
         generation,
-        expires: held.expires,
+        holder: holder.clone(),
+        server: state.server.clone(),
+        offer_for: offer_window(&compat, &state.config),
+    }
+    .spawn(rx, done_rx);
+    fleet_events::response(
+        compat.clone(),
+        (owned, tag),
+        (reader, holder, true),
+        head,
+        config,
+        state.server.clone(),
+    )
+}
+
+/// What a GET needs to take the session's stream over from a draining
+/// node: its request's identity and an outbox for the stream.
+struct Taker {
+    request: (Assigns, RequestMeta),
+    outbox: (Outbox, OutboxReceiver),
+}
+
+/// The response reading the session's Redis stream after `after` (an entry
+/// id), or from its head when the stream has no reader; when the stream's
+/// holder drains and offers it, this node takes it over first
+/// (`fleet_handoff`).
+async fn read<H: SubscriptionHandler>(
+    state: &web::Data<AppState<H>>,
+    compat: &Arc<Compat>,
+    session: &Session,
+    (tag, after): (&str, Option<String>),
+    config: ReaderConfig,
+    taker: Taker,
+) -> HttpResponse {
+    let Some(shared) = compat.shared.as_ref() else {
+        return state_refusal(&McpError::internal(
+            "Internal error: sessions are not shared",
+        ));
+    };
+    let reader = shared.reader_name(compat.next_generation());
+    let claimed = shared
+        .claim_events(
+            &session.key(),
+            after.as_deref(),
+            &reader,
+            (after.is_none(), false),
+        )
+        .await;
+    match claimed {
+        Err(e) => state_refusal(&e),
+        Ok(Claim::Deleted) => session_gone(),
+        Ok(Claim::NotOurs) => not_ours(),
+        Ok(Claim::Gone) => gone(&compat.events),
+        Ok(Claim::Busy) => not_reserved(Ok(Reserve::Busy)).unwrap_or_else(session_gone),
+        Ok(Claim::Claimed {
+            head,
+            holder,
+            offered,
+        }) => {
+            let (holder, ends_on_offer) = if offered
+                && compat.config.handoff_on_drain
+                && shared.elsewhere(&holder).is_some()
+            {
+                match fleet_handoff::take(
+                    state,
+                    compat,
+                    session,
+                    taker.request,
+                    taker.outbox,
+                    &holder,
+                )
+                .await
+                {
+                    Some(taken) => (taken, true),
+                    // Refused: read what the holder records until its
+                    // drain ends (then 410), without ending at its offer.
+                    None => (holder, false),
+                }
+            } else {
+                (holder, true)
+            };
+            fleet_events::response(
+                compat.clone(),
+                (owned(session), tag.to_owned()),
+                (reader, holder, ends_on_offer),
+                after.unwrap_or(head),
+                config,
+                state.server.clone(),
+            )
+        }
+    }
+}
+
+/// The session as the pump and its readers name it in Redis.
+pub(super) fn owned(session: &Session) -> fleet_events::Owned {
+    fleet_events::Owned {
+        sid: session.sid.clone(),
+        owner: session.owner.clone(),
+        expires: session.expires,
+    }
+}
+
+/// How long a draining node offers a GET stream to another node: the
+/// drain's time less a second for the stream to end after it (`None`: no
+/// handoff).
+pub(super) fn offer_window(compat: &Compat, config: &HttpConfig) -> Option<Duration> {
+    compat.config.handoff_on_drain.then(|| {
+        config
+            .drain_timeout
+            .saturating_sub(Duration::from_secs(1))
+            .max(Duration::from_millis(500))
+    })
+}
+
+/// Watches the session's GET stream held here as reservation `generation`
+/// until it ends: lets go of it in Redis then, and ends it when this node
+/// no longer holds it there (DELETEd or taken over elsewhere, a control
+/// message lost).
+pub(super) fn watch_held(
+    compat: Arc<Compat>,
+    session: &Session,
+    generation: u64,
+    watched: LegacyStream,
+) {
+    let watcher = Held {
+        compat,
+        sid: session.sid.clone(),
+        owner: session.owner.clone(),
+        generation,
+        expires: session.expires,
         armed: true,
     };
     actix_rt::spawn(async move {
@@ -214,84 +374,4 @@ pub(super) async fn get<H: SubscriptionHandler>(
         }
         drop(watcher);
     });
-    drop(permit);
-    // The stream opens a new history and is read from its start here.
-    let reader = shared.reader_name(compat.next_generation());
-    let holder = shared.holder(generation);
-    let claimed = shared
-        .claim_events(&key, None, &reader, (false, true))
-        .await;
-    let head = match claimed {
-        Ok(Claim::Claimed { head, .. }) => head,
-        refused => {
-            // The stream cannot be kept: it does not run unread.
-            let _ = stop.send(StopStream(CloseReason::Disconnected)).await;
-            return match refused {
-                Err(e) => state_refusal(&e),
-                _ => session_gone(),
-            };
-        }
-    };
-    let owned = fleet_events::Owned {
-        sid: session.sid.clone(),
-        owner: session.owner.clone(),
-        expires: session.expires,
-    };
-    fleet_events::spawn_pump(compat.clone(), owned.clone(), holder.clone(), rx, done_rx);
-    fleet_events::response(
-        compat.clone(),
-        (owned, tag),
-        (reader, holder),
-        head,
-        config,
-        state.server.clone(),
-    )
-}
-
-/// The response reading the session's Redis stream after `after` (an entry
-/// id), or from its head when the stream has no reader.
-async fn read<H: SubscriptionHandler>(
-    state: &web::Data<AppState<H>>,
-    compat: &Arc<Compat>,
-    session: &Session,
-    tag: &str,
-    after: Option<String>,
-    config: ReaderConfig,
-) -> HttpResponse {
-    let Some(shared) = compat.shared.as_ref() else {
-        return state_refusal(&McpError::internal(
-            "Internal error: sessions are not shared",
-        ));
-    };
-    let reader = shared.reader_name(compat.next_generation());
-    let claimed = shared
-        .claim_events(
-            &session.key(),
-            after.as_deref(),
-            &reader,
-            (after.is_none(), false),
-        )
-        .await;
-    match claimed {
-        Err(e) => state_refusal(&e),
-        Ok(Claim::Deleted) => session_gone(),
-        Ok(Claim::NotOurs) => not_ours(),
-        Ok(Claim::Gone) => gone(&compat.events),
-        Ok(Claim::Busy) => not_reserved(Ok(Reserve::Busy)).unwrap_or_else(session_gone),
-        Ok(Claim::Claimed { head, holder }) => fleet_events::response(
-            compat.clone(),
-            (
-                fleet_events::Owned {
-                    sid: session.sid.clone(),
-                    owner: session.owner.clone(),
-                    expires: session.expires,
-                },
-                tag.to_owned(),
-            ),
-            (reader, holder),
-            after.unwrap_or(head),
-            config,
-            state.server.clone(),
-        ),
-    }
 }

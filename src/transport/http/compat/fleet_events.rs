@@ -1,7 +1,6 @@
 //! The GET stream of a shared session with event ids that any node resumes:
-//! the holder's pump appends each event to the session's Redis stream
-//! ([`SharedSessions::append_events`], a burst in one round trip); each
-//! response, on whichever node the
+//! the holder's pump (`fleet_pump`) appends each event to the session's
+//! Redis stream; each response, on whichever node the
 //! client reached, reads that stream after its cursor and writes each event
 //! with the `id:` `<tag>-0-<entry id>` (the tag derived from the session and
 //! its principal, so an id of another session or principal names nothing
@@ -25,13 +24,10 @@ use std::time::Duration;
 use bytes::{Bytes, BytesMut};
 use futures_util::stream::unfold;
 use sha2::{Digest, Sha256};
-use tokio::sync::oneshot;
-use tokio::time::Instant;
 
 use super::Compat;
-use super::resumable::{Pacing, ReaderConfig, burst, write_event};
+use super::resumable::{Pacing, ReaderConfig, write_event};
 use crate::compat::{Claim, Fetched, StateKey};
-use crate::mux::OutboxReceiver;
 use crate::runtime::Server;
 use crate::transport::http::sse::sse_response_of;
 
@@ -41,10 +37,6 @@ const POLL: Duration = Duration::from_millis(100);
 const HOLDER_CHECK: u32 = 50;
 /// Entries read at once at most.
 const MAX_EVENTS_PER_READ: usize = 256;
-/// Events appended to Redis in one round trip at most.
-const MAX_EVENTS_PER_APPEND: usize = 64;
-/// How often the holder's pump checks that the stream has a reader.
-const IDLE_CHECK: Duration = Duration::from_millis(500);
 
 /// The tag of a shared session's GET stream ids: the same on every node,
 /// different for another session or principal.
@@ -82,97 +74,13 @@ pub(super) struct Owned {
 }
 
 impl Owned {
-    fn key(&self) -> StateKey<'_> {
+    pub(super) fn key(&self) -> StateKey<'_> {
         StateKey {
             sid: &self.sid,
             owner: &self.owner,
             expires: self.expires,
         }
     }
-}
-
-/// Moves the GET stream's frames into the session's Redis stream as
-/// `holder` until its connection ends (`done`), Redis refuses an event,
-/// another holder took the stream, or no reader held it for the resume
-/// window: then the outbox receiver is dropped (the stream's actor stops,
-/// its holder is let go) and its history expires after a drain delay.
-/// While no reader holds the stream the session is counted against no
-/// bound for it.
-pub(super) fn spawn_pump(
-    compat: Arc<Compat>,
-    session: Owned,
-    holder: String,
-    mut rx: OutboxReceiver,
-    mut done: oneshot::Receiver<()>,
-) {
-    actix_rt::spawn(async move {
-        let Some(shared) = compat.shared.as_ref() else {
-            return;
-        };
-        let bounds = *compat.events.bounds();
-        let limits = (bounds.per_session_events, bounds.per_session_bytes);
-        let (sid, expires) = (session.sid.as_str(), session.expires);
-        let mut tick = tokio::time::interval(IDLE_CHECK);
-        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        let mut idle_since: Option<Instant> = None;
-        let mut uncounted = false;
-        loop {
-            tokio::select! {
-                frame = rx.recv() => {
-                    let Some(frame) = frame else { break };
-                    // What is queued goes in one round trip (a burst keeps up).
-                    let (batch, closed) = burst(frame, &mut rx, MAX_EVENTS_PER_APPEND, |frame| {
-                        (!frame.is_revoked() && !frame.is_empty()).then(|| (frame.to_bytes(), false))
-                    });
-                    if !batch.is_empty() {
-                        match shared.append_events(sid, &holder, expires, &batch, limits).await {
-                            Ok(true) => {}
-                            Ok(false) => {
-                                tracing::debug!("GET stream no longer held here; it ends");
-                                break;
-                            }
-                            Err(error) => {
-                                tracing::warn!(%error, "GET stream events not kept in Redis; the stream ends");
-                                break;
-                            }
-                        }
-                    }
-                    if closed {
-                        break;
-                    }
-                },
-                _ = &mut done => break,
-                _ = tick.tick() => {
-                    let read = match shared.tick_events(sid, expires).await {
-                        Ok(false) if !uncounted => match shared.uncount_idle(&session.key()).await {
-                            Ok(read) => {
-                                uncounted = !read;
-                                Ok(read)
-                            }
-                            Err(e) => Err(e),
-                        },
-                        other => other,
-                    };
-                    match read {
-                        Ok(true) => {
-                            idle_since = None;
-                            uncounted = false;
-                        }
-                        Ok(false) => {
-                            let since = *idle_since.get_or_insert_with(Instant::now);
-                            if since.elapsed() >= bounds.resume_window {
-                                break;
-                            }
-                        }
-                        // Redis unreachable: the next append decides.
-                        Err(_) => {}
-                    }
-                }
-            }
-        }
-        drop(rx);
-        shared.end_events(sid, &holder).await;
-    });
 }
 
 struct State {
@@ -186,6 +94,10 @@ struct State {
     server: Server,
     empty_polls: u32,
     done: bool,
+    /// Ends (with a `retry` hint, once everything was written) when the
+    /// holder offers the stream as it drains, so that the client's
+    /// reconnection takes it over.
+    ends_on_offer: bool,
 }
 
 impl Drop for State {
@@ -207,11 +119,12 @@ impl Drop for State {
 
 /// The SSE response reading the session's Redis stream after `cursor` (an
 /// entry id) as `reader`, which claimed it while `holder` held the GET
-/// stream.
+/// stream; with `ends_on_offer`, it ends once the holder offers the stream
+/// (its node drains) and everything was written.
 pub(super) fn response(
     compat: Arc<Compat>,
     (session, tag): (Owned, String),
-    (reader, holder): (String, String),
+    (reader, holder, ends_on_offer): (String, String, bool),
     cursor: String,
     config: ReaderConfig,
     server: Server,
@@ -228,6 +141,7 @@ pub(super) fn response(
         server,
         empty_polls: 0,
         done: false,
+        ends_on_offer,
     };
     sse_response_of(unfold(state, next))
 }
@@ -296,11 +210,17 @@ async fn next(mut st: State) -> Option<(Result<Bytes, Infallible>, State)> {
                 st.pace.wrote();
                 return Some((Ok(buf.freeze()), st));
             }
-            Ok(Fetched::Events { holder, last, .. }) => {
+            Ok(Fetched::Events {
+                holder,
+                last,
+                offered,
+                ..
+            }) => {
                 st.cursor = last;
                 // Everything written, and the stream's holder let go (the
                 // stream ended) or its node is gone: nothing more comes.
-                if holder != st.holder {
+                // Or it drains: the reconnection takes the stream over.
+                if holder != st.holder || (offered && st.ends_on_offer) {
                     return end_with_retry(st);
                 }
                 st.empty_polls = st.empty_polls.wrapping_add(1);

@@ -312,5 +312,14 @@ async fn control_one<H: SubscriptionHandler>(
                 shared.applied(&ack, &Ok(())).await;
             }
         }
+        // For the stream's pump, which offers it (else nothing: the taker
+        // gives up when its wait ends).
+        Control::Cut { sid, token } => {
+            if let Some(cuts) = shared.cuts(&sid)
+                && cuts.try_send(token).is_err()
+            {
+                tracing::debug!("a cut request found its pump busy; the taker gives up");
+            }
+        }
     }
 }

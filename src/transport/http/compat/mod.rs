@@ -22,7 +22,11 @@ mod fleet;
 #[cfg(feature = "redis")]
 mod fleet_events;
 #[cfg(feature = "redis")]
+mod fleet_handoff;
+#[cfg(feature = "redis")]
 mod fleet_post;
+#[cfg(feature = "redis")]
+mod fleet_pump;
 #[cfg(feature = "redis")]
 mod fleet_uris;
 mod get_stream;

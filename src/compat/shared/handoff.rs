@@ -1,0 +1,249 @@
+//! A session's GET stream moving from a draining node to another one, with
+//! nothing lost or written twice: the draining holder *offers* the stream,
+//! a node a client resumes on *prepares* to take it (it records the
+//! history's newest entry, opens its own stream actor and holds its frames)
+//! and asks the holder to *cut*; the holder, having handled every event
+//! Redis ran before it heard the request, moves the mark to the taker only
+//! if it appended nothing since the taker's record. See
+//! `docs/compat-2025.md` (the fleet's GET stream on a drain).
+//!
+//! Fields of the session's hash: `ho` (the holder offering the stream),
+//! `hc` (the taker's token), `hn` (the taker's holder name), `he` (the
+//! newest entry when the taker prepared), `hv` and `hl` (the session's last
+//! URI change and level then), `hd` (when the taker gives up, ms).
+
+use super::owner::unexpected;
+use super::scripts::{eval, session_keys, stream_prelude};
+use super::SharedSessions;
+use crate::protocol::McpError;
+use crate::suite::sealing::seal;
+
+/// How long a taker's preparation holds the stream against other takers.
+pub(crate) const TAKE_WINDOW: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// KEYS: the hash. ARGV: the holder. Offers the stream when it still holds it.
+const OFFER: &str = r#"
+if redis.call('HGET', KEYS[1], 'd') then return 0 end
+if redis.call('HGET', KEYS[1], 'h') ~= ARGV[1] then return 0 end
+redis.call('HSET', KEYS[1], 'ho', ARGV[1])
+return 1
+"#;
+
+/// KEYS: the hash, the events stream, the last URI change's token. ARGV:
+/// the offering holder, the taker's token, its holder name, now (ms), the
+/// window (ms). `{'O', newest entry}`, `{'D'}` deleted, `{'N'}` not offered
+/// by that holder, `{'B'}` another taker is at it.
+const PREPARE: &str = concat!(
+    stream_prelude!(),
+    r#"
+if redis.call('HGET', KEYS[1], 'd') then return {'D'} end
+local h = redis.call('HGET', KEYS[1], 'h')
+if h ~= ARGV[1] or redis.call('HGET', KEYS[1], 'ho') ~= h then return {'N'} end
+local busy_until = tonumber(redis.call('HGET', KEYS[1], 'hd') or '0')
+if redis.call('HGET', KEYS[1], 'hc') and busy_until > tonumber(ARGV[4]) then return {'B'} end
+local newest = '0-0'
+if redis.call('EXISTS', KEYS[2]) == 1 then newest = info(KEYS[2]) end
+redis.call('HSET', KEYS[1], 'hc', ARGV[2], 'hn', ARGV[3], 'he', newest,
+  'hv', redis.call('GET', KEYS[3]) or '', 'hl', redis.call('HGET', KEYS[1], 'l') or '',
+  'hd', tonumber(ARGV[4]) + tonumber(ARGV[5]))
+return {'O', newest}
+"#
+);
+
+/// KEYS as [`PREPARE`]. ARGV: the holder, the taker's token, `1` to refuse.
+/// Moves the mark to the taker when nothing changed since it prepared:
+/// `'O'` moved, `'C'` changed (or refused: the taker gives up), `'N'` not
+/// this taker's (withdrawn, or another's).
+const CUT: &str = concat!(
+    stream_prelude!(),
+    r#"
+if redis.call('HGET', KEYS[1], 'd') then return 'N' end
+local h = redis.call('HGET', KEYS[1], 'h')
+if h ~= ARGV[1] or redis.call('HGET', KEYS[1], 'ho') ~= h then return 'N' end
+if redis.call('HGET', KEYS[1], 'hc') ~= ARGV[2] then return 'N' end
+local newest = '0-0'
+if redis.call('EXISTS', KEYS[2]) == 1 then newest = info(KEYS[2]) end
+local same = ARGV[3] ~= '1'
+  and newest == redis.call('HGET', KEYS[1], 'he')
+  and (redis.call('GET', KEYS[3]) or '') == redis.call('HGET', KEYS[1], 'hv')
+  and (redis.call('HGET', KEYS[1], 'l') or '') == redis.call('HGET', KEYS[1], 'hl')
+local to = redis.call('HGET', KEYS[1], 'hn')
+redis.call('HDEL', KEYS[1], 'hc', 'hn', 'he', 'hv', 'hl', 'hd')
+if not same then return 'C' end
+redis.call('HSET', KEYS[1], 'h', to)
+redis.call('HDEL', KEYS[1], 'ho')
+return 'O'
+"#
+);
+
+/// KEYS: the hash. ARGV: the taker's token, its holder name. `'O'` when
+/// the stream is the taker's, `'P'` while its preparation stands, else
+/// `'R'` (refused, or withdrawn).
+const STATE: &str = r#"
+if redis.call('HGET', KEYS[1], 'h') == ARGV[2] then return 'O' end
+if redis.call('HGET', KEYS[1], 'hc') == ARGV[1] then return 'P' end
+return 'R'
+"#;
+
+/// KEYS: the hash. ARGV: the taker's token, its holder name. The taker
+/// gives up: its preparation goes (a cut after this finds it gone). `'O'`
+/// when the stream became the taker's first.
+const WITHDRAW: &str = r#"
+if redis.call('HGET', KEYS[1], 'h') == ARGV[2] then return 'O' end
+if redis.call('HGET', KEYS[1], 'hc') == ARGV[1] then
+  redis.call('HDEL', KEYS[1], 'hc', 'hn', 'he', 'hv', 'hl', 'hd')
+end
+return 'R'
+"#;
+
+/// What a taker's preparation found.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Prepared {
+    /// Prepared: the history's newest entry then.
+    Ready(String),
+    /// The stream is not offered by that holder (any more).
+    NotOffered,
+    /// Another taker is preparing.
+    Busy,
+}
+
+/// Where a taker stands.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Taking {
+    /// The stream is the taker's.
+    Taken,
+    /// Its preparation stands: the holder has not answered yet.
+    Pending,
+    /// Refused or withdrawn.
+    Refused,
+}
+
+/// What a holder's cut did.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Cut {
+    /// The mark moved to the taker.
+    Moved,
+    /// Something changed since the taker prepared (or the holder refused):
+    /// the taker gives up, the holder keeps the stream.
+    Changed,
+    /// Not this taker's preparation.
+    Stale,
+}
+
+impl SharedSessions {
+    fn handoff_keys(&self, sid: &str) -> [String; 3] {
+        let [hash, _] = session_keys(&self.node, sid);
+        let k = |suffix: &str| {
+            self.node
+                .keys()
+                .key(&format!("sess:{{sessions}}:{sid}:{suffix}"))
+        };
+        [hash, k("ev"), k("uv")]
+    }
+
+    /// The draining `holder` offers the session's GET stream: whether it
+    /// still held it.
+    pub(crate) async fn offer_get(&self, sid: &str, holder: &str) -> Result<bool, McpError> {
+        let [hash, _] = session_keys(&self.node, sid);
+        let offered: i64 = self
+            .run(eval(OFFER, &[hash], &[holder.to_owned()]))
+            .await?;
+        Ok(offered == 1)
+    }
+
+    /// A taker (`token`, holder name `to`) prepares to take the stream
+    /// `from` offers.
+    pub(crate) async fn prepare_take(
+        &self,
+        sid: &str,
+        from: &str,
+        token: &str,
+        to: &str,
+    ) -> Result<Prepared, McpError> {
+        let args = [
+            from.to_owned(),
+            token.to_owned(),
+            to.to_owned(),
+            seal::now_ms().to_string(),
+            TAKE_WINDOW.as_millis().to_string(),
+        ];
+        let answer: Vec<String> = self
+            .run(eval(PREPARE, &self.handoff_keys(sid), &args))
+            .await?;
+        match answer.as_slice() {
+            [o, newest] if o == "O" => Ok(Prepared::Ready(newest.clone())),
+            [n] if n == "N" || n == "D" => Ok(Prepared::NotOffered),
+            [b] if b == "B" => Ok(Prepared::Busy),
+            _ => Err(unexpected()),
+        }
+    }
+
+    /// The holder `holder` cuts for the taker `token` (or refuses it).
+    pub(crate) async fn cut_get(
+        &self,
+        sid: &str,
+        holder: &str,
+        token: &str,
+        refuse: bool,
+    ) -> Result<Cut, McpError> {
+        let args = [
+            holder.to_owned(),
+            token.to_owned(),
+            if refuse { "1" } else { "0" }.to_owned(),
+        ];
+        let answer: String = self
+            .run(eval(CUT, &self.handoff_keys(sid), &args))
+            .await?;
+        match answer.as_str() {
+            "O" => Ok(Cut::Moved),
+            "C" => Ok(Cut::Changed),
+            "N" => Ok(Cut::Stale),
+            _ => Err(unexpected()),
+        }
+    }
+
+    /// Where the taker `token` (holder name `to`) stands.
+    pub(crate) async fn taking(&self, sid: &str, token: &str, to: &str) -> Result<Taking, McpError> {
+        let [hash, _] = session_keys(&self.node, sid);
+        let answer: String = self
+            .run(eval(STATE, &[hash], &[token.to_owned(), to.to_owned()]))
+            .await?;
+        Ok(match answer.as_str() {
+            "O" => Taking::Taken,
+            "P" => Taking::Pending,
+            _ => Taking::Refused,
+        })
+    }
+
+    /// The taker gives up; whether the stream had become its own first.
+    pub(crate) async fn withdraw_take(
+        &self,
+        sid: &str,
+        token: &str,
+        to: &str,
+    ) -> Result<bool, McpError> {
+        let [hash, _] = session_keys(&self.node, sid);
+        let answer: String = self
+            .run(eval(WITHDRAW, &[hash], &[token.to_owned(), to.to_owned()]))
+            .await?;
+        Ok(answer == "O")
+    }
+
+    /// Asks `holder`'s node to cut for the taker `token`.
+    pub(crate) async fn ask_cut(&self, holder: &str, sid: &str, token: &str) -> Result<(), McpError> {
+        let (node, _) = holder.rsplit_once(':').unwrap_or((holder, ""));
+        self.send(
+            node,
+            super::Control::Cut {
+                sid: sid.to_owned(),
+                token: token.to_owned(),
+            },
+        )
+        .await
+    }
+
+    /// A fresh taker's token.
+    pub(crate) fn take_token(&self) -> String {
+        super::fresh_name()
+    }
+}

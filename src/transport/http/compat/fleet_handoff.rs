@@ -1,0 +1,284 @@
+//! A shared session's GET stream moving off a draining node (see
+//! `crate::compat::shared` `handoff` for the marks in Redis, and
+//! `docs/compat-2025.md`).
+//!
+//! - The holder, as its node drains, offers the stream ([`offer`]): it
+//!   notes this node's publishes on each bus the stream listens on, syncs
+//!   those buses (so every publish of its own is in Redis's order before
+//!   the offer) and marks the stream offered. Its readers end with a
+//!   `retry` hint once they have written everything.
+//! - A node the client resumes on takes it ([`take`]): it records the
+//!   history's newest entry, syncs its own buses (every message Redis ran
+//!   before that record has reached it), opens its own stream actor, whose
+//!   frames wait in its outbox, waits until its topics are subscribed, and
+//!   asks the holder to cut.
+//! - The holder cuts ([`quiesce`], then the pump's flush and
+//!   [`SharedSessions::cut_get`]): it syncs the buses (every message Redis
+//!   ran before the request has reached its stream), waits until its stream
+//!   handled them, appends their frames, and moves the mark to the taker
+//!   only if nothing was appended after the taker's record, nothing of the
+//!   session changed, and this node published nothing on those buses since
+//!   the offer. The taker then appends its held frames and goes on.
+//!
+//! Why that loses and repeats nothing: an event Redis ran before the
+//! taker's record reached the holder before its sync came back, so it was
+//! handled and appended before the check (and an event appended after the
+//! record fails the check); the taker's stream joined after its own sync,
+//! so it sees only events Redis ran after the record, which the holder
+//! appended none of (the check) and cannot append after the mark moved.
+//! Any event in the window, a fault or a timeout: the handoff is refused,
+//! the holder keeps the stream until its drain ends, and the resumption
+//! after that is a 410 as without a handoff.
+
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use actix::Actor as _;
+use actix_web::web;
+use tokio::sync::oneshot;
+use tokio::time::Instant;
+
+use super::fleet_pump::Pump;
+use super::session::Session;
+use super::{AppState, Compat};
+use crate::compat::{LegacyStream, Prepared, SharedSessions, Taking};
+use crate::mux::{Assigns, Outbox, OutboxReceiver};
+use crate::protocol::{RequestId, RequestMeta};
+use crate::pubsub::{Synced, sync_all};
+use crate::runtime::{CloseReason, Connection, Probe, SessionStreamControl, Settle, StopStream};
+use crate::subscription::SubscriptionHandler;
+
+/// The bound on each step: a sync, a subscription, the stream settling.
+const STEP: Duration = Duration::from_secs(2);
+/// How long a taker waits for the holder's cut.
+const CUT_WAIT: Duration = Duration::from_secs(3);
+/// How often a taker looks at where it stands.
+const CUT_POLL: Duration = Duration::from_millis(25);
+
+/// What the holder noted when it offered the stream.
+pub(super) struct Offer {
+    /// Each bus the stream listens on, and this node's publishes on it then.
+    buses: Vec<(Arc<dyn Synced>, u64)>,
+    /// When the offer ends (the drain is ending): the stream then ends.
+    pub(super) until: Instant,
+}
+
+impl Offer {
+    /// Whether this node published on one of the stream's buses since the
+    /// offer: such an event reached the stream here before Redis ordered
+    /// it, and may reach a taker's stream too.
+    pub(super) fn published_since(&self) -> bool {
+        self.buses.iter().any(|(bus, n)| bus.publishes() != *n)
+    }
+}
+
+/// Syncs every bus of `buses`, each within [`STEP`]: whether all did.
+async fn sync_each(buses: &[Arc<dyn Synced>]) -> bool {
+    for bus in buses {
+        if !matches!(tokio::time::timeout(STEP, bus.sync()).await, Ok(Ok(()))) {
+            return false;
+        }
+    }
+    true
+}
+
+/// The holder's side as its node drains: offers the stream of reservation
+/// `generation` (held as `holder`) for `window`. `None` when it cannot be
+/// handed over (a source other than a distributed bus, Redis failing, no
+/// longer held): it ends with the drain.
+pub(super) async fn offer(
+    shared: &SharedSessions,
+    sid: &str,
+    (holder, generation): (&str, u64),
+    window: Duration,
+) -> Option<Offer> {
+    let running = shared.running_get(sid, generation)?;
+    let buses = running.probe.send(Probe).await.ok().flatten()?;
+    // Noted before the sync: a publish after this is counted as a change.
+    let counts = buses.iter().map(|b| (b.clone(), b.publishes())).collect();
+    if !sync_each(&buses).await {
+        return None;
+    }
+    match shared.offer_get(sid, holder).await {
+        Ok(true) => Some(Offer {
+            buses: counts,
+            until: Instant::now() + window,
+        }),
+        _ => None,
+    }
+}
+
+/// The holder's side of a cut request: its buses synced and its stream
+/// settled (every event that reached it handled, their frames in its
+/// outbox). `false` when that cannot be said.
+pub(super) async fn quiesce(
+    shared: &SharedSessions,
+    sid: &str,
+    generation: u64,
+    offer: &Offer,
+) -> bool {
+    let Some(running) = shared.running_get(sid, generation) else {
+        return false;
+    };
+    let Ok(Some(buses)) = running.probe.send(Probe).await else {
+        return false;
+    };
+    // The same buses as when it was offered (a URI change may have joined
+    // another): their publishes were counted.
+    if !buses
+        .iter()
+        .all(|b| offer.buses.iter().any(|(o, _)| Arc::ptr_eq(o, b)))
+    {
+        return false;
+    }
+    if !sync_each(&buses).await {
+        return false;
+    }
+    let Ok(Some(settled)) = running.settle.send(Settle).await else {
+        return false;
+    };
+    matches!(tokio::time::timeout(STEP, settled).await, Ok(Ok(())))
+}
+
+/// The taker's side: a client resumed on this node while `from` (another
+/// node's holder) offers the session's stream. Opens this node's stream
+/// actor for the session and takes the stream over; the holder name it is
+/// known by in Redis then (its pump and watcher run), or `None` when the
+/// holder refused or did not answer (the taker's stream is stopped).
+pub(super) async fn take<H: SubscriptionHandler>(
+    state: &web::Data<AppState<H>>,
+    compat: &Arc<Compat>,
+    session: &Session,
+    (assigns, meta): (Assigns, RequestMeta),
+    (tx, rx): (Outbox, OutboxReceiver),
+    from: &str,
+) -> Option<String> {
+    let shared = compat.shared.as_ref()?;
+    let sid = session.sid.as_str();
+    let generation = compat.next_generation();
+    let to = shared.holder(generation);
+    let token = shared.take_token();
+    if !matches!(
+        shared.prepare_take(sid, from, &token, &to).await,
+        Ok(Prepared::Ready(_))
+    ) {
+        return None;
+    }
+    let Some(opened) = open(state, session, (assigns, meta), tx, generation).await else {
+        let _ = shared.withdraw_take(sid, &token, &to).await;
+        return None;
+    };
+    // Whatever the wait found, the preparation goes unless the stream is
+    // the taker's: a cut after that finds it gone.
+    let taken = ask(shared, sid, from, (&token, &to), &opened).await
+        || matches!(shared.withdraw_take(sid, &token, &to).await, Ok(true));
+    let Opened {
+        mut stream,
+        started,
+        done,
+        ..
+    } = opened;
+    if !taken {
+        let _ = started.stop.send(StopStream(CloseReason::Disconnected)).await;
+        return None;
+    }
+    stream.install(started);
+    shared.adopt_get(sid, &session.owner, generation, stream.clone());
+    super::fleet::watch_held(compat.clone(), session, generation, stream);
+    Pump {
+        compat: compat.clone(),
+        session: super::fleet::owned(session),
+        generation,
+        holder: to.clone(),
+        server: state.server.clone(),
+        offer_for: super::fleet::offer_window(compat, &state.config),
+    }
+    .spawn(rx, done);
+    Some(to)
+}
+
+/// The taker's stream actor, opened and not installed yet.
+struct Opened {
+    stream: LegacyStream,
+    started: SessionStreamControl,
+    done: oneshot::Receiver<()>,
+    /// This process's Redis buses, synced before the actor opened.
+    synced: Vec<Weak<dyn Synced>>,
+}
+
+/// Opens the taker's stream actor (its frames wait in its outbox) after a
+/// sync of every Redis bus of this process: it sees only what Redis runs
+/// after the taker's record.
+async fn open<H: SubscriptionHandler>(
+    state: &web::Data<AppState<H>>,
+    session: &Session,
+    (assigns, meta): (Assigns, RequestMeta),
+    tx: Outbox,
+    generation: u64,
+) -> Option<Opened> {
+    let shared = state.compat.as_ref()?.shared.as_ref()?;
+    let synced = match tokio::time::timeout(STEP, sync_all()).await {
+        Ok(Ok(synced)) => synced,
+        _ => return None,
+    };
+    let uris = shared.uris(&session.sid).await.ok()?;
+    let server = &state.server;
+    let (done_tx, done) = oneshot::channel();
+    let connection = Connection::exchange(server.clone(), tx.clone(), done_tx)
+        .outliving_shutdown()
+        .start();
+    let version =
+        crate::runtime::version_label(&session.init.version, crate::compat::LEGACY_VERSIONS);
+    let stream = LegacyStream::new(connection, tx, meta, assigns, version);
+    let id = RequestId::String(format!("get-{generation}"));
+    let started = stream
+        .start(&state.suite, server, uris, id)
+        .await
+        .ok()
+        .flatten()?;
+    Some(Opened {
+        stream,
+        started,
+        done,
+        synced,
+    })
+}
+
+/// Asks the holder to cut once the taker's stream listens on Redis (each
+/// of its buses among those synced, its topics subscribed), and waits for
+/// the answer: whether the stream is the taker's.
+async fn ask(
+    shared: &SharedSessions,
+    sid: &str,
+    from: &str,
+    (token, to): (&str, &str),
+    opened: &Opened,
+) -> bool {
+    let Ok(Some(buses)) = opened.started.probe.send(Probe).await else {
+        return false;
+    };
+    let all_synced = buses.iter().all(|bus| {
+        let bus = Arc::downgrade(bus);
+        opened.synced.iter().any(|s| Weak::ptr_eq(s, &bus))
+    });
+    if !all_synced {
+        return false;
+    }
+    for bus in &buses {
+        if tokio::time::timeout(STEP, bus.subscribed()).await.is_err() {
+            return false;
+        }
+    }
+    if shared.ask_cut(from, sid, token).await.is_err() {
+        return false;
+    }
+    let deadline = Instant::now() + CUT_WAIT;
+    while Instant::now() < deadline {
+        match shared.taking(sid, token, to).await {
+            Ok(Taking::Taken) => return true,
+            Ok(Taking::Refused) | Err(_) => return false,
+            Ok(Taking::Pending) => tokio::time::sleep(CUT_POLL).await,
+        }
+    }
+    false
+}

@@ -1,0 +1,221 @@
+//! The pump of a shared session's GET stream on the node holding it: it
+//! appends each frame to the session's Redis stream
+//! ([`SharedSessions::append_events`], a burst in one round trip), and on a
+//! drain offers the stream to the node its client resumes on
+//! (`fleet_handoff`).
+//!
+//! While no reader holds the stream the session is counted against no
+//! bound for it (it is history being recorded, not a live stream); the
+//! stream stops after the resume window unless a reader claims it again.
+//! Redis failing: the holder stops the stream (an event it could not
+//! append would be a silent gap), so its readers end, and a reconnection
+//! with `Last-Event-ID` gets 410.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::{mpsc, oneshot};
+use tokio::time::Instant;
+
+use super::Compat;
+use super::fleet_events::Owned;
+use super::fleet_handoff::{self, Offer};
+use super::resumable::burst;
+use crate::compat::{Cut, SharedSessions};
+use crate::mux::OutboxReceiver;
+use crate::runtime::{CloseReason, Server, StopStream};
+
+/// Events appended to Redis in one round trip at most.
+const MAX_EVENTS_PER_APPEND: usize = 64;
+/// How often the holder's pump checks that the stream has a reader.
+const IDLE_CHECK: Duration = Duration::from_millis(500);
+/// Cut requests waiting for the pump at most (more: the taker gives up).
+const CUTS_QUEUED: usize = 4;
+
+/// A GET stream's pump: whose stream, as which holder.
+pub(super) struct Pump {
+    pub(super) compat: Arc<Compat>,
+    pub(super) session: Owned,
+    /// Its reservation on this node, and the holder name Redis knows it by.
+    pub(super) generation: u64,
+    pub(super) holder: String,
+    pub(super) server: Server,
+    /// How long a draining node offers the stream to another node (`None`:
+    /// no handoff; the stream ends with the drain).
+    pub(super) offer_for: Option<Duration>,
+}
+
+/// Why the pump ended.
+enum End {
+    /// The stream ended, or it cannot be kept: let go of it.
+    Over,
+    /// Another node took the stream over: nothing more is appended here.
+    HandedOver,
+}
+
+impl Pump {
+    /// Moves the GET stream's frames into Redis until its connection ends
+    /// (`done`), Redis refuses an event, another holder took the stream, no
+    /// reader held it for the resume window, or a drain ends it (handed
+    /// over, or not); then the outbox receiver is dropped (the stream's
+    /// actor stops) and, unless it was handed over, its history expires
+    /// after a drain delay.
+    pub(super) fn spawn(self, rx: OutboxReceiver, done: oneshot::Receiver<()>) {
+        actix_rt::spawn(async move {
+            let Some(shared) = self.compat.shared.as_ref() else {
+                return;
+            };
+            let (cuts_tx, cuts) = mpsc::channel(CUTS_QUEUED);
+            shared.set_cuts(&self.session.sid, self.generation, cuts_tx);
+            let mut rx = rx;
+            let end = self.run(shared, &mut rx, done, cuts).await;
+            drop(rx);
+            match end {
+                End::Over => shared.end_events(&self.session.sid, &self.holder).await,
+                End::HandedOver => self.stop(shared, CloseReason::Shutdown).await,
+            }
+        });
+    }
+
+    async fn stop(&self, shared: &SharedSessions, reason: CloseReason) {
+        if let Some(running) = shared.running_get(&self.session.sid, self.generation) {
+            let _ = running.stop.send(StopStream(reason)).await;
+        }
+    }
+
+    /// Appends `batch`: whether the stream goes on.
+    async fn append(&self, shared: &SharedSessions, batch: &[bytes::Bytes]) -> bool {
+        let bounds = *self.compat.events.bounds();
+        let limits = (bounds.per_session_events, bounds.per_session_bytes);
+        let (sid, expires) = (self.session.sid.as_str(), self.session.expires);
+        match shared
+            .append_events(sid, &self.holder, expires, batch, limits)
+            .await
+        {
+            Ok(true) => true,
+            Ok(false) => {
+                tracing::debug!("GET stream no longer held here; it ends");
+                false
+            }
+            Err(error) => {
+                tracing::warn!(%error, "GET stream events not kept in Redis; the stream ends");
+                false
+            }
+        }
+    }
+
+    /// Appends what `first` and the frames queued behind it hold: whether
+    /// the stream goes on.
+    async fn append_burst(
+        &self,
+        shared: &SharedSessions,
+        first: crate::mux::Frame,
+        rx: &mut OutboxReceiver,
+    ) -> bool {
+        let (batch, closed) = burst(first, rx, MAX_EVENTS_PER_APPEND, |frame| {
+            (!frame.is_revoked() && !frame.is_empty()).then(|| (frame.to_bytes(), false))
+        });
+        (batch.is_empty() || self.append(shared, &batch).await) && !closed
+    }
+
+    /// Appends every frame queued now: whether all went.
+    async fn flush(&self, shared: &SharedSessions, rx: &mut OutboxReceiver) -> bool {
+        loop {
+            match rx.try_recv() {
+                Ok(frame) => {
+                    if !self.append_burst(shared, frame, rx).await {
+                        return false;
+                    }
+                }
+                Err(crate::queue::TryRecvError::Empty) => return true,
+                Err(crate::queue::TryRecvError::Disconnected) => return false,
+            }
+        }
+    }
+
+    async fn run(
+        &self,
+        shared: &SharedSessions,
+        rx: &mut OutboxReceiver,
+        mut done: oneshot::Receiver<()>,
+        mut cuts: mpsc::Receiver<String>,
+    ) -> End {
+        let bounds = *self.compat.events.bounds();
+        let (sid, expires) = (self.session.sid.as_str(), self.session.expires);
+        let mut tick = tokio::time::interval(IDLE_CHECK);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut idle_since: Option<Instant> = None;
+        let mut uncounted = false;
+        let mut shutdown = Box::pin(self.server.shutdown_signal());
+        let mut draining = false;
+        let mut offer: Option<Offer> = None;
+        loop {
+            tokio::select! {
+                frame = rx.recv() => {
+                    let Some(frame) = frame else { return End::Over };
+                    // What is queued goes in one round trip (a burst keeps up).
+                    if !self.append_burst(shared, frame, rx).await {
+                        return End::Over;
+                    }
+                },
+                _ = &mut done => return End::Over,
+                () = &mut shutdown, if !draining => {
+                    draining = true;
+                    offer = match self.offer_for {
+                        Some(window) => fleet_handoff::offer(shared, sid, (&self.holder, self.generation), window).await,
+                        None => None,
+                    };
+                    if offer.is_none() {
+                        // Ended as a drain ends every stream; its last
+                        // frames are still appended.
+                        self.stop(shared, CloseReason::Shutdown).await;
+                    }
+                },
+                Some(token) = cuts.recv(), if offer.is_some() => {
+                    let Some(offer) = offer.as_ref() else { continue };
+                    let ready = fleet_handoff::quiesce(shared, sid, self.generation, offer).await;
+                    // Every frame of what was handled before the request is
+                    // in Redis before the check.
+                    let flushed = ready && self.flush(shared, rx).await;
+                    let refuse = !flushed || offer.published_since();
+                    match shared.cut_get(sid, &self.holder, &token, refuse).await {
+                        Ok(Cut::Moved) => return End::HandedOver,
+                        Ok(outcome) => tracing::debug!(?outcome, "GET stream not handed over"),
+                        Err(error) => tracing::debug!(%error, "GET stream not handed over"),
+                    }
+                },
+                _ = tick.tick() => {
+                    if offer.as_ref().is_some_and(|o| Instant::now() >= o.until) {
+                        // Nobody took it over in time: it ends with the drain.
+                        offer = None;
+                        self.stop(shared, CloseReason::Shutdown).await;
+                    }
+                    let read = match shared.tick_events(sid, expires).await {
+                        Ok(false) if !uncounted => match shared.uncount_idle(&self.session.key()).await {
+                            Ok(read) => {
+                                uncounted = !read;
+                                Ok(read)
+                            }
+                            Err(e) => Err(e),
+                        },
+                        other => other,
+                    };
+                    match read {
+                        Ok(true) => {
+                            idle_since = None;
+                            uncounted = false;
+                        }
+                        Ok(false) => {
+                            let since = *idle_since.get_or_insert_with(Instant::now);
+                            if since.elapsed() >= bounds.resume_window && offer.is_none() {
+                                return End::Over;
+                            }
+                        }
+                        // Redis unreachable: the next append decides.
+                        Err(_) => {}
+                    }
+                }
+            }
+        }
+    }
+}
