@@ -13,93 +13,15 @@ mod common;
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use common::legacy::{self, LEGACY};
+use common::fleet_notes::{
+    Events, add_note, get, message, next_updated, notes_node_with, subscribe,
+};
+use common::legacy;
 use common::redis_server::{RedisCluster, RedisServer, redis_bus};
-use common::{Event, Exchange, Response};
+use common::{Event, Exchange};
 use genmcp::http::{CompatConfig, ServerThread};
-use genmcp::mux::SharedNotification;
 use genmcp::prelude::*;
-use genmcp_cli::demo;
 use serde_json::{Value, json};
-
-type Events = Bus<SharedNotification>;
-
-fn key() -> [u8; 32] {
-    genmcp::suite::secret::parse_secret(&"5a".repeat(32)).expect("key")
-}
-
-fn notes_node_with(bus: &Events, compat: CompatConfig) -> ServerThread {
-    let bus = bus.clone();
-    let mut config = common::config();
-    config.workers = 2;
-    config.keep_alive = Duration::from_millis(100);
-    config.compat = Some(compat);
-    ServerThread::spawn(move || demo::suite_with(bus, Some(key())).0, config).expect("node starts")
-}
-
-fn message(r: &Response) -> Value {
-    if r.header("content-type")
-        .is_some_and(|c| c.starts_with("text/event-stream"))
-    {
-        return r.sse_messages().pop().expect("an SSE message");
-    }
-    r.json()
-}
-
-fn add_note(addr: SocketAddr, session: &str, args: Value) -> String {
-    let r = legacy::request(
-        addr,
-        session,
-        json!("add"),
-        "tools/call",
-        json!({"name": "add_note", "arguments": args}),
-    );
-    let m = message(&r);
-    m["result"]["content"][0]["text"]
-        .as_str()
-        .unwrap_or_else(|| panic!("add_note answered {m}"))
-        .to_owned()
-}
-
-fn subscribe(addr: SocketAddr, session: &str, uri: &str) {
-    let r = legacy::request(
-        addr,
-        session,
-        json!("sub"),
-        "resources/subscribe",
-        json!({"uri": uri}),
-    );
-    assert_eq!(message(&r)["result"], json!({}), "{}", message(&r));
-}
-
-fn get(addr: SocketAddr, session: &str, last_event_id: Option<&str>) -> Exchange {
-    let mut h = vec![
-        ("Accept".to_owned(), "text/event-stream".to_owned()),
-        ("MCP-Protocol-Version".to_owned(), LEGACY.to_owned()),
-        ("Mcp-Session-Id".to_owned(), session.to_owned()),
-    ];
-    if let Some(id) = last_event_id {
-        h.push(("Last-Event-ID".to_owned(), id.to_owned()));
-    }
-    let e = Exchange::open_with(addr, "GET", &h, b"");
-    e.set_timeout(Duration::from_secs(10));
-    e
-}
-
-/// The URI of the next `notifications/resources/updated` (other
-/// notifications and keep-alives skipped, at most 300 of them: about 30 s of
-/// keep-alives), `None` when the stream ended.
-fn next_updated(stream: &mut Exchange) -> Option<String> {
-    for _ in 0..300 {
-        match stream.try_next_event().expect("an event within 10 s")? {
-            Event::Message(m) if m["method"] == "notifications/resources/updated" => {
-                return Some(m["params"]["uri"].as_str().expect("a uri").to_owned());
-            }
-            _ => {}
-        }
-    }
-    panic!("no update within 300 events");
-}
 
 /// Waits (bounded) until the session's Redis stream holds `n` entries or
 /// more.

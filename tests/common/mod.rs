@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod counting;
+pub mod fleet_notes;
 pub mod legacy;
 pub mod log_capture;
 pub mod probe;

@@ -1,0 +1,102 @@
+//! The demo's notes server as a fleet of in-process nodes on one Redis bus,
+//! driven by a 2025-era client: notes added and subscribed, the session's
+//! GET stream opened (or resumed with `Last-Event-ID`) and its
+//! `notifications/resources/updated` read.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use genmcp::http::{CompatConfig, ServerThread};
+use genmcp::mux::SharedNotification;
+use genmcp::pubsub::Bus;
+use genmcp_cli::demo;
+use serde_json::{Value, json};
+
+use super::legacy::{self, LEGACY};
+use super::{Event, Exchange, Response};
+
+/// The bus every node of a notes fleet shares.
+pub type Events = Bus<SharedNotification>;
+
+/// The nodes' shared sealing key.
+pub fn key() -> [u8; 32] {
+    genmcp::suite::secret::parse_secret(&"5a".repeat(32)).expect("key")
+}
+
+/// A notes node on `bus` with the 2025 settings `compat`.
+pub fn notes_node_with(bus: &Events, compat: CompatConfig) -> ServerThread {
+    let bus = bus.clone();
+    let mut config = super::config();
+    config.workers = 2;
+    config.keep_alive = Duration::from_millis(100);
+    config.compat = Some(compat);
+    ServerThread::spawn(move || demo::suite_with(bus, Some(key())).0, config).expect("node starts")
+}
+
+/// The JSON-RPC message a POST answered with (JSON or one SSE message).
+pub fn message(r: &Response) -> Value {
+    if r.header("content-type")
+        .is_some_and(|c| c.starts_with("text/event-stream"))
+    {
+        return r.sse_messages().pop().expect("an SSE message");
+    }
+    r.json()
+}
+
+/// Calls `add_note` with `args`: the note's URI (its text answer).
+pub fn add_note(addr: SocketAddr, session: &str, args: Value) -> String {
+    let r = legacy::request(
+        addr,
+        session,
+        json!("add"),
+        "tools/call",
+        json!({"name": "add_note", "arguments": args}),
+    );
+    let m = message(&r);
+    m["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_else(|| panic!("add_note answered {m}"))
+        .to_owned()
+}
+
+/// `resources/subscribe` to `uri`, answered with success.
+pub fn subscribe(addr: SocketAddr, session: &str, uri: &str) {
+    let r = legacy::request(
+        addr,
+        session,
+        json!("sub"),
+        "resources/subscribe",
+        json!({"uri": uri}),
+    );
+    assert_eq!(message(&r)["result"], json!({}), "{}", message(&r));
+}
+
+/// The session's GET stream, resumed after `last_event_id` if any.
+pub fn get(addr: SocketAddr, session: &str, last_event_id: Option<&str>) -> Exchange {
+    let mut h = vec![
+        ("Accept".to_owned(), "text/event-stream".to_owned()),
+        ("MCP-Protocol-Version".to_owned(), LEGACY.to_owned()),
+        ("Mcp-Session-Id".to_owned(), session.to_owned()),
+    ];
+    if let Some(id) = last_event_id {
+        h.push(("Last-Event-ID".to_owned(), id.to_owned()));
+    }
+    let e = Exchange::open_with(addr, "GET", &h, b"");
+    e.set_timeout(Duration::from_secs(10));
+    e
+}
+
+/// The URI of the next `notifications/resources/updated` (other
+/// notifications and keep-alives skipped, at most 300 of them: about 30 s of
+/// keep-alives), `None` when the stream ended.
+pub fn next_updated(stream: &mut Exchange) -> Option<String> {
+    for _ in 0..300 {
+        match stream.try_next_event().expect("an event within 10 s")? {
+            Event::Message(m) if m["method"] == "notifications/resources/updated" => {
+                return Some(m["params"]["uri"].as_str().expect("a uri").to_owned());
+            }
+            _ => {}
+        }
+    }
+    panic!("no update within 300 events");
+}
