@@ -247,3 +247,166 @@ impl SharedSessions {
         super::fresh_name()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::sessions_with;
+    use super::*;
+    use crate::compat::{Claim, Reserve, StateKey};
+    use crate::protocol::LogLevel;
+    use crate::pubsub::redis_child::{RedisChild, block_on};
+
+    const TAKER: &str = "taker-node:7";
+
+    async fn hget(sessions: &SharedSessions, field: &str) -> Option<String> {
+        let [hash, _] = session_keys(&sessions.node, "s1");
+        sessions
+            .run(::redis::Cmd::hget(hash, field))
+            .await
+            .expect("HGET")
+    }
+
+    /// A session whose GET stream reservation 1 holds, with a history of
+    /// one event: the session's key and the holder's name.
+    async fn held(sessions: &SharedSessions) -> (StateKey<'static>, String) {
+        let key = StateKey {
+            sid: "s1",
+            owner: "o",
+            expires: seal::now_ms() + 60_000,
+        };
+        let reserved = sessions.reserve_get(&key, 1).await.expect("reserved");
+        assert!(matches!(reserved, Reserve::Reserved));
+        let claimed = sessions
+            .claim_events(&key, None, "r1", (false, true))
+            .await
+            .expect("claimed");
+        assert!(matches!(claimed, Claim::Claimed { .. }), "{claimed:?}");
+        let holder = sessions.holder(1);
+        let event = [bytes::Bytes::from_static(b"{}")];
+        let appended = sessions
+            .append_events("s1", &holder, key.expires, &event, (50, 2000))
+            .await
+            .expect("appended");
+        assert!(appended);
+        (key, holder)
+    }
+
+    /// The rules of the marks: a stream is taken only when its holder
+    /// offered it, by one taker at a time, and moves only when nothing was
+    /// appended and nothing of the session changed since the taker
+    /// prepared; a refused, withdrawn or stale preparation moves nothing.
+    #[test]
+    fn a_cut_moves_the_stream_only_when_nothing_changed_since_the_taker_prepared() {
+        let redis = RedisChild::start();
+        block_on(async {
+            let sessions = sessions_with(&redis, 10).await;
+            let (key, holder) = held(&sessions).await;
+            let event = [bytes::Bytes::from_static(b"{\"n\":2}")];
+            let prepare = |token: &'static str| sessions.prepare_take("s1", &holder, token, TAKER);
+
+            // Not offered yet; offered by its holder only.
+            assert_eq!(prepare("t0").await.expect("prepare"), Prepared::NotOffered);
+            assert!(!sessions.offer_get("s1", "other:1").await.expect("offer"));
+            assert!(sessions.offer_get("s1", &holder).await.expect("offer"));
+
+            // One taker at a time.
+            assert!(matches!(prepare("t1").await.expect("prepare"), Prepared::Ready(_)));
+            assert_eq!(prepare("t2").await.expect("prepare"), Prepared::Busy);
+            // An event appended since: refused; the holder keeps it.
+            let appended = sessions
+                .append_events("s1", &holder, key.expires, &event, (50, 2000))
+                .await
+                .expect("appended");
+            assert!(appended);
+            let cut = sessions.cut_get("s1", &holder, "t1", false).await;
+            assert_eq!(cut.expect("cut"), Cut::Changed);
+            assert_eq!(
+                sessions.taking("s1", "t1", TAKER).await.expect("state"),
+                Taking::Refused
+            );
+            assert_eq!(hget(&sessions, "h").await.as_deref(), Some(holder.as_str()));
+
+            // The session's level changed since: refused.
+            assert!(matches!(prepare("t3").await.expect("prepare"), Prepared::Ready(_)));
+            sessions
+                .set_log_level(&key, LogLevel::Debug)
+                .await
+                .expect("level set");
+            let cut = sessions.cut_get("s1", &holder, "t3", false).await;
+            assert_eq!(cut.expect("cut"), Cut::Changed);
+
+            // A URI of the session changed since: refused.
+            assert!(matches!(prepare("t3b").await.expect("prepare"), Prepared::Ready(_)));
+            let [_, _, uv] = sessions.handoff_keys("s1");
+            let _: () = sessions
+                .run(::redis::Cmd::set(uv, "another-change"))
+                .await
+                .expect("SET");
+            let cut = sessions.cut_get("s1", &holder, "t3b", false).await;
+            assert_eq!(cut.expect("cut"), Cut::Changed);
+
+            // The holder refuses: refused.
+            assert!(matches!(prepare("t4").await.expect("prepare"), Prepared::Ready(_)));
+            let cut = sessions.cut_get("s1", &holder, "t4", true).await;
+            assert_eq!(cut.expect("cut"), Cut::Changed);
+
+            // Withdrawn before the holder cut: the cut finds it stale.
+            assert!(matches!(prepare("t5").await.expect("prepare"), Prepared::Ready(_)));
+            assert!(!sessions.withdraw_take("s1", "t5", TAKER).await.expect("withdrawn"));
+            let cut = sessions.cut_get("s1", &holder, "t5", false).await;
+            assert_eq!(cut.expect("cut"), Cut::Stale);
+
+            // Nothing changed: moved, once, to the taker.
+            assert!(matches!(prepare("t6").await.expect("prepare"), Prepared::Ready(_)));
+            assert_eq!(
+                sessions.taking("s1", "t6", TAKER).await.expect("state"),
+                Taking::Pending
+            );
+            let cut = sessions.cut_get("s1", "other:1", "t6", false).await;
+            assert_eq!(cut.expect("cut"), Cut::Stale);
+            let cut = sessions.cut_get("s1", &holder, "t6", false).await;
+            assert_eq!(cut.expect("cut"), Cut::Moved);
+            assert_eq!(
+                sessions.taking("s1", "t6", TAKER).await.expect("state"),
+                Taking::Taken
+            );
+            assert!(sessions.withdraw_take("s1", "t6", TAKER).await.expect("taken"));
+            assert_eq!(hget(&sessions, "h").await.as_deref(), Some(TAKER));
+            for field in ["ho", "hc", "hn", "he", "hv", "hl", "hd"] {
+                assert_eq!(hget(&sessions, field).await, None, "{field} left behind");
+            }
+            // The old holder can no longer append, nor let go of the
+            // taker's mark, nor offer it.
+            let appended = sessions
+                .append_events("s1", &holder, key.expires, &event, (50, 2000))
+                .await
+                .expect("answered");
+            assert!(!appended);
+            sessions.release_get(("s1", "o"), 1, key.expires).await;
+            assert_eq!(hget(&sessions, "h").await.as_deref(), Some(TAKER));
+            assert!(!sessions.offer_get("s1", &holder).await.expect("offer"));
+        });
+    }
+
+    /// A taker that vanished mid-way holds the stream against others only
+    /// for [`TAKE_WINDOW`].
+    #[test]
+    fn a_vanished_takers_preparation_lapses() {
+        let redis = RedisChild::start();
+        block_on(async {
+            let sessions = sessions_with(&redis, 10).await;
+            let (_key, holder) = held(&sessions).await;
+            assert!(sessions.offer_get("s1", &holder).await.expect("offer"));
+            let first = sessions.prepare_take("s1", &holder, "t1", TAKER).await;
+            assert!(matches!(first.expect("prepare"), Prepared::Ready(_)));
+            let second = sessions.prepare_take("s1", &holder, "t2", "n2:1").await;
+            assert_eq!(second.expect("prepare"), Prepared::Busy);
+            tokio::time::sleep(TAKE_WINDOW + std::time::Duration::from_millis(200)).await;
+            let third = sessions.prepare_take("s1", &holder, "t3", "n2:1").await;
+            assert!(matches!(third.expect("prepare"), Prepared::Ready(_)));
+            // The first taker's late cut request finds it gone.
+            let cut = sessions.cut_get("s1", &holder, "t1", false).await;
+            assert_eq!(cut.expect("cut"), Cut::Stale);
+        });
+    }
+}
