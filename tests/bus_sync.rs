@@ -48,7 +48,11 @@ fn after_a_sync_every_message_redis_ran_before_it_has_been_delivered() {
         // b's marker is run after that: the message reached b before it.
         block_on(b.sync()).expect("b synced");
         let got = rec.got.lock().unwrap().clone();
-        assert_eq!(got.last(), Some(&n), "b's sync returned before {n} was delivered: {got:?}");
+        assert_eq!(
+            got.last(),
+            Some(&n),
+            "b's sync returned before {n} was delivered: {got:?}"
+        );
     }
     assert_eq!(*rec.got.lock().unwrap(), (0..40).collect::<Vec<_>>());
     // A node's marker is its own: nothing of it reaches a subscriber, and
@@ -66,9 +70,7 @@ fn a_sync_fails_within_its_bound_when_redis_is_gone() {
     let b: Bus<u32> = redis_bus(&redis.url(), "t-sync-gone:");
     block_on(b.sync()).expect("synced while Redis runs");
     redis.kill();
-    let result = block_on(async {
-        tokio::time::timeout(Duration::from_secs(20), b.sync()).await
-    });
+    let result = block_on(async { tokio::time::timeout(Duration::from_secs(20), b.sync()).await });
     let result = result.expect("the sync ended by itself");
     assert!(
         matches!(result, Err(BusError::Unavailable { .. })),

@@ -30,7 +30,9 @@ fn rest_of(mut stream: Exchange) -> (Vec<String>, Option<String>) {
 fn session_field(redis: &RedisServer, prefix: &str, session: &str, field: &str) -> String {
     let sid = legacy::sid_of(session);
     let key = format!("{prefix}sess:{{sessions}}:{sid}");
-    let reply = redis.command(&["HGET", &key, field]).expect("redis answers");
+    let reply = redis
+        .command(&["HGET", &key, field])
+        .expect("redis answers");
     // A bulk string (`$<len>\r\n<value>\r\n`) or nil (`$-1`).
     reply.lines().nth(1).unwrap_or("").to_owned()
 }

@@ -9,12 +9,12 @@
 mod common;
 
 use std::net::SocketAddr;
-use std::process::Child;
 use std::sync::{Arc, mpsc};
 use std::time::{Duration, Instant};
 
 use common::legacy::{self, reader, resuming_reader};
 use common::redis_server::{RedisServer, block_on, bus_config};
+use common::serve_child::ServeNode;
 use common::{Exchange, Response};
 use genmcp::http::{CompatConfig, ServerThread};
 use genmcp::mux::SharedNotification;
@@ -96,33 +96,14 @@ fn add_note(addr: SocketAddr, session: &str, args: Value) -> String {
 
 /// A `genmcp serve --bus` process (the notes demo), stopped and continued
 /// with signals; killed when dropped.
-struct Node {
-    child: Child,
-    addr: SocketAddr,
-}
+struct Node;
 
 impl Node {
-    fn start(url: &str) -> Node {
-        let (child, addr) = common::serve_child::spawn_serve(
-            &["--port", "0", "--bus", url, "--keep-alive", "1"],
+    fn start(url: &str) -> ServeNode {
+        ServeNode::start(
+            &["--bus", url, "--keep-alive", "1"],
             &[("GENMCP_KEY", KEY_HEX)],
-        );
-        Node { child, addr }
-    }
-
-    fn signal(&self, signal: &str) {
-        // After `-STOP`, once every thread of it is stopped.
-        assert!(
-            common::signal_process(self.child.id(), signal),
-            "kill {signal}"
-        );
-    }
-}
-
-impl Drop for Node {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        )
     }
 }
 

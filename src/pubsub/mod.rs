@@ -35,12 +35,12 @@
 
 mod inbox;
 mod local;
-pub(crate) mod synced;
 #[cfg(feature = "redis")]
 #[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
 pub mod redis;
 #[cfg(all(test, feature = "redis"))]
 pub(crate) mod redis_child;
+pub(crate) mod synced;
 
 use std::future::Future;
 use std::pin::Pin;
@@ -48,11 +48,11 @@ use std::sync::{Arc, Weak};
 
 pub use inbox::{DeliverFuture, Inbox, InboxError, InboxSink};
 pub(crate) use inbox::{OverflowSignal, Taps};
-pub(crate) use synced::{Synced, SyncedBuses, sync_all};
 use local::Topics;
 #[cfg(feature = "redis")]
 #[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
 pub use redis::{RedisBusConfig, RedisOnce, StartMode};
+pub(crate) use synced::{Synced, SyncedBuses, sync_all};
 
 /// Why a publish could not reach the other nodes, or a bus could not start.
 /// Local subscribers have already received a failed publish's events.
@@ -523,7 +523,10 @@ impl<M: Clone + Send + 'static> Bus<M> {
         match &self.inner.remote {
             Some(remote) if !msgs.is_empty() => {
                 self.inner.count_publish();
-                remote.publish(topic, msgs).map(|()| delivered).map_err(|e| (delivered, e))
+                remote
+                    .publish(topic, msgs)
+                    .map(|()| delivered)
+                    .map_err(|e| (delivered, e))
             }
             _ => Ok(delivered),
         }

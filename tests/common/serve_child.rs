@@ -43,3 +43,37 @@ pub fn spawn_serve(args: &[&str], envs: &[(&str, &str)]) -> (Child, SocketAddr) 
         .expect("an address");
     (child, addr)
 }
+
+/// A `genmcp serve` child process, signalled by the tests (`-STOP`,
+/// `-CONT`, `-TERM`) and killed when dropped.
+pub struct ServeNode {
+    pub child: Child,
+    pub addr: SocketAddr,
+}
+
+impl ServeNode {
+    /// `genmcp serve --port 0 <args>` with `envs` (see [`spawn_serve`]).
+    pub fn start(args: &[&str], envs: &[(&str, &str)]) -> ServeNode {
+        let mut all = vec!["--port", "0"];
+        all.extend_from_slice(args);
+        let (child, addr) = spawn_serve(&all, envs);
+        ServeNode { child, addr }
+    }
+
+    /// Sends `signal` (`-STOP`, `-CONT`, `-TERM`, ...); after `-STOP`,
+    /// returns once every thread of the process is stopped
+    /// ([`super::signal_process`]).
+    pub fn signal(&self, signal: &str) {
+        assert!(
+            super::signal_process(self.child.id(), signal),
+            "kill {signal}"
+        );
+    }
+}
+
+impl Drop for ServeNode {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

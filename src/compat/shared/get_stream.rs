@@ -286,7 +286,12 @@ impl SharedSessions {
 
     /// Where the cut requests for the session's GET stream of reservation
     /// `generation` go (its pump, while it offers the stream).
-    pub(crate) fn set_cuts(&self, sid: &str, generation: u64, tx: tokio::sync::mpsc::Sender<String>) {
+    pub(crate) fn set_cuts(
+        &self,
+        sid: &str,
+        generation: u64,
+        tx: tokio::sync::mpsc::Sender<String>,
+    ) {
         if let Some(slot) = self
             .lock()
             .get_mut(sid)

@@ -12,9 +12,9 @@
 //! newest entry when the taker prepared), `hv` and `hl` (the session's last
 //! URI change and level then), `hd` (when the taker gives up, ms).
 
+use super::SharedSessions;
 use super::owner::unexpected;
 use super::scripts::{eval, session_keys, stream_prelude};
-use super::SharedSessions;
 use crate::protocol::McpError;
 use crate::suite::sealing::seal;
 
@@ -145,9 +145,7 @@ impl SharedSessions {
     /// still held it.
     pub(crate) async fn offer_get(&self, sid: &str, holder: &str) -> Result<bool, McpError> {
         let [hash, _] = session_keys(&self.node, sid);
-        let offered: i64 = self
-            .run(eval(OFFER, &[hash], &[holder.to_owned()]))
-            .await?;
+        let offered: i64 = self.run(eval(OFFER, &[hash], &[holder.to_owned()])).await?;
         Ok(offered == 1)
     }
 
@@ -191,9 +189,7 @@ impl SharedSessions {
             token.to_owned(),
             if refuse { "1" } else { "0" }.to_owned(),
         ];
-        let answer: String = self
-            .run(eval(CUT, &self.handoff_keys(sid), &args))
-            .await?;
+        let answer: String = self.run(eval(CUT, &self.handoff_keys(sid), &args)).await?;
         match answer.as_str() {
             "O" => Ok(Cut::Moved),
             "C" => Ok(Cut::Changed),
@@ -203,7 +199,12 @@ impl SharedSessions {
     }
 
     /// Where the taker `token` (holder name `to`) stands.
-    pub(crate) async fn taking(&self, sid: &str, token: &str, to: &str) -> Result<Taking, McpError> {
+    pub(crate) async fn taking(
+        &self,
+        sid: &str,
+        token: &str,
+        to: &str,
+    ) -> Result<Taking, McpError> {
         let [hash, _] = session_keys(&self.node, sid);
         let answer: String = self
             .run(eval(STATE, &[hash], &[token.to_owned(), to.to_owned()]))
@@ -230,7 +231,12 @@ impl SharedSessions {
     }
 
     /// Asks `holder`'s node to cut for the taker `token`.
-    pub(crate) async fn ask_cut(&self, holder: &str, sid: &str, token: &str) -> Result<(), McpError> {
+    pub(crate) async fn ask_cut(
+        &self,
+        holder: &str,
+        sid: &str,
+        token: &str,
+    ) -> Result<(), McpError> {
         let (node, _) = holder.rsplit_once(':').unwrap_or((holder, ""));
         self.send(
             node,
@@ -310,7 +316,10 @@ mod tests {
             assert!(sessions.offer_get("s1", &holder).await.expect("offer"));
 
             // One taker at a time.
-            assert!(matches!(prepare("t1").await.expect("prepare"), Prepared::Ready(_)));
+            assert!(matches!(
+                prepare("t1").await.expect("prepare"),
+                Prepared::Ready(_)
+            ));
             assert_eq!(prepare("t2").await.expect("prepare"), Prepared::Busy);
             // An event appended since: refused; the holder keeps it.
             let appended = sessions
@@ -327,7 +336,10 @@ mod tests {
             assert_eq!(hget(&sessions, "h").await.as_deref(), Some(holder.as_str()));
 
             // The session's level changed since: refused.
-            assert!(matches!(prepare("t3").await.expect("prepare"), Prepared::Ready(_)));
+            assert!(matches!(
+                prepare("t3").await.expect("prepare"),
+                Prepared::Ready(_)
+            ));
             sessions
                 .set_log_level(&key, LogLevel::Debug)
                 .await
@@ -336,7 +348,10 @@ mod tests {
             assert_eq!(cut.expect("cut"), Cut::Changed);
 
             // A URI of the session changed since: refused.
-            assert!(matches!(prepare("t3b").await.expect("prepare"), Prepared::Ready(_)));
+            assert!(matches!(
+                prepare("t3b").await.expect("prepare"),
+                Prepared::Ready(_)
+            ));
             let [_, _, uv] = sessions.handoff_keys("s1");
             let _: () = sessions
                 .run(::redis::Cmd::set(uv, "another-change"))
@@ -346,18 +361,32 @@ mod tests {
             assert_eq!(cut.expect("cut"), Cut::Changed);
 
             // The holder refuses: refused.
-            assert!(matches!(prepare("t4").await.expect("prepare"), Prepared::Ready(_)));
+            assert!(matches!(
+                prepare("t4").await.expect("prepare"),
+                Prepared::Ready(_)
+            ));
             let cut = sessions.cut_get("s1", &holder, "t4", true).await;
             assert_eq!(cut.expect("cut"), Cut::Changed);
 
             // Withdrawn before the holder cut: the cut finds it stale.
-            assert!(matches!(prepare("t5").await.expect("prepare"), Prepared::Ready(_)));
-            assert!(!sessions.withdraw_take("s1", "t5", TAKER).await.expect("withdrawn"));
+            assert!(matches!(
+                prepare("t5").await.expect("prepare"),
+                Prepared::Ready(_)
+            ));
+            assert!(
+                !sessions
+                    .withdraw_take("s1", "t5", TAKER)
+                    .await
+                    .expect("withdrawn")
+            );
             let cut = sessions.cut_get("s1", &holder, "t5", false).await;
             assert_eq!(cut.expect("cut"), Cut::Stale);
 
             // Nothing changed: moved, once, to the taker.
-            assert!(matches!(prepare("t6").await.expect("prepare"), Prepared::Ready(_)));
+            assert!(matches!(
+                prepare("t6").await.expect("prepare"),
+                Prepared::Ready(_)
+            ));
             assert_eq!(
                 sessions.taking("s1", "t6", TAKER).await.expect("state"),
                 Taking::Pending
@@ -370,7 +399,12 @@ mod tests {
                 sessions.taking("s1", "t6", TAKER).await.expect("state"),
                 Taking::Taken
             );
-            assert!(sessions.withdraw_take("s1", "t6", TAKER).await.expect("taken"));
+            assert!(
+                sessions
+                    .withdraw_take("s1", "t6", TAKER)
+                    .await
+                    .expect("taken")
+            );
             assert_eq!(hget(&sessions, "h").await.as_deref(), Some(TAKER));
             for field in ["ho", "hc", "hn", "he", "hv", "hl", "hd"] {
                 assert_eq!(hget(&sessions, field).await, None, "{field} left behind");

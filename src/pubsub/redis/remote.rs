@@ -115,7 +115,9 @@ impl<M: Serialize + Send + 'static> Remote<M> for RedisRemote<M> {
             Err(link.unavailable())
         } else {
             match link.new_sync() {
-                None => Err(BusError::Busy { capacity: MAX_SYNCS }),
+                None => Err(BusError::Busy {
+                    capacity: MAX_SYNCS,
+                }),
                 Some((token, rx)) => {
                     // Behind every publish queued so far: Redis runs them first.
                     let out = Outgoing {

@@ -156,8 +156,7 @@ mod tests {
                 let server = Server::new(limits);
                 let (tx, rx) = outbox(4096);
                 let (done_tx, _done) = oneshot::channel();
-                let connection =
-                    Connection::exchange(server.clone(), tx.clone(), done_tx).start();
+                let connection = Connection::exchange(server.clone(), tx.clone(), done_tx).start();
                 let filter = SubscriptionFilter {
                     tools_list_changed: true,
                     ..SubscriptionFilter::default()
@@ -206,6 +205,9 @@ mod tests {
         assert_eq!(frames, 600, "settled before every event was handled");
         let _ = finish_tx.send(());
         let not_handed_over = actors.join().expect("the actors' thread ended");
-        assert!(not_handed_over, "an embedded bus's stream was offered for a handoff");
+        assert!(
+            not_handed_over,
+            "an embedded bus's stream was offered for a handoff"
+        );
     }
 }

@@ -17,12 +17,12 @@ use super::get_stream::{gone, not_ours, not_reserved, session_gone, state_refusa
 use super::resumable::ReaderConfig;
 use super::session::Session;
 use super::{AppState, Compat};
-use crate::transport::http::HttpConfig;
 use crate::compat::{Claim, LegacyStream, Reserve, SharedSessions};
 use crate::mux::{Assigns, Outbox, OutboxReceiver};
 use crate::protocol::{McpError, RequestId, RequestMeta};
 use crate::runtime::{CloseReason, Connection, StopStream};
 use crate::subscription::SubscriptionHandler;
+use crate::transport::http::HttpConfig;
 
 /// How often a held GET stream is checked for its end (to let go of it in
 /// Redis).
@@ -277,28 +277,27 @@ async fn read<H: SubscriptionHandler>(
             holder,
             offered,
         }) => {
-            let (holder, ends_on_offer) = if offered
-                && compat.config.handoff_on_drain
-                && shared.elsewhere(&holder).is_some()
-            {
-                match fleet_handoff::take(
-                    state,
-                    compat,
-                    session,
-                    taker.request,
-                    taker.outbox,
-                    &holder,
-                )
-                .await
+            let (holder, ends_on_offer) =
+                if offered && compat.config.handoff_on_drain && shared.elsewhere(&holder).is_some()
                 {
-                    Some(taken) => (taken, true),
-                    // Refused: read what the holder records until its
-                    // drain ends (then 410), without ending at its offer.
-                    None => (holder, false),
-                }
-            } else {
-                (holder, true)
-            };
+                    match fleet_handoff::take(
+                        state,
+                        compat,
+                        session,
+                        taker.request,
+                        taker.outbox,
+                        &holder,
+                    )
+                    .await
+                    {
+                        Some(taken) => (taken, true),
+                        // Refused: read what the holder records until its
+                        // drain ends (then 410), without ending at its offer.
+                        None => (holder, false),
+                    }
+                } else {
+                    (holder, true)
+                };
             fleet_events::response(
                 compat.clone(),
                 (owned(session), tag.to_owned()),

@@ -179,7 +179,10 @@ pub(super) async fn take<H: SubscriptionHandler>(
         ..
     } = opened;
     if !taken {
-        let _ = started.stop.send(StopStream(CloseReason::Disconnected)).await;
+        let _ = started
+            .stop
+            .send(StopStream(CloseReason::Disconnected))
+            .await;
         return None;
     }
     stream.install(started);

@@ -1,0 +1,209 @@
+//! A 2025 session's GET stream offered by a draining node, under faults:
+//! the holder paused (`SIGSTOP`) or killed (`SIGKILL`) after it offered the
+//! stream, while the client resumes on another node and updates are
+//! published. The other node never takes over a stream its holder did not
+//! hand over, and the client gets every update once and in order, or a
+//! 410 after a prefix of them: never a gap, never an update twice. Real
+//! `genmcp serve --bus` processes on one `redis-server`.
+
+#[path = "../../tests/common/mod.rs"]
+mod common;
+
+use std::time::Duration;
+
+use common::fleet_notes::{add_note, get, next_updated, subscribe};
+use common::legacy;
+use common::redis_server::RedisServer;
+use common::serve_child::ServeNode;
+use common::{Event, Exchange, wait_until};
+use serde_json::json;
+
+const KEY_HEX: &str = "5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a";
+
+fn node(redis: &RedisServer) -> ServeNode {
+    ServeNode::start(
+        &["--bus", &redis.url(), "--keep-alive", "1"],
+        &[("GENMCP_KEY", KEY_HEX)],
+    )
+}
+
+/// Field `field` of the session's hash in Redis (`""`: none).
+fn session_field(redis: &RedisServer, session: &str, field: &str) -> String {
+    let sid = legacy::sid_of(session);
+    let keys = redis
+        .command(&["KEYS", &format!("*sess:{{sessions}}:{sid}")])
+        .expect("KEYS answers");
+    let Some(hash) = keys.lines().find(|l| l.contains(&sid)) else {
+        return String::new();
+    };
+    let reply = redis.command(&["HGET", hash, field]).expect("HGET answers");
+    reply.lines().nth(1).unwrap_or("").to_owned()
+}
+
+/// The updates of `stream` until it ends or no update came for 3 s, and
+/// the last id it carried.
+fn read_until_quiet(mut stream: Exchange) -> (Vec<String>, Option<String>) {
+    stream.set_timeout(Duration::from_secs(3));
+    let mut got = Vec::new();
+    let mut since = std::time::Instant::now();
+    while since.elapsed() < Duration::from_secs(3) {
+        match stream.try_next_event() {
+            Ok(Some(Event::Message(m))) if m["method"] == "notifications/resources/updated" => {
+                got.push(m["params"]["uri"].as_str().expect("a uri").to_owned());
+                since = std::time::Instant::now();
+            }
+            Ok(Some(_)) => {}
+            Ok(None) | Err(_) => break,
+        }
+    }
+    let last = stream.last_id.clone();
+    stream.disconnect();
+    (got, last)
+}
+
+/// A session on node `a` with `n` notes subscribed, its GET stream open on
+/// `a` and one update heard: the session, the notes, the stream.
+fn session_on(a: &ServeNode, b: &ServeNode, n: usize) -> (String, Vec<String>, Exchange) {
+    let session = legacy::initialize(a.addr);
+    let uris: Vec<String> = (0..n)
+        .map(|i| add_note(a.addr, &session, json!({"text": format!("note {i}")})))
+        .collect();
+    for uri in &uris {
+        subscribe(a.addr, &session, uri);
+    }
+    let mut stream = get(a.addr, &session, None);
+    assert_eq!(stream.status, 200);
+    add_note(b.addr, &session, json!({"uri": uris[0], "text": "first"}));
+    assert_eq!(next_updated(&mut stream).as_deref(), Some(uris[0].as_str()));
+    (session, uris, stream)
+}
+
+/// Resumes on `b` after `last` until the stream is gone or every update of
+/// `made` came (bounded): whether it said gone.
+fn resume_to_the_end(
+    b: &ServeNode,
+    session: &str,
+    (got, last): (&mut Vec<String>, Option<String>),
+    made: &[String],
+) -> bool {
+    let mut last = last;
+    for _ in 0..20 {
+        if got.len() >= made.len() {
+            return false;
+        }
+        let id = last.clone().expect("events carry ids");
+        let resumed = get(b.addr, session, Some(&id));
+        if resumed.status == 410 {
+            return true;
+        }
+        assert_eq!(resumed.status, 200);
+        let (more, next) = read_until_quiet(resumed);
+        got.extend(more);
+        last = next.or(last);
+    }
+    panic!("neither every update nor gone after 20 resumptions: {got:?}");
+}
+
+/// Drains node `a` (`SIGTERM`): its response ends; waits until it offers
+/// the stream. The updates its stream carried until then, its last id.
+fn drain_until_offered(
+    redis: &RedisServer,
+    a: &ServeNode,
+    session: &str,
+    stream: Exchange,
+) -> (Vec<String>, Option<String>) {
+    a.signal("-TERM");
+    let (got, last) = read_until_quiet(stream);
+    assert!(
+        wait_until(Duration::from_secs(5), || !session_field(
+            redis, session, "ho"
+        )
+        .is_empty()),
+        "the draining holder never offered its stream"
+    );
+    (got, last)
+}
+
+#[test]
+fn a_holder_paused_after_it_offered_its_stream_is_not_taken_over_and_nothing_is_lost() {
+    let redis = RedisServer::start();
+    let a = node(&redis);
+    let b = node(&redis);
+    let (session, uris, stream) = session_on(&a, &b, 4);
+    let holder = session_field(&redis, &session, "h");
+    let (mut got, last) = drain_until_offered(&redis, &a, &session, stream);
+    got.insert(0, uris[0].clone());
+    a.signal("-STOP");
+    let mut made = vec![uris[0].clone()];
+    for uri in &uris[1..] {
+        add_note(
+            b.addr,
+            &session,
+            json!({"uri": uri, "text": "while paused"}),
+        );
+        made.push(uri.clone());
+    }
+    // The client resumes on B: the paused holder cannot cut, so B gives up
+    // (after its wait) and reads what the holder records.
+    let id = last.clone().expect("events carry ids");
+    let resumed = get(b.addr, &session, Some(&id));
+    assert_eq!(resumed.status, 200);
+    assert_eq!(
+        session_field(&redis, &session, "h"),
+        holder,
+        "a node took over a stream its paused holder never handed over"
+    );
+    assert_eq!(
+        session_field(&redis, &session, "hc"),
+        "",
+        "the taker withdrew"
+    );
+    a.signal("-CONT");
+    let (more, next) = read_until_quiet(resumed);
+    got.extend(more);
+    // Awake, the holder's late cut finds the preparation withdrawn.
+    let h = session_field(&redis, &session, "h");
+    assert!(
+        h.is_empty() || h == holder,
+        "moved after the taker gave up: {h}"
+    );
+    let gone = resume_to_the_end(&b, &session, (&mut got, next.or(last)), &made);
+    assert!(
+        made.starts_with(&got),
+        "a gap or a repeat: {got:?} of {made:?}"
+    );
+    assert!(gone || got == made);
+}
+
+#[test]
+fn a_holder_killed_after_it_offered_its_stream_ends_in_gone_never_a_gap() {
+    let redis = RedisServer::start();
+    let mut a = node(&redis);
+    let b = node(&redis);
+    let (session, uris, stream) = session_on(&a, &b, 4);
+    let holder = session_field(&redis, &session, "h");
+    let (mut got, last) = drain_until_offered(&redis, &a, &session, stream);
+    got.insert(0, uris[0].clone());
+    let _ = a.child.kill();
+    let _ = a.child.wait();
+    let mut made = vec![uris[0].clone()];
+    for uri in &uris[1..] {
+        add_note(
+            b.addr,
+            &session,
+            json!({"uri": uri, "text": "after the kill"}),
+        );
+        made.push(uri.clone());
+    }
+    let gone = resume_to_the_end(&b, &session, (&mut got, last), &made);
+    assert!(
+        gone,
+        "updates nobody recorded were not reported gone: {got:?}"
+    );
+    assert!(
+        made.starts_with(&got),
+        "a gap or a repeat: {got:?} of {made:?}"
+    );
+    let h = session_field(&redis, &session, "h");
+    assert_ne!(h, holder, "the dead holder's mark outlived it");
+}
