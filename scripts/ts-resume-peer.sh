@@ -7,7 +7,9 @@
 # then the same over three `--bus` nodes behind a round-robin proxy
 # (tests/ts_resume/fleet.mjs), the node serving the GET stream killed while
 # updates are published and the stream resumed on another node
-# (fleet_kill.mjs), and tool call replies closed at
+# (fleet_kill.mjs), the node holding the GET stream drained and the stream
+# taken over where the SDK resumes (fleet_drain.mjs), and tool call replies
+# closed at
 # `--max-stream-duration 0.05` and resumed on other nodes, every progress
 # notification once and in order, then the result (fleet_post.mjs).
 # Exits non-zero on any failed check.
@@ -35,12 +37,15 @@ genmcp_bin
 npm_install ts-resume-peer "$ROOT/tests/ts_resume" @modelcontextprotocol/sdk "$SDK"
 cp "$ROOT/tests/ts_resume/peer.mjs" "$ROOT/tests/ts_resume/lib.mjs" "$ROOT/tests/ts_resume/client.mjs" \
   "$ROOT/tests/ts_resume/fleet.mjs" \
-  "$ROOT/tests/ts_resume/fleet_kill.mjs" "$ROOT/tests/ts_resume/fleet_post.mjs" "$CACHE/"
+  "$ROOT/tests/ts_resume/fleet_kill.mjs" "$ROOT/tests/ts_resume/fleet_drain.mjs" \
+  "$ROOT/tests/ts_resume/fleet_post.mjs" "$CACHE/"
 log "running tests/ts_resume/peer.mjs against $GENMCP_BIN"
 node "$CACHE/peer.mjs"
 log "running tests/ts_resume/fleet.mjs against three $GENMCP_BIN --bus nodes"
 node "$CACHE/fleet.mjs"
 log "running tests/ts_resume/fleet_kill.mjs: the node serving the GET stream killed"
 node "$CACHE/fleet_kill.mjs"
+log "running tests/ts_resume/fleet_drain.mjs: the node holding the GET stream drained"
+node "$CACHE/fleet_drain.mjs"
 log "running tests/ts_resume/fleet_post.mjs: tool call replies resumed on other nodes"
 node "$CACHE/fleet_post.mjs"
