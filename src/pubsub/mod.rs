@@ -52,7 +52,9 @@ use local::Topics;
 #[cfg(feature = "redis")]
 #[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
 pub use redis::{RedisBusConfig, RedisOnce, StartMode};
-pub(crate) use synced::{Synced, SyncedBuses, sync_all};
+#[cfg(feature = "redis")]
+pub(crate) use synced::sync_all;
+pub(crate) use synced::{Synced, SyncedBuses};
 
 /// Why a publish could not reach the other nodes, or a bus could not start.
 /// Local subscribers have already received a failed publish's events.

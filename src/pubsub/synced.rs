@@ -11,6 +11,13 @@ use super::local::lock;
 use super::{BoxFuture, BusError, BusInner};
 
 /// One bus as a handoff sees it.
+#[cfg_attr(
+    not(feature = "redis"),
+    allow(
+        dead_code,
+        reason = "only a handoff between the nodes of a Redis bus asks"
+    )
+)]
 pub(crate) trait Synced: Send + Sync {
     /// [`super::Bus::sync`].
     fn sync(&self) -> BoxFuture<'static, Result<(), BusError>>;
@@ -84,6 +91,7 @@ impl SyncedBuses {
 }
 
 /// This process's Redis buses (on one server), pruned as they go.
+#[cfg(feature = "redis")]
 static REDIS_BUSES: Mutex<Vec<Weak<dyn Synced>>> = Mutex::new(Vec::new());
 
 /// Adds a Redis bus to the process's list.
@@ -95,6 +103,7 @@ pub(crate) fn register(bus: Weak<dyn Synced>) {
 }
 
 /// Syncs every live Redis bus of this process at once; the ones synced.
+#[cfg(feature = "redis")]
 pub(crate) async fn sync_all() -> Result<Vec<Weak<dyn Synced>>, BusError> {
     let buses: Vec<Weak<dyn Synced>> = lock(&REDIS_BUSES).clone();
     let mut waits = Vec::with_capacity(buses.len());

@@ -133,6 +133,7 @@ impl Connection {
     /// A server shutdown leaves this connection's streams running: the
     /// caller ends them (a 2025 session's GET stream handed to another node
     /// on a drain).
+    #[cfg(feature = "redis")]
     pub(crate) fn outliving_shutdown(mut self) -> Self {
         self.ends_on_shutdown = false;
         self

@@ -41,8 +41,10 @@ pub use requests::{
 };
 pub(crate) use server::ReplyGuard;
 pub use server::{Metrics, PrincipalOf, Server, StreamPermit};
-pub(crate) use stream::{ChangeUri, Probe, SessionStreamControl, Settle, UriOutcome};
+pub(crate) use stream::{ChangeUri, SessionStreamControl, UriOutcome};
 pub use stream::{Deliver, StopStream, Stream};
+#[cfg(feature = "redis")]
+pub(crate) use stream::{Probe, Settle};
 pub use subscribers::{Subscriber, SubscriberKey, Subscribers};
 
 /// Why a subscription stream ended. Counted per reason in [`Metrics`], by what

@@ -39,8 +39,22 @@ pub(crate) struct SessionStreamControl {
     /// Changes one of its URIs.
     pub(crate) change: Recipient<ChangeUri>,
     /// What it listens on, for a handoff to another node.
+    #[cfg_attr(
+        not(feature = "redis"),
+        allow(
+            dead_code,
+            reason = "only a handoff between the nodes of a Redis bus asks"
+        )
+    )]
     pub(crate) probe: Recipient<super::Probe>,
     /// Waits until it has handled what is queued for it.
+    #[cfg_attr(
+        not(feature = "redis"),
+        allow(
+            dead_code,
+            reason = "only a handoff between the nodes of a Redis bus asks"
+        )
+    )]
     pub(crate) settle: Recipient<super::Settle>,
 }
 
