@@ -221,7 +221,24 @@ impl<M: Send + 'static> Inbox<M> {
     }
 
     /// Delivers without waiting; a full mailbox ends the stream as `Overflow`.
+    /// A 2025 session's GET stream sent a message this way (not through a
+    /// [`super::Bus`]) is no longer handed over to another node when its
+    /// node drains (`docs/compat-2025.md`).
     pub fn try_send(&self, msg: M) -> Result<(), InboxError> {
+        self.mark_sent_directly();
+        self.try_send_from_bus(msg)
+    }
+
+    /// A message sent by the application itself, not through a bus: the
+    /// stream can no longer be handed over to another node.
+    fn mark_sent_directly(&self) {
+        if let Target::Channel { taps, .. } = &self.target {
+            taps.buses.sent_directly();
+        }
+    }
+
+    /// [`Inbox::try_send`] by a bus (the stream's handoff still covers it).
+    pub(crate) fn try_send_from_bus(&self, msg: M) -> Result<(), InboxError> {
         match &self.target {
             Target::Channel { tx, signal, .. } => {
                 if signal.is_set() {
@@ -270,8 +287,15 @@ impl<M: Send + 'static> Inbox<M> {
 
     /// Delivers, waiting for room in the stream's bounded mailbox (back-pressure
     /// instead of overflow). Fails with [`InboxError::Closed`] once the stream
-    /// has ended.
+    /// has ended. As with [`Inbox::try_send`], such a stream is no longer
+    /// handed over to another node when its node drains.
     pub async fn send(&self, msg: M) -> Result<(), InboxError> {
+        self.mark_sent_directly();
+        self.send_from_bus(msg).await
+    }
+
+    /// [`Inbox::send`] by a bus (the stream's handoff still covers it).
+    pub(crate) async fn send_from_bus(&self, msg: M) -> Result<(), InboxError> {
         match &self.target {
             Target::Channel { tx, signal, .. } => {
                 if signal.is_set() {

@@ -230,7 +230,7 @@ impl<M: Clone + Send + 'static> Topics<M> {
                     },
                     None => msgs
                         .iter()
-                        .all(|msg| sub.inbox.try_send(msg.clone()).is_ok()),
+                        .all(|msg| sub.inbox.try_send_from_bus(msg.clone()).is_ok()),
                 };
                 delivered += usize::from(took_all);
                 took_all

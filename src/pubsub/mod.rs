@@ -541,8 +541,10 @@ impl<M: Clone + Send + 'static> Bus<M> {
     /// the queue to Redis; a failure there is logged.
     pub async fn publish_wait(&self, topic: &str, msg: M) -> usize {
         let subs = self.subscribers(topic);
-        let results =
-            futures_util::future::join_all(subs.iter().map(|inbox| inbox.send(msg.clone()))).await;
+        let results = futures_util::future::join_all(
+            subs.iter().map(|inbox| inbox.send_from_bus(msg.clone())),
+        )
+        .await;
         if self.inner.remote.is_some() {
             self.inner.count_publish();
         }

@@ -58,10 +58,14 @@ impl<M: Clone + Send + 'static> Synced for BusInner<M> {
 /// never handed off.
 const MAX_BUSES: usize = 16;
 
-/// The buses one stream's inbox joined.
+/// The buses one stream's inbox joined, and whether anything else sent it
+/// a message.
 #[derive(Default)]
 pub(crate) struct SyncedBuses {
     buses: Mutex<(Vec<Weak<dyn Synced>>, bool)>,
+    /// The application sent the inbox a message itself
+    /// ([`super::Inbox::send`], [`super::Inbox::try_send`]).
+    direct: std::sync::atomic::AtomicBool,
 }
 
 impl SyncedBuses {
@@ -79,11 +83,21 @@ impl SyncedBuses {
         buses.push(bus);
     }
 
-    /// The buses joined, or `None` when one of them is gone or more than
-    /// [`MAX_BUSES`] were joined.
+    /// A message reached the inbox from elsewhere than a bus.
+    pub(crate) fn sent_directly(&self) {
+        self.direct
+            .store(true, std::sync::atomic::Ordering::Release);
+    }
+
+    /// The buses joined when every event came from one of them, or `None`:
+    /// none was joined, one of them is gone, more than [`MAX_BUSES`] were
+    /// joined, or the application sent the inbox a message itself.
     pub(crate) fn all(&self) -> Option<Vec<std::sync::Arc<dyn Synced>>> {
+        if self.direct.load(std::sync::atomic::Ordering::Acquire) {
+            return None;
+        }
         let guard = lock(&self.buses);
-        if guard.1 {
+        if guard.1 || guard.0.is_empty() {
             return None;
         }
         guard.0.iter().map(Weak::upgrade).collect()
@@ -116,4 +130,39 @@ pub(crate) async fn sync_all() -> Result<Vec<Weak<dyn Synced>>, BusError> {
         result?;
     }
     Ok(buses)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::pubsub::{Bus, Inbox};
+
+    /// A stream is offered for a handoff only while every event it got came
+    /// through a bus: not before it joined one, not once the application
+    /// sent its inbox a message itself, not once a bus it joined is gone.
+    #[test]
+    fn a_stream_is_covered_only_while_its_events_all_come_through_a_bus() {
+        let (inbox, _rx, _signal, taps) = Inbox::<u32>::channel(8);
+        assert!(taps.buses.all().is_none(), "no bus joined yet");
+        let bus: Bus<u32> = Bus::new();
+        let _sub = bus.subscribe("t", inbox.clone());
+        let _again = bus.subscribe("u", inbox.clone());
+        let buses = taps.buses.all().expect("one bus");
+        assert_eq!(buses.len(), 1, "a bus is recorded once");
+        bus.publish("t", 1);
+        assert!(taps.buses.all().is_some(), "a publish keeps it covered");
+        inbox.try_send(2).expect("room");
+        assert!(taps.buses.all().is_none(), "a message sent directly");
+
+        let (inbox, _rx, _signal, taps) = Inbox::<u32>::channel(8);
+        let gone: Bus<u32> = Bus::new();
+        let _sub = gone.subscribe("t", inbox.clone());
+        let weak = Arc::downgrade(&gone.inner);
+        drop(_sub);
+        drop(gone);
+        assert_eq!(weak.strong_count(), 0);
+        assert!(taps.buses.all().is_none(), "a bus it joined is gone");
+    }
 }

@@ -224,6 +224,8 @@ if h and h ~= ARGV[9] then return {'H', h} end
 local r = admit(nil)
 if r then return {r[1], fmt(r[2])} end
 redis.call('HSET', KEYS[1], 'h', ARGV[8])
+-- A new holder: no handoff of the old one's stands.
+redis.call('HDEL', KEYS[1], 'ho', 'hc', 'hn', 'he', 'hv', 'hl', 'hd')
 redis.call('PEXPIREAT', KEYS[1], exp)
 return {'R'}
 "#

@@ -52,9 +52,9 @@ impl<M: Clone + Send + 'static> Topics<M> {
         let waited =
             futures_util::future::join_all(full.into_iter().map(|(inbox, next, msg)| async move {
                 let rest = async {
-                    inbox.send(msg).await?;
+                    inbox.send_from_bus(msg).await?;
                     for msg in &msgs[next..] {
-                        inbox.send(msg.clone()).await?;
+                        inbox.send_from_bus(msg.clone()).await?;
                     }
                     Ok::<(), super::super::InboxError>(())
                 };

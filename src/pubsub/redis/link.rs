@@ -130,7 +130,11 @@ impl Link {
         if syncs.len() >= MAX_SYNCS {
             return None;
         }
-        let token = self.next_sync.fetch_add(1, Ordering::Relaxed);
+        // Random (a counter besides, should the OS refuse): a marker
+        // someone else PUBLISHes on this node's channel cannot be guessed.
+        let mut bytes = [0u8; 8];
+        let random = getrandom::fill(&mut bytes).map_or(0, |()| u64::from_le_bytes(bytes));
+        let token = random ^ self.next_sync.fetch_add(1, Ordering::Relaxed);
         let (tx, rx) = oneshot::channel();
         syncs.insert(token, tx);
         Some((token, rx))

@@ -4,11 +4,11 @@
 //!
 //! A stream can be handed over only when every event it handles comes from
 //! a bus that carries events between nodes: it opened without writing a
-//! frame, without `notify_self` messages and without attached streams, and
-//! each bus its inbox joined is distributed. Events an application sends
-//! its inbox itself ([`crate::pubsub::Inbox::send`]) are not seen here: an
-//! application doing that turns the handoff off
-//! (`CompatConfig::handoff_on_drain`).
+//! frame, without `notify_self` messages and without attached streams, its
+//! inbox joined at least one bus, each of them distributed, and the
+//! application never sent the inbox a message itself
+//! ([`crate::pubsub::Inbox::send`]). Sources the runtime cannot see call
+//! for `CompatConfig::handoff_on_drain: false`.
 
 use std::sync::Arc;
 

@@ -241,10 +241,10 @@ pub struct CompatConfig {
     /// it holds are offered to the node their client resumes on, which
     /// takes each over with nothing lost or written twice, or refuses it
     /// (the resumption is then a 410 once the draining node stops it);
-    /// see `docs/compat-2025.md`. Turn it off when a subscription handler
-    /// sends its streams events that do not come through the bus
-    /// ([`crate::pubsub::Inbox::send`] from its own sources): those cannot
-    /// be handed over. Default `true`.
+    /// see `docs/compat-2025.md`. A stream fed by anything but a
+    /// distributed bus is never offered; turn this off when a subscription
+    /// handler's streams get events the runtime cannot see (a sink of its
+    /// own behind the inbox). Default `true`.
     pub handoff_on_drain: bool,
 }
 

@@ -226,7 +226,7 @@ pub(super) async fn get<H: SubscriptionHandler>(
     fleet_events::response(
         compat.clone(),
         (owned, tag),
-        (reader, holder, true),
+        (reader, holder),
         head,
         config,
         state.server.clone(),
@@ -277,31 +277,23 @@ async fn read<H: SubscriptionHandler>(
             holder,
             offered,
         }) => {
-            let (holder, ends_on_offer) =
+            // Refused: the response reads what the holder records, and
+            // ends with a `retry` hint (everything written) while the
+            // stream is still offered: the reconnection tries again.
+            let holder =
                 if offered && compat.config.handoff_on_drain && shared.elsewhere(&holder).is_some()
                 {
-                    match fleet_handoff::take(
-                        state,
-                        compat,
-                        session,
-                        taker.request,
-                        taker.outbox,
-                        &holder,
-                    )
-                    .await
-                    {
-                        Some(taken) => (taken, true),
-                        // Refused: read what the holder records until its
-                        // drain ends (then 410), without ending at its offer.
-                        None => (holder, false),
-                    }
+                    let taker = (taker.request, taker.outbox);
+                    fleet_handoff::take(state, compat, session, taker.0, taker.1, &holder)
+                        .await
+                        .unwrap_or(holder)
                 } else {
-                    (holder, true)
+                    holder
                 };
             fleet_events::response(
                 compat.clone(),
                 (owned(session), tag.to_owned()),
-                (reader, holder, ends_on_offer),
+                (reader, holder),
                 after.unwrap_or(head),
                 config,
                 state.server.clone(),

@@ -94,10 +94,6 @@ struct State {
     server: Server,
     empty_polls: u32,
     done: bool,
-    /// Ends (with a `retry` hint, once everything was written) when the
-    /// holder offers the stream as it drains, so that the client's
-    /// reconnection takes it over.
-    ends_on_offer: bool,
 }
 
 impl Drop for State {
@@ -119,12 +115,13 @@ impl Drop for State {
 
 /// The SSE response reading the session's Redis stream after `cursor` (an
 /// entry id) as `reader`, which claimed it while `holder` held the GET
-/// stream; with `ends_on_offer`, it ends once the holder offers the stream
-/// (its node drains) and everything was written.
+/// stream. It ends with a `retry` hint once the holder offers the stream
+/// (its node drains) and everything was written: the client's
+/// reconnection takes the stream over.
 pub(super) fn response(
     compat: Arc<Compat>,
     (session, tag): (Owned, String),
-    (reader, holder, ends_on_offer): (String, String, bool),
+    (reader, holder): (String, String),
     cursor: String,
     config: ReaderConfig,
     server: Server,
@@ -141,7 +138,6 @@ pub(super) fn response(
         server,
         empty_polls: 0,
         done: false,
-        ends_on_offer,
     };
     sse_response_of(unfold(state, next))
 }
@@ -220,7 +216,7 @@ async fn next(mut st: State) -> Option<(Result<Bytes, Infallible>, State)> {
                 // Everything written, and the stream's holder let go (the
                 // stream ended) or its node is gone: nothing more comes.
                 // Or it drains: the reconnection takes the stream over.
-                if holder != st.holder || (offered && st.ends_on_offer) {
+                if holder != st.holder || offered {
                     return end_with_retry(st);
                 }
                 st.empty_polls = st.empty_polls.wrapping_add(1);

@@ -39,6 +39,7 @@ use tokio::sync::oneshot;
 use tokio::time::Instant;
 
 use super::fleet_pump::Pump;
+use super::fleet_uris::restart;
 use super::session::Session;
 use super::{AppState, Compat};
 use crate::compat::{LegacyStream, Prepared, SharedSessions, Taking};
@@ -83,14 +84,14 @@ async fn sync_each(buses: &[Arc<dyn Synced>]) -> bool {
 }
 
 /// The holder's side as its node drains: offers the stream of reservation
-/// `generation` (held as `holder`) for `window`. `None` when it cannot be
+/// `generation` (held as `holder`) until `until`. `None` when it cannot be
 /// handed over (a source other than a distributed bus, Redis failing, no
 /// longer held): it ends with the drain.
 pub(super) async fn offer(
     shared: &SharedSessions,
     sid: &str,
     (holder, generation): (&str, u64),
-    window: Duration,
+    until: Instant,
 ) -> Option<Offer> {
     let running = shared.running_get(sid, generation)?;
     let buses = running.probe.send(Probe).await.ok().flatten()?;
@@ -102,7 +103,7 @@ pub(super) async fn offer(
     match shared.offer_get(sid, holder).await {
         Ok(true) => Some(Offer {
             buses: counts,
-            until: Instant::now() + window,
+            until,
         }),
         _ => None,
     }
@@ -144,8 +145,41 @@ pub(super) async fn quiesce(
 /// node's holder) offers the session's stream. Opens this node's stream
 /// actor for the session and takes the stream over; the holder name it is
 /// known by in Redis then (its pump and watcher run), or `None` when the
-/// holder refused or did not answer (the taker's stream is stopped).
+/// holder refused or did not answer. Runs to its end even if the client
+/// goes meanwhile (the holder may have cut for it).
 pub(super) async fn take<H: SubscriptionHandler>(
+    state: &web::Data<AppState<H>>,
+    compat: &Arc<Compat>,
+    session: &Session,
+    request: (Assigns, RequestMeta),
+    outbox: (Outbox, OutboxReceiver),
+    from: &str,
+) -> Option<String> {
+    let (state, compat, session, from) = (
+        state.clone(),
+        compat.clone(),
+        session.clone(),
+        from.to_owned(),
+    );
+    actix_rt::spawn(
+        async move { take_here(&state, &compat, &session, request, outbox, &from).await },
+    )
+    .await
+    .ok()
+    .flatten()
+}
+
+/// Whether the stream became the taker's.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Outcome {
+    Taken,
+    Refused,
+    /// Redis did not say (the withdrawal failed): the taker's stream runs
+    /// as if taken; its first append, or its watcher, ends it if not.
+    Unknown,
+}
+
+async fn take_here<H: SubscriptionHandler>(
     state: &web::Data<AppState<H>>,
     compat: &Arc<Compat>,
     session: &Session,
@@ -170,15 +204,23 @@ pub(super) async fn take<H: SubscriptionHandler>(
     };
     // Whatever the wait found, the preparation goes unless the stream is
     // the taker's: a cut after that finds it gone.
-    let taken = ask(shared, sid, from, (&token, &to), &opened).await
-        || matches!(shared.withdraw_take(sid, &token, &to).await, Ok(true));
+    let outcome = if ask(shared, sid, from, (&token, &to), &opened).await {
+        Outcome::Taken
+    } else {
+        match shared.withdraw_take(sid, &token, &to).await {
+            Ok(true) => Outcome::Taken,
+            Ok(false) => Outcome::Refused,
+            Err(_) => Outcome::Unknown,
+        }
+    };
     let Opened {
         mut stream,
         started,
         done,
+        uris,
         ..
     } = opened;
-    if !taken {
+    if outcome == Outcome::Refused {
         let _ = started
             .stop
             .send(StopStream(CloseReason::Disconnected))
@@ -187,7 +229,7 @@ pub(super) async fn take<H: SubscriptionHandler>(
     }
     stream.install(started);
     shared.adopt_get(sid, &session.owner, generation, stream.clone());
-    super::fleet::watch_held(compat.clone(), session, generation, stream);
+    super::fleet::watch_held(compat.clone(), session, generation, stream.clone());
     Pump {
         compat: compat.clone(),
         session: super::fleet::owned(session),
@@ -197,7 +239,19 @@ pub(super) async fn take<H: SubscriptionHandler>(
         offer_for: super::fleet::offer_window(compat, &state.config),
     }
     .spawn(rx, done);
-    Some(to)
+    // A URI changed after the cut and before the stream was adopted here
+    // (its control message found no stream yet): open it again with the
+    // session's set, in turn with the changes that come now.
+    if let Some(turn) = shared.uri_turn(sid) {
+        let _turn = turn.lock().await;
+        if let Ok(now) = shared.uris(sid).await
+            && now != uris
+            && let Err(error) = restart(state, compat, sid, &stream).await
+        {
+            tracing::debug!(%error, "a taken-over GET stream kept the URIs it opened with");
+        }
+    }
+    (outcome == Outcome::Taken).then_some(to)
 }
 
 /// The taker's stream actor, opened and not installed yet.
@@ -205,6 +259,8 @@ struct Opened {
     stream: LegacyStream,
     started: SessionStreamControl,
     done: oneshot::Receiver<()>,
+    /// The session's URIs it opened with.
+    uris: Vec<String>,
     /// This process's Redis buses, synced before the actor opened.
     synced: Vec<Weak<dyn Synced>>,
 }
@@ -235,7 +291,7 @@ async fn open<H: SubscriptionHandler>(
     let stream = LegacyStream::new(connection, tx, meta, assigns, version);
     let id = RequestId::String(format!("get-{generation}"));
     let started = stream
-        .start(&state.suite, server, uris, id)
+        .start(&state.suite, server, uris.clone(), id)
         .await
         .ok()
         .flatten()?;
@@ -243,6 +299,7 @@ async fn open<H: SubscriptionHandler>(
         stream,
         started,
         done,
+        uris,
         synced,
     })
 }
@@ -271,6 +328,12 @@ async fn ask(
         if tokio::time::timeout(STEP, bus.subscribed()).await.is_err() {
             return false;
         }
+    }
+    // This node's publishes made before its stream joined (delivered here
+    // before it did) reach Redis before the request: the holder hears them
+    // before its own sync comes back, whichever bus carries the request.
+    if !sync_each(&buses).await {
+        return false;
     }
     if shared.ask_cut(from, sid, token).await.is_err() {
         return false;

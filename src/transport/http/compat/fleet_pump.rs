@@ -31,6 +31,20 @@ const MAX_EVENTS_PER_APPEND: usize = 64;
 const IDLE_CHECK: Duration = Duration::from_millis(500);
 /// Cut requests waiting for the pump at most (more: the taker gives up).
 const CUTS_QUEUED: usize = 4;
+/// Frames a cut appends at most before its check (more queued: the cut is
+/// refused, and they are appended as usual).
+const MAX_FLUSH: usize = 1_024;
+
+/// What a cut's flush did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Flushed {
+    /// Every frame queued is in Redis.
+    All,
+    /// Frames are still queued (none lost).
+    Partly,
+    /// A frame taken out could not be appended (or the stream ended).
+    Lost,
+}
 
 /// A GET stream's pump: whose stream, as which holder.
 pub(super) struct Pump {
@@ -118,17 +132,62 @@ impl Pump {
         (batch.is_empty() || self.append(shared, &batch).await) && !closed
     }
 
-    /// Appends every frame queued now: whether all went.
-    async fn flush(&self, shared: &SharedSessions, rx: &mut OutboxReceiver) -> bool {
-        loop {
+    /// Appends the frames queued now, at most [`MAX_FLUSH`] of them.
+    async fn flush(&self, shared: &SharedSessions, rx: &mut OutboxReceiver) -> Flushed {
+        let mut taken = 0;
+        while taken < MAX_FLUSH {
             match rx.try_recv() {
                 Ok(frame) => {
+                    taken += 1;
                     if !self.append_burst(shared, frame, rx).await {
-                        return false;
+                        return Flushed::Lost;
                     }
                 }
-                Err(crate::queue::TryRecvError::Empty) => return true,
-                Err(crate::queue::TryRecvError::Disconnected) => return false,
+                Err(crate::queue::TryRecvError::Empty) => return Flushed::All,
+                Err(crate::queue::TryRecvError::Disconnected) => return Flushed::Lost,
+            }
+        }
+        Flushed::Partly
+    }
+
+    /// A taker's cut request, answered within the offer (`until`): whether
+    /// the stream goes on here, or went to the taker, or must end (frames
+    /// taken out of the outbox could not be appended: going on would hide
+    /// a gap).
+    async fn cut(
+        &self,
+        shared: &SharedSessions,
+        rx: &mut OutboxReceiver,
+        offer: &Offer,
+        token: &str,
+    ) -> Option<End> {
+        let sid = self.session.sid.as_str();
+        let quiesced = fleet_handoff::quiesce(shared, sid, self.generation, offer);
+        let ready = matches!(
+            tokio::time::timeout_at(offer.until, quiesced).await,
+            Ok(true)
+        );
+        // Every frame of what was handled before the request goes to
+        // Redis before the check.
+        let flushed = if ready {
+            self.flush(shared, rx).await
+        } else {
+            Flushed::Partly
+        };
+        if flushed == Flushed::Lost {
+            return Some(End::Over);
+        }
+        let refuse =
+            flushed != Flushed::All || offer.published_since() || Instant::now() >= offer.until;
+        match shared.cut_get(sid, &self.holder, token, refuse).await {
+            Ok(Cut::Moved) => Some(End::HandedOver),
+            Ok(outcome) => {
+                tracing::debug!(?outcome, "GET stream not handed over");
+                None
+            }
+            Err(error) => {
+                tracing::debug!(%error, "GET stream not handed over");
+                None
             }
         }
     }
@@ -162,7 +221,13 @@ impl Pump {
                 () = &mut shutdown, if !draining => {
                     draining = true;
                     offer = match self.offer_for {
-                        Some(window) => fleet_handoff::offer(shared, sid, (&self.holder, self.generation), window).await,
+                        // From the drain's start, whatever the offer takes.
+                        Some(window) => {
+                            let until = Instant::now() + window;
+                            let holder = (self.holder.as_str(), self.generation);
+                            let offered = fleet_handoff::offer(shared, sid, holder, until);
+                            tokio::time::timeout_at(until, offered).await.ok().flatten()
+                        }
                         None => None,
                     };
                     if offer.is_none() {
@@ -173,15 +238,8 @@ impl Pump {
                 },
                 Some(token) = cuts.recv(), if offer.is_some() => {
                     let Some(offer) = offer.as_ref() else { continue };
-                    let ready = fleet_handoff::quiesce(shared, sid, self.generation, offer).await;
-                    // Every frame of what was handled before the request is
-                    // in Redis before the check.
-                    let flushed = ready && self.flush(shared, rx).await;
-                    let refuse = !flushed || offer.published_since();
-                    match shared.cut_get(sid, &self.holder, &token, refuse).await {
-                        Ok(Cut::Moved) => return End::HandedOver,
-                        Ok(outcome) => tracing::debug!(?outcome, "GET stream not handed over"),
-                        Err(error) => tracing::debug!(%error, "GET stream not handed over"),
+                    if let Some(end) = self.cut(shared, rx, offer, &token).await {
+                        return end;
                     }
                 },
                 _ = tick.tick() => {
