@@ -223,3 +223,62 @@ fn read_until_quiet(mut stream: Exchange) -> (Vec<String>, Option<String>) {
     stream.disconnect();
     (got, last)
 }
+
+#[test]
+fn a_draining_node_that_publishes_withdraws_its_offer_and_the_resumption_ends_in_gone() {
+    let redis = RedisServer::start();
+    let prefix = "t-handoff-own:";
+    let buses: Vec<Events> = (0..2).map(|_| redis_bus(&redis.url(), prefix)).collect();
+    let a = notes_node_with(&buses[0], CompatConfig::default());
+    let b = notes_node_with(&buses[1], CompatConfig::default());
+    let (a_addr, b_addr) = (a.addr, b.addr);
+    let session = legacy::initialize(a_addr);
+    let uri = add_note(a_addr, &session, json!({"text": "note"}));
+    subscribe(a_addr, &session, &uri);
+    let mut stream = get(a_addr, &session, None);
+    assert_eq!(stream.status, 200);
+    add_note(b_addr, &session, json!({"uri": uri, "text": "1"}));
+    assert_eq!(next_updated(&mut stream).as_deref(), Some(uri.as_str()));
+    let holder_a = session_field(&redis, prefix, &session, "h");
+
+    let drain = std::thread::spawn(move || a.stop());
+    let (got, last) = rest_of(stream);
+    assert!(got.is_empty(), "{got:?}");
+    assert!(
+        common::wait_until(Duration::from_secs(5), || !session_field(
+            &redis, prefix, &session, "ho"
+        )
+        .is_empty()),
+        "node A offered its stream"
+    );
+    // Node A publishes while it drains: an event its stream heard before
+    // Redis ordered it. The offer is withdrawn, and no node takes over.
+    let update = Notification::resource_updated(uri.as_str()).into();
+    buses[0].publish("note-updates", update);
+    assert!(
+        common::wait_until(Duration::from_secs(5), || session_field(
+            &redis, prefix, &session, "ho"
+        )
+        .is_empty()),
+        "the offer was withdrawn"
+    );
+    let last = last.expect("ids");
+    let (more, next) = read_until_quiet(get(b_addr, &session, Some(&last)));
+    assert_eq!(more, [uri.clone()], "the holder recorded its own update");
+    assert_eq!(session_field(&redis, prefix, &session, "h"), holder_a);
+    drain.join().expect("node A stopped");
+    // Node A is gone with the stream it kept: what follows is gone.
+    let next = next.unwrap_or(last);
+    let mut gone = false;
+    for _ in 0..20 {
+        let resumed = get(b_addr, &session, Some(&next));
+        if resumed.status == 410 {
+            gone = true;
+            break;
+        }
+        let (more, _) = read_until_quiet(resumed);
+        assert!(more.is_empty(), "an update after the holder left: {more:?}");
+    }
+    assert!(gone, "the resumption after the drain is 410");
+    drop(b);
+}

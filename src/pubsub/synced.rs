@@ -136,7 +136,6 @@ pub(crate) async fn sync_all() -> Result<Vec<Weak<dyn Synced>>, BusError> {
 mod tests {
     use std::sync::Arc;
 
-    use super::*;
     use crate::pubsub::{Bus, Inbox};
 
     /// A stream is offered for a handoff only while every event it got came

@@ -270,9 +270,16 @@ impl SharedSessions {
     }
 
     /// Records the GET stream this node took over from a draining node (as
-    /// reservation `generation`, which Redis names as the holder now).
-    pub(crate) fn adopt_get(&self, sid: &str, owner: &str, generation: u64, live: LegacyStream) {
-        self.lock().insert(
+    /// reservation `generation`, which Redis names as the holder now); the
+    /// stream actor of a slot it replaced, if any, to stop.
+    pub(crate) fn adopt_get(
+        &self,
+        sid: &str,
+        owner: &str,
+        generation: u64,
+        live: LegacyStream,
+    ) -> Option<SessionStreamControl> {
+        let replaced = self.lock().insert(
             sid.to_owned(),
             Slot {
                 generation,
@@ -282,6 +289,9 @@ impl SharedSessions {
                 cuts: None,
             },
         );
+        replaced
+            .and_then(|s| s.live)
+            .and_then(|l| l.running().cloned())
     }
 
     /// Where the cut requests for the session's GET stream of reservation

@@ -16,7 +16,6 @@ use super::SharedSessions;
 use super::owner::unexpected;
 use super::scripts::{eval, session_keys, stream_prelude};
 use crate::protocol::McpError;
-use crate::suite::sealing::seal;
 
 /// How long a taker's preparation holds the stream against other takers.
 pub(crate) const TAKE_WINDOW: std::time::Duration = std::time::Duration::from_secs(5);
@@ -29,33 +28,56 @@ redis.call('HSET', KEYS[1], 'ho', ARGV[1])
 return 1
 "#;
 
+/// Milliseconds by Redis's clock (the same for every node).
+macro_rules! redis_now {
+    () => {
+        r#"
+local function redis_now()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+"#
+    };
+}
+
+/// KEYS: the hash. ARGV: the holder. Withdraws its offer (a cut could no
+/// longer succeed): readers stop ending for it, takers stop trying.
+const UNOFFER: &str = r#"
+if redis.call('HGET', KEYS[1], 'h') == ARGV[1] then redis.call('HDEL', KEYS[1], 'ho') end
+return 1
+"#;
+
 /// KEYS: the hash, the events stream, the last URI change's token. ARGV:
-/// the offering holder, the taker's token, its holder name, now (ms), the
-/// window (ms). `{'O', newest entry}`, `{'D'}` deleted, `{'N'}` not offered
+/// the offering holder, the taker's token, its holder name, the window
+/// (ms, by Redis's clock). `{'O', newest entry}`, `{'D'}` deleted, `{'N'}` not offered
 /// by that holder, `{'B'}` another taker is at it.
 const PREPARE: &str = concat!(
     stream_prelude!(),
+    redis_now!(),
     r#"
 if redis.call('HGET', KEYS[1], 'd') then return {'D'} end
 local h = redis.call('HGET', KEYS[1], 'h')
 if h ~= ARGV[1] or redis.call('HGET', KEYS[1], 'ho') ~= h then return {'N'} end
+local now = redis_now()
 local busy_until = tonumber(redis.call('HGET', KEYS[1], 'hd') or '0')
-if redis.call('HGET', KEYS[1], 'hc') and busy_until > tonumber(ARGV[4]) then return {'B'} end
+if redis.call('HGET', KEYS[1], 'hc') and busy_until > now then return {'B'} end
 local newest = '0-0'
 if redis.call('EXISTS', KEYS[2]) == 1 then newest = info(KEYS[2]) end
 redis.call('HSET', KEYS[1], 'hc', ARGV[2], 'hn', ARGV[3], 'he', newest,
   'hv', redis.call('GET', KEYS[3]) or '', 'hl', redis.call('HGET', KEYS[1], 'l') or '',
-  'hd', tonumber(ARGV[4]) + tonumber(ARGV[5]))
+  'hd', now + tonumber(ARGV[4]))
 return {'O', newest}
 "#
 );
 
 /// KEYS as [`PREPARE`]. ARGV: the holder, the taker's token, `1` to refuse.
-/// Moves the mark to the taker when nothing changed since it prepared:
-/// `'O'` moved, `'C'` changed (or refused: the taker gives up), `'N'` not
-/// this taker's (withdrawn, or another's).
+/// Moves the mark to the taker when nothing changed since it prepared and
+/// its preparation has not lapsed: `'O'` moved, `'C'` changed, lapsed or
+/// refused (the taker gives up), `'N'` not this taker's (withdrawn, or
+/// another's).
 const CUT: &str = concat!(
     stream_prelude!(),
+    redis_now!(),
     r#"
 if redis.call('HGET', KEYS[1], 'd') then return 'N' end
 local h = redis.call('HGET', KEYS[1], 'h')
@@ -64,6 +86,7 @@ if redis.call('HGET', KEYS[1], 'hc') ~= ARGV[2] then return 'N' end
 local newest = '0-0'
 if redis.call('EXISTS', KEYS[2]) == 1 then newest = info(KEYS[2]) end
 local same = ARGV[3] ~= '1'
+  and redis_now() < tonumber(redis.call('HGET', KEYS[1], 'hd') or '0')
   and newest == redis.call('HGET', KEYS[1], 'he')
   and (redis.call('GET', KEYS[3]) or '') == redis.call('HGET', KEYS[1], 'hv')
   and (redis.call('HGET', KEYS[1], 'l') or '') == redis.call('HGET', KEYS[1], 'hl')
@@ -149,6 +172,15 @@ impl SharedSessions {
         Ok(offered == 1)
     }
 
+    /// The draining `holder` withdraws its offer.
+    pub(crate) async fn unoffer_get(&self, sid: &str, holder: &str) -> Result<(), McpError> {
+        let [hash, _] = session_keys(&self.node, sid);
+        let _: i64 = self
+            .run(eval(UNOFFER, &[hash], &[holder.to_owned()]))
+            .await?;
+        Ok(())
+    }
+
     /// A taker (`token`, holder name `to`) prepares to take the stream
     /// `from` offers.
     pub(crate) async fn prepare_take(
@@ -162,7 +194,6 @@ impl SharedSessions {
             from.to_owned(),
             token.to_owned(),
             to.to_owned(),
-            seal::now_ms().to_string(),
             TAKE_WINDOW.as_millis().to_string(),
         ];
         let answer: Vec<String> = self
@@ -261,6 +292,7 @@ mod tests {
     use crate::compat::{Claim, Reserve, StateKey};
     use crate::protocol::LogLevel;
     use crate::pubsub::redis_child::{RedisChild, block_on};
+    use crate::suite::sealing::seal;
 
     const TAKER: &str = "taker-node:7";
 
@@ -423,7 +455,7 @@ mod tests {
     }
 
     /// A taker that vanished mid-way holds the stream against others only
-    /// for [`TAKE_WINDOW`].
+    /// for [`TAKE_WINDOW`], and a cut after that moves nothing.
     #[test]
     fn a_vanished_takers_preparation_lapses() {
         let redis = RedisChild::start();
@@ -436,11 +468,21 @@ mod tests {
             let second = sessions.prepare_take("s1", &holder, "t2", "n2:1").await;
             assert_eq!(second.expect("prepare"), Prepared::Busy);
             tokio::time::sleep(TAKE_WINDOW + std::time::Duration::from_millis(200)).await;
+            // Its cut comes too late: nothing moves.
+            let cut = sessions.cut_get("s1", &holder, "t1", false).await;
+            assert_eq!(cut.expect("cut"), Cut::Changed);
+            assert_eq!(hget(&sessions, "h").await.as_deref(), Some(holder.as_str()));
             let third = sessions.prepare_take("s1", &holder, "t3", "n2:1").await;
             assert!(matches!(third.expect("prepare"), Prepared::Ready(_)));
-            // The first taker's late cut request finds it gone.
             let cut = sessions.cut_get("s1", &holder, "t1", false).await;
             assert_eq!(cut.expect("cut"), Cut::Stale);
+            // An offer withdrawn: no taker prepares any more.
+            sessions
+                .unoffer_get("s1", &holder)
+                .await
+                .expect("unoffered");
+            let fourth = sessions.prepare_take("s1", &holder, "t4", "n3:1").await;
+            assert_eq!(fourth.expect("prepare"), Prepared::NotOffered);
         });
     }
 }

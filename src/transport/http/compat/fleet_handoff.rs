@@ -109,36 +109,69 @@ pub(super) async fn offer(
     }
 }
 
+/// Where the holder's stream stands for a cut.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Quiesced {
+    /// Its buses synced, and every event that reached it handled (their
+    /// frames in its outbox).
+    Ready,
+    /// Not now (a sync or the settling failed or took too long).
+    NotNow,
+    /// Never: it no longer listens on the buses it was offered with only
+    /// (or was sent a message outside them, or ended).
+    Never,
+}
+
+/// Whether the holder's stream still listens on the buses it was offered
+/// with, and nothing else fed it: its buses then.
+async fn covered(
+    shared: &SharedSessions,
+    sid: &str,
+    generation: u64,
+    offer: &Offer,
+) -> Option<(SessionStreamControl, Vec<Arc<dyn Synced>>)> {
+    let running = shared.running_get(sid, generation)?;
+    let buses = running.probe.send(Probe).await.ok().flatten()?;
+    // A URI change may have joined another bus: its publishes were not
+    // counted.
+    buses
+        .iter()
+        .all(|b| offer.buses.iter().any(|(o, _)| Arc::ptr_eq(o, b)))
+        .then_some((running, buses))
+}
+
 /// The holder's side of a cut request: its buses synced and its stream
-/// settled (every event that reached it handled, their frames in its
-/// outbox). `false` when that cannot be said.
+/// settled.
 pub(super) async fn quiesce(
     shared: &SharedSessions,
     sid: &str,
     generation: u64,
     offer: &Offer,
-) -> bool {
-    let Some(running) = shared.running_get(sid, generation) else {
-        return false;
+) -> Quiesced {
+    let Some((running, buses)) = covered(shared, sid, generation, offer).await else {
+        return Quiesced::Never;
     };
-    let Ok(Some(buses)) = running.probe.send(Probe).await else {
-        return false;
-    };
-    // The same buses as when it was offered (a URI change may have joined
-    // another): their publishes were counted.
-    if !buses
-        .iter()
-        .all(|b| offer.buses.iter().any(|(o, _)| Arc::ptr_eq(o, b)))
-    {
-        return false;
-    }
     if !sync_each(&buses).await {
-        return false;
+        return Quiesced::NotNow;
     }
     let Ok(Some(settled)) = running.settle.send(Settle).await else {
-        return false;
+        return Quiesced::NotNow;
     };
-    matches!(tokio::time::timeout(STEP, settled).await, Ok(Ok(())))
+    match tokio::time::timeout(STEP, settled).await {
+        Ok(Ok(())) => Quiesced::Ready,
+        _ => Quiesced::NotNow,
+    }
+}
+
+/// Whether the holder's stream is still covered after its flush (the
+/// application may have sent it a message itself meanwhile).
+pub(super) async fn still_covered(
+    shared: &SharedSessions,
+    sid: &str,
+    generation: u64,
+    offer: &Offer,
+) -> bool {
+    covered(shared, sid, generation, offer).await.is_some()
 }
 
 /// The taker's side: a client resumed on this node while `from` (another
@@ -169,14 +202,28 @@ pub(super) async fn take<H: SubscriptionHandler>(
     .flatten()
 }
 
-/// Whether the stream became the taker's.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Outcome {
-    Taken,
-    Refused,
-    /// Redis did not say (the withdrawal failed): the taker's stream runs
-    /// as if taken; its first append, or its watcher, ends it if not.
-    Unknown,
+/// How long a taker keeps asking Redis whether the stream became its own
+/// when Redis does not answer (a cut can no longer move it once the
+/// preparation lapsed, 5 s after it was made).
+const SETTLE_FOR: Duration = Duration::from_secs(30);
+
+/// Whether the stream became the taker's: its preparation withdrawn (a
+/// cut after this finds it gone) unless it did. Asked again, with a pause
+/// that grows, until Redis answers (at most [`SETTLE_FOR`]); `None` when it
+/// never did.
+async fn settle_take(shared: &SharedSessions, sid: &str, token: &str, to: &str) -> Option<bool> {
+    let deadline = Instant::now() + SETTLE_FOR;
+    let mut pause = Duration::from_millis(100);
+    loop {
+        if let Ok(taken) = shared.withdraw_take(sid, token, to).await {
+            return Some(taken);
+        }
+        if Instant::now() + pause >= deadline {
+            return None;
+        }
+        tokio::time::sleep(pause).await;
+        pause = (pause * 2).min(Duration::from_secs(2));
+    }
 }
 
 async fn take_here<H: SubscriptionHandler>(
@@ -199,20 +246,11 @@ async fn take_here<H: SubscriptionHandler>(
         return None;
     }
     let Some(opened) = open(state, session, (assigns, meta), tx, generation).await else {
-        let _ = shared.withdraw_take(sid, &token, &to).await;
+        let _ = settle_take(shared, sid, &token, &to).await;
         return None;
     };
-    // Whatever the wait found, the preparation goes unless the stream is
-    // the taker's: a cut after that finds it gone.
-    let outcome = if ask(shared, sid, from, (&token, &to), &opened).await {
-        Outcome::Taken
-    } else {
-        match shared.withdraw_take(sid, &token, &to).await {
-            Ok(true) => Outcome::Taken,
-            Ok(false) => Outcome::Refused,
-            Err(_) => Outcome::Unknown,
-        }
-    };
+    let taken = ask(shared, sid, from, (&token, &to), &opened).await
+        || settle_take(shared, sid, &token, &to).await == Some(true);
     let Opened {
         mut stream,
         started,
@@ -220,7 +258,7 @@ async fn take_here<H: SubscriptionHandler>(
         uris,
         ..
     } = opened;
-    if outcome == Outcome::Refused {
+    if !taken {
         let _ = started
             .stop
             .send(StopStream(CloseReason::Disconnected))
@@ -228,7 +266,9 @@ async fn take_here<H: SubscriptionHandler>(
         return None;
     }
     stream.install(started);
-    shared.adopt_get(sid, &session.owner, generation, stream.clone());
+    if let Some(replaced) = shared.adopt_get(sid, &session.owner, generation, stream.clone()) {
+        let _ = replaced.stop.send(StopStream(CloseReason::Cancelled)).await;
+    }
     super::fleet::watch_held(compat.clone(), session, generation, stream.clone());
     Pump {
         compat: compat.clone(),
@@ -239,6 +279,15 @@ async fn take_here<H: SubscriptionHandler>(
         offer_for: super::fleet::offer_window(compat, &state.config),
     }
     .spawn(rx, done);
+    // DELETEd between the cut and the adoption (its control message found
+    // no stream here yet): it ends now.
+    if let Ok(Some(running)) = shared.end_if_lost(sid, generation).await {
+        let _ = running
+            .stop
+            .send(StopStream(CloseReason::Disconnected))
+            .await;
+        return None;
+    }
     // A URI changed after the cut and before the stream was adopted here
     // (its control message found no stream yet): open it again with the
     // session's set, in turn with the changes that come now.
@@ -251,7 +300,7 @@ async fn take_here<H: SubscriptionHandler>(
             tracing::debug!(%error, "a taken-over GET stream kept the URIs it opened with");
         }
     }
-    (outcome == Outcome::Taken).then_some(to)
+    Some(to)
 }
 
 /// The taker's stream actor, opened and not installed yet.

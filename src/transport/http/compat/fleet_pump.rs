@@ -19,7 +19,7 @@ use tokio::time::Instant;
 
 use super::Compat;
 use super::fleet_events::Owned;
-use super::fleet_handoff::{self, Offer};
+use super::fleet_handoff::{self, Offer, Quiesced};
 use super::resumable::burst;
 use crate::compat::{Cut, SharedSessions};
 use crate::mux::OutboxReceiver;
@@ -34,6 +34,16 @@ const CUTS_QUEUED: usize = 4;
 /// Frames a cut appends at most before its check (more queued: the cut is
 /// refused, and they are appended as usual).
 const MAX_FLUSH: usize = 1_024;
+
+/// What the pump does after a cut request.
+enum AfterCut {
+    /// Goes on, the stream still offered.
+    Offered,
+    /// Goes on, the offer withdrawn (a cut can no longer succeed).
+    Unoffer,
+    /// Ends.
+    End(End),
+}
 
 /// What a cut's flush did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -118,28 +128,39 @@ impl Pump {
         }
     }
 
-    /// Appends what `first` and the frames queued behind it hold: whether
-    /// the stream goes on.
+    /// Appends what `first` and the frames queued behind it hold (at most
+    /// [`MAX_EVENTS_PER_APPEND`]): how many frames it took, and whether the
+    /// stream goes on.
     async fn append_burst(
         &self,
         shared: &SharedSessions,
         first: crate::mux::Frame,
         rx: &mut OutboxReceiver,
-    ) -> bool {
+    ) -> (usize, bool) {
+        let mut taken = 0;
         let (batch, closed) = burst(first, rx, MAX_EVENTS_PER_APPEND, |frame| {
+            taken += 1;
             (!frame.is_revoked() && !frame.is_empty()).then(|| (frame.to_bytes(), false))
         });
-        (batch.is_empty() || self.append(shared, &batch).await) && !closed
+        let kept = batch.is_empty() || self.append(shared, &batch).await;
+        (taken, kept && !closed)
     }
 
-    /// Appends the frames queued now, at most [`MAX_FLUSH`] of them.
-    async fn flush(&self, shared: &SharedSessions, rx: &mut OutboxReceiver) -> Flushed {
+    /// Appends the frames queued now, at most [`MAX_FLUSH`] of them and
+    /// until `until`.
+    async fn flush(
+        &self,
+        shared: &SharedSessions,
+        rx: &mut OutboxReceiver,
+        until: Instant,
+    ) -> Flushed {
         let mut taken = 0;
-        while taken < MAX_FLUSH {
+        while taken < MAX_FLUSH && Instant::now() < until {
             match rx.try_recv() {
                 Ok(frame) => {
-                    taken += 1;
-                    if !self.append_burst(shared, frame, rx).await {
+                    let (n, goes_on) = self.append_burst(shared, frame, rx).await;
+                    taken += n;
+                    if !goes_on {
                         return Flushed::Lost;
                     }
                 }
@@ -150,45 +171,68 @@ impl Pump {
         Flushed::Partly
     }
 
-    /// A taker's cut request, answered within the offer (`until`): whether
-    /// the stream goes on here, or went to the taker, or must end (frames
-    /// taken out of the outbox could not be appended: going on would hide
-    /// a gap).
+    /// A taker's cut request, answered within the offer: the stream goes
+    /// on here (and stays offered, or no longer), went to the taker, or
+    /// must end (frames taken out of the outbox could not be appended:
+    /// going on would hide a gap).
     async fn cut(
         &self,
         shared: &SharedSessions,
         rx: &mut OutboxReceiver,
         offer: &Offer,
         token: &str,
-    ) -> Option<End> {
+    ) -> AfterCut {
         let sid = self.session.sid.as_str();
+        let refuse = |permanent: bool| async move {
+            let _ = shared.cut_get(sid, &self.holder, token, true).await;
+            if permanent {
+                AfterCut::Unoffer
+            } else {
+                AfterCut::Offered
+            }
+        };
+        if offer.published_since() {
+            return refuse(true).await;
+        }
         let quiesced = fleet_handoff::quiesce(shared, sid, self.generation, offer);
-        let ready = matches!(
-            tokio::time::timeout_at(offer.until, quiesced).await,
-            Ok(true)
-        );
+        match tokio::time::timeout_at(offer.until, quiesced).await {
+            Ok(Quiesced::Ready) => {}
+            Ok(Quiesced::Never) => return refuse(true).await,
+            Ok(Quiesced::NotNow) | Err(_) => return refuse(false).await,
+        }
         // Every frame of what was handled before the request goes to
         // Redis before the check.
-        let flushed = if ready {
-            self.flush(shared, rx).await
-        } else {
-            Flushed::Partly
-        };
-        if flushed == Flushed::Lost {
-            return Some(End::Over);
+        match self.flush(shared, rx, offer.until).await {
+            Flushed::All => {}
+            Flushed::Partly => return refuse(false).await,
+            Flushed::Lost => {
+                let _ = refuse(false).await;
+                return AfterCut::End(End::Over);
+            }
         }
-        let refuse =
-            flushed != Flushed::All || offer.published_since() || Instant::now() >= offer.until;
-        match shared.cut_get(sid, &self.holder, token, refuse).await {
-            Ok(Cut::Moved) => Some(End::HandedOver),
+        if offer.published_since()
+            || !fleet_handoff::still_covered(shared, sid, self.generation, offer).await
+        {
+            return refuse(true).await;
+        }
+        match shared.cut_get(sid, &self.holder, token, false).await {
+            Ok(Cut::Moved) => AfterCut::End(End::HandedOver),
             Ok(outcome) => {
                 tracing::debug!(?outcome, "GET stream not handed over");
-                None
+                AfterCut::Offered
             }
             Err(error) => {
                 tracing::debug!(%error, "GET stream not handed over");
-                None
+                AfterCut::Offered
             }
+        }
+    }
+
+    /// The offer cannot succeed any more: withdrawn (readers stop ending
+    /// for it, takers stop trying); the stream ends with the drain.
+    async fn unoffer(&self, shared: &SharedSessions) {
+        if let Err(error) = shared.unoffer_get(&self.session.sid, &self.holder).await {
+            tracing::debug!(%error, "a GET stream's offer left to its drain's end");
         }
     }
 
@@ -207,46 +251,57 @@ impl Pump {
         let mut uncounted = false;
         let mut shutdown = Box::pin(self.server.shutdown_signal());
         let mut draining = false;
+        // While the node drains and offers the stream: when the offer ends.
+        let mut drain_until: Option<Instant> = None;
         let mut offer: Option<Offer> = None;
         loop {
             tokio::select! {
                 frame = rx.recv() => {
                     let Some(frame) = frame else { return End::Over };
                     // What is queued goes in one round trip (a burst keeps up).
-                    if !self.append_burst(shared, frame, rx).await {
+                    if !self.append_burst(shared, frame, rx).await.1 {
                         return End::Over;
                     }
                 },
                 _ = &mut done => return End::Over,
                 () = &mut shutdown, if !draining => {
                     draining = true;
-                    offer = match self.offer_for {
+                    if let Some(window) = self.offer_for {
                         // From the drain's start, whatever the offer takes.
-                        Some(window) => {
-                            let until = Instant::now() + window;
-                            let holder = (self.holder.as_str(), self.generation);
-                            let offered = fleet_handoff::offer(shared, sid, holder, until);
-                            tokio::time::timeout_at(until, offered).await.ok().flatten()
-                        }
-                        None => None,
-                    };
-                    if offer.is_none() {
+                        let now = Instant::now();
+                        let until = now.checked_add(window).unwrap_or(now);
+                        let holder = (self.holder.as_str(), self.generation);
+                        let offered = fleet_handoff::offer(shared, sid, holder, until);
+                        offer = tokio::time::timeout_at(until, offered).await.ok().flatten();
+                    }
+                    if offer.is_some() {
+                        drain_until = offer.as_ref().map(|o| o.until);
+                    } else {
                         // Ended as a drain ends every stream; its last
                         // frames are still appended.
                         self.stop(shared, CloseReason::Shutdown).await;
                     }
                 },
                 Some(token) = cuts.recv(), if offer.is_some() => {
-                    let Some(offer) = offer.as_ref() else { continue };
-                    if let Some(end) = self.cut(shared, rx, offer, &token).await {
-                        return end;
+                    let Some(current) = offer.as_ref() else { continue };
+                    match self.cut(shared, rx, current, &token).await {
+                        AfterCut::Offered => {}
+                        AfterCut::Unoffer => {
+                            offer = None;
+                            self.unoffer(shared).await;
+                        }
+                        AfterCut::End(end) => return end,
                     }
                 },
                 _ = tick.tick() => {
-                    if offer.as_ref().is_some_and(|o| Instant::now() >= o.until) {
+                    if drain_until.is_some_and(|until| Instant::now() >= until) {
                         // Nobody took it over in time: it ends with the drain.
+                        drain_until = None;
                         offer = None;
                         self.stop(shared, CloseReason::Shutdown).await;
+                    } else if offer.as_ref().is_some_and(Offer::published_since) {
+                        offer = None;
+                        self.unoffer(shared).await;
                     }
                     let read = match shared.tick_events(sid, expires).await {
                         Ok(false) if !uncounted => match shared.uncount_idle(&self.session.key()).await {
