@@ -264,7 +264,7 @@ fn a_draining_node_that_publishes_withdraws_its_offer_and_the_resumption_ends_in
     );
     let last = last.expect("ids");
     let (more, next) = read_until_quiet(get(b_addr, &session, Some(&last)));
-    assert_eq!(more, [uri.clone()], "the holder recorded its own update");
+    assert_eq!(more, vec![uri.clone()], "the holder recorded its own update");
     assert_eq!(session_field(&redis, prefix, &session, "h"), holder_a);
     drain.join().expect("node A stopped");
     // Node A is gone with the stream it kept: what follows is gone.
