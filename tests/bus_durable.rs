@@ -6,49 +6,13 @@
 
 mod common;
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use common::redis_server::{RedisCluster, RedisServer, block_on, bus_config, redis_bus};
+use common::sink::Recorder;
 use common::wait_until;
-use genmcp::pubsub::{Bus, BusHealth, DeliverFuture, Inbox, InboxError, InboxSink};
-
-/// Keeps what it is sent, and counts the requests to complete.
-#[derive(Default)]
-struct Recorder {
-    got: Mutex<Vec<u32>>,
-    completed: Mutex<usize>,
-}
-
-impl Recorder {
-    fn got(&self) -> Vec<u32> {
-        self.got.lock().unwrap().clone()
-    }
-
-    fn completed(&self) -> usize {
-        *self.completed.lock().unwrap()
-    }
-}
-
-impl InboxSink<u32> for Recorder {
-    fn try_deliver(&self, msg: u32) -> Result<(), InboxError> {
-        self.got.lock().unwrap().push(msg);
-        Ok(())
-    }
-
-    fn deliver(&self, msg: u32) -> DeliverFuture {
-        let r = self.try_deliver(msg);
-        Box::pin(async move { r })
-    }
-
-    fn is_closed(&self) -> bool {
-        false
-    }
-
-    fn complete(&self) {
-        *self.completed.lock().unwrap() += 1;
-    }
-}
+use genmcp::pubsub::{Bus, BusHealth, Inbox};
 
 /// Waits for `bus` to start a new epoch after `epoch`; checks that the
 /// channel is subscribed on Redis by then, and that the bus says connected.

@@ -5,32 +5,12 @@
 
 mod common;
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use common::redis_server::{RedisServer, block_on, redis_bus};
-use genmcp::pubsub::{Bus, BusError, DeliverFuture, Inbox, InboxError, InboxSink};
-
-#[derive(Default)]
-struct Recorder {
-    got: Mutex<Vec<u32>>,
-}
-
-impl InboxSink<u32> for Recorder {
-    fn try_deliver(&self, msg: u32) -> Result<(), InboxError> {
-        self.got.lock().unwrap().push(msg);
-        Ok(())
-    }
-
-    fn deliver(&self, msg: u32) -> DeliverFuture {
-        let r = self.try_deliver(msg);
-        Box::pin(async move { r })
-    }
-
-    fn is_closed(&self) -> bool {
-        false
-    }
-}
+use common::sink::Recorder;
+use genmcp::pubsub::{Bus, BusError, Inbox};
 
 #[test]
 fn after_a_sync_every_message_redis_ran_before_it_has_been_delivered() {
@@ -47,14 +27,14 @@ fn after_a_sync_every_message_redis_ran_before_it_has_been_delivered() {
         block_on(a.sync()).expect("a synced");
         // b's marker is run after that: the message reached b before it.
         block_on(b.sync()).expect("b synced");
-        let got = rec.got.lock().unwrap().clone();
+        let got = rec.got();
         assert_eq!(
             got.last(),
             Some(&n),
             "b's sync returned before {n} was delivered: {got:?}"
         );
     }
-    assert_eq!(*rec.got.lock().unwrap(), (0..40).collect::<Vec<_>>());
+    assert_eq!(rec.got(), (0..40).collect::<Vec<_>>());
     // A node's marker is its own: nothing of it reaches a subscriber, and
     // it is not counted as a dropped message.
     let dropped: u64 = genmcp::pubsub::redis::dropped_messages()

@@ -7,6 +7,7 @@
 
 mod common;
 
+use common::fleet_notes::{add_note, message};
 use std::io::{Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -143,31 +144,6 @@ impl Proxy {
             assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
         }
     }
-}
-
-/// The JSON-RPC message of a response (plain JSON, or the last SSE message).
-fn message(r: &Response) -> Value {
-    if r.header("content-type")
-        .is_some_and(|c| c.starts_with("text/event-stream"))
-    {
-        return r.sse_messages().pop().expect("an SSE message");
-    }
-    r.json()
-}
-
-fn add_note(addr: SocketAddr, session: &str, args: Value) -> String {
-    let r = legacy::request(
-        addr,
-        session,
-        json!("add"),
-        "tools/call",
-        json!({"name": "add_note", "arguments": args}),
-    );
-    let m = message(&r);
-    m["result"]["content"][0]["text"]
-        .as_str()
-        .unwrap_or_else(|| panic!("add_note answered {m}"))
-        .to_owned()
 }
 
 /// Waits (at most `within`) for `notifications/resources/updated` of `uri` on

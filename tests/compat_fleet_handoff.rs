@@ -8,13 +8,34 @@ mod common;
 
 use std::time::Duration;
 
-use common::fleet_notes::{Events, add_note, get, next_updated, notes_node_with, subscribe};
+use common::Exchange;
+use common::fleet_notes::{
+    Events, add_note, get, next_updated, notes_node_with, read_until_quiet, session_on,
+};
 use common::legacy;
 use common::redis_server::{RedisServer, redis_bus};
-use common::{Event, Exchange};
-use genmcp::http::CompatConfig;
+use genmcp::http::{CompatConfig, ServerThread};
 use genmcp::protocol::Notification;
 use serde_json::json;
+
+/// How long a resumed stream is read without an update before it is cut.
+const QUIET: Duration = Duration::from_secs(2);
+
+/// Two notes nodes on one `redis-server`, their buses under `prefix`.
+struct Pair {
+    redis: RedisServer,
+    buses: Vec<Events>,
+    a: ServerThread,
+    b: ServerThread,
+}
+
+fn pair(prefix: &str) -> Pair {
+    let redis = RedisServer::start();
+    let buses: Vec<Events> = (0..2).map(|_| redis_bus(&redis.url(), prefix)).collect();
+    let a = notes_node_with(&buses[0], CompatConfig::default());
+    let b = notes_node_with(&buses[1], CompatConfig::default());
+    Pair { redis, buses, a, b }
+}
 
 /// The updates left on `stream` until it ends, and the last event id it
 /// carried.
@@ -39,24 +60,10 @@ fn session_field(redis: &RedisServer, prefix: &str, session: &str, field: &str) 
 
 #[test]
 fn a_draining_holders_get_stream_is_taken_over_where_its_client_resumes() {
-    let redis = RedisServer::start();
     let prefix = "t-handoff:";
-    let buses: Vec<Events> = (0..2).map(|_| redis_bus(&redis.url(), prefix)).collect();
-    let a = notes_node_with(&buses[0], CompatConfig::default());
-    let b = notes_node_with(&buses[1], CompatConfig::default());
+    let Pair { redis, a, b, .. } = pair(prefix);
     let (a_addr, b_addr) = (a.addr, b.addr);
-
-    let session = legacy::initialize(a_addr);
-    let uris: Vec<String> = (0..12)
-        .map(|i| add_note(a_addr, &session, json!({"text": format!("note {i}")})))
-        .collect();
-    for uri in &uris {
-        subscribe(a_addr, &session, uri);
-    }
-    let mut stream = get(a_addr, &session, None);
-    assert_eq!(stream.status, 200);
-    add_note(b_addr, &session, json!({"uri": uris[0], "text": "before"}));
-    assert_eq!(next_updated(&mut stream).as_deref(), Some(uris[0].as_str()));
+    let (session, uris, stream) = session_on(a_addr, b_addr, 12);
     let holder_a = session_field(&redis, prefix, &session, "h");
 
     // Node A drains: its response ends with a `retry` hint, its stream
@@ -101,23 +108,10 @@ fn a_draining_holders_get_stream_is_taken_over_where_its_client_resumes() {
 
 #[test]
 fn events_published_throughout_a_handoff_arrive_once_in_order_or_the_resumption_says_gone() {
-    let redis = RedisServer::start();
     let prefix = "t-handoff-busy:";
-    let buses: Vec<Events> = (0..2).map(|_| redis_bus(&redis.url(), prefix)).collect();
-    let a = notes_node_with(&buses[0], CompatConfig::default());
-    let b = notes_node_with(&buses[1], CompatConfig::default());
+    let Pair { redis, a, b, .. } = pair(prefix);
     let (a_addr, b_addr) = (a.addr, b.addr);
-    let session = legacy::initialize(a_addr);
-    let uris: Vec<String> = (0..4)
-        .map(|i| add_note(a_addr, &session, json!({"text": format!("note {i}")})))
-        .collect();
-    for uri in &uris {
-        subscribe(a_addr, &session, uri);
-    }
-    let mut stream = get(a_addr, &session, None);
-    assert_eq!(stream.status, 200);
-    add_note(b_addr, &session, json!({"uri": uris[0], "text": "0"}));
-    assert_eq!(next_updated(&mut stream).as_deref(), Some(uris[0].as_str()));
+    let (session, uris, stream) = session_on(a_addr, b_addr, 4);
 
     // A third node publishes updates of the notes in turn, 2 ms apart,
     // for the whole handoff (straight on the bus: the order it publishes in
@@ -163,7 +157,7 @@ fn events_published_throughout_a_handoff_arrive_once_in_order_or_the_resumption_
             break;
         }
         assert_eq!(resumed.status, 200);
-        let (more, next) = read_until_quiet(resumed);
+        let (more, next) = read_until_quiet(resumed, QUIET);
         let quiet = more.is_empty();
         got.extend(more);
         last = next.or(last);
@@ -187,7 +181,7 @@ fn events_published_throughout_a_handoff_arrive_once_in_order_or_the_resumption_
             break;
         }
         assert_eq!(resumed.status, 200);
-        let (more, next) = read_until_quiet(resumed);
+        let (more, next) = read_until_quiet(resumed, QUIET);
         got.extend(more);
         last = next.or(last);
     }
@@ -203,42 +197,15 @@ fn events_published_throughout_a_handoff_arrive_once_in_order_or_the_resumption_
     drop(b);
 }
 
-/// The updates of `stream` until it ends or no update came for 2 s (it is
-/// then cut; keep-alives do not count), and the last id it carried.
-fn read_until_quiet(mut stream: Exchange) -> (Vec<String>, Option<String>) {
-    stream.set_timeout(Duration::from_secs(2));
-    let mut got = Vec::new();
-    let mut since = std::time::Instant::now();
-    while since.elapsed() < Duration::from_secs(2) {
-        match stream.try_next_event() {
-            Ok(Some(Event::Message(m))) if m["method"] == "notifications/resources/updated" => {
-                got.push(m["params"]["uri"].as_str().expect("a uri").to_owned());
-                since = std::time::Instant::now();
-            }
-            Ok(Some(_)) => {}
-            Ok(None) | Err(_) => break,
-        }
-    }
-    let last = stream.last_id.clone();
-    stream.disconnect();
-    (got, last)
-}
-
 #[test]
 fn a_draining_node_that_publishes_withdraws_its_offer_and_the_resumption_ends_in_gone() {
-    let redis = RedisServer::start();
     let prefix = "t-handoff-own:";
-    let buses: Vec<Events> = (0..2).map(|_| redis_bus(&redis.url(), prefix)).collect();
-    let a = notes_node_with(&buses[0], CompatConfig::default());
-    let b = notes_node_with(&buses[1], CompatConfig::default());
+    let Pair {
+        redis, buses, a, b, ..
+    } = pair(prefix);
     let (a_addr, b_addr) = (a.addr, b.addr);
-    let session = legacy::initialize(a_addr);
-    let uri = add_note(a_addr, &session, json!({"text": "note"}));
-    subscribe(a_addr, &session, &uri);
-    let mut stream = get(a_addr, &session, None);
-    assert_eq!(stream.status, 200);
-    add_note(b_addr, &session, json!({"uri": uri, "text": "1"}));
-    assert_eq!(next_updated(&mut stream).as_deref(), Some(uri.as_str()));
+    let (session, uris, stream) = session_on(a_addr, b_addr, 1);
+    let uri = uris[0].clone();
     let holder_a = session_field(&redis, prefix, &session, "h");
 
     let drain = std::thread::spawn(move || a.stop());
@@ -263,8 +230,12 @@ fn a_draining_node_that_publishes_withdraws_its_offer_and_the_resumption_ends_in
         "the offer was withdrawn"
     );
     let last = last.expect("ids");
-    let (more, next) = read_until_quiet(get(b_addr, &session, Some(&last)));
-    assert_eq!(more, vec![uri.clone()], "the holder recorded its own update");
+    let (more, next) = read_until_quiet(get(b_addr, &session, Some(&last)), QUIET);
+    assert_eq!(
+        more,
+        vec![uri.clone()],
+        "the holder recorded its own update"
+    );
     assert_eq!(session_field(&redis, prefix, &session, "h"), holder_a);
     drain.join().expect("node A stopped");
     // Node A is gone with the stream it kept: what follows is gone.
@@ -276,7 +247,7 @@ fn a_draining_node_that_publishes_withdraws_its_offer_and_the_resumption_ends_in
             gone = true;
             break;
         }
-        let (more, _) = read_until_quiet(resumed);
+        let (more, _) = read_until_quiet(resumed, QUIET);
         assert!(more.is_empty(), "an update after the holder left: {more:?}");
     }
     assert!(gone, "the resumption after the drain is 410");

@@ -14,7 +14,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use common::fleet_notes::{
-    Events, add_note, get, message, next_updated, notes_node_with, subscribe,
+    Events, add_note, get, message, next_updated, notes_node_with, session_on, subscribe,
 };
 use common::legacy;
 use common::redis_server::{RedisCluster, RedisServer, redis_bus};
@@ -92,18 +92,7 @@ fn fleet_with(prefix: &str, compat: CompatConfig) -> Fleet {
 /// A session on node A with `n` notes subscribed and its GET stream open on
 /// A (one update heard): the session, the notes' URIs, the stream.
 fn session_with_notes(f: &Fleet, n: usize) -> (String, Vec<String>, Exchange) {
-    let session = legacy::initialize(f.a.addr);
-    let uris: Vec<String> = (0..n)
-        .map(|i| add_note(f.a.addr, &session, json!({"text": format!("note {i}")})))
-        .collect();
-    for uri in &uris {
-        subscribe(f.a.addr, &session, uri);
-    }
-    let mut stream = get(f.a.addr, &session, None);
-    assert_eq!(stream.status, 200);
-    add_note(f.b.addr, &session, json!({"uri": uris[0], "text": "first"}));
-    assert_eq!(next_updated(&mut stream).as_deref(), Some(uris[0].as_str()));
-    (session, uris, stream)
+    session_on(f.a.addr, f.b.addr, n)
 }
 
 #[test]

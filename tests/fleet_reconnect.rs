@@ -9,14 +9,14 @@
 
 mod common;
 
-use std::net::SocketAddr;
+use common::fleet_notes::{add_note, message};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use common::legacy::reader;
 use common::redis_server::{RedisServer, block_on, bus_config, redis_bus};
 use common::tasks::{self, as_principal, call_as, start_task};
-use common::{Exchange, Response, headers, request, wait_until};
+use common::{Exchange, headers, request, wait_until};
 use genmcp::mux::SharedNotification;
 use genmcp::prelude::*;
 use genmcp_cli::demo;
@@ -174,30 +174,6 @@ fn a_watch_whose_task_ended_during_an_outage_reads_the_end_after_it() {
         }
         assert_eq!(m["params"]["status"], "working", "{m}");
     }
-}
-
-fn message(r: &Response) -> Value {
-    if r.header("content-type")
-        .is_some_and(|c| c.starts_with("text/event-stream"))
-    {
-        return r.sse_messages().pop().expect("an SSE message");
-    }
-    r.json()
-}
-
-fn add_note(addr: SocketAddr, session: &str, args: Value) -> String {
-    let r = common::legacy::request(
-        addr,
-        session,
-        json!("add"),
-        "tools/call",
-        json!({"name": "add_note", "arguments": args}),
-    );
-    let m = message(&r);
-    m["result"]["content"][0]["text"]
-        .as_str()
-        .unwrap_or_else(|| panic!("add_note answered {m}"))
-        .to_owned()
 }
 
 /// Whether `notifications/resources/updated` of `uri` arrives within

@@ -8,14 +8,15 @@
 #[path = "../../tests/common/mod.rs"]
 mod common;
 
+use common::fleet_notes::{add_note, message};
 use std::net::SocketAddr;
 use std::sync::{Arc, mpsc};
 use std::time::{Duration, Instant};
 
+use common::Exchange;
 use common::legacy::{self, reader, resuming_reader};
 use common::redis_server::{RedisServer, block_on, bus_config};
 use common::serve_child::ServeNode;
-use common::{Exchange, Response};
 use genmcp::http::{CompatConfig, ServerThread};
 use genmcp::mux::SharedNotification;
 use genmcp::prelude::*;
@@ -37,16 +38,6 @@ fn config(compat: Option<CompatConfig>) -> genmcp::http::HttpConfig {
         config.compat = Some(c);
     }
     config
-}
-
-/// The JSON-RPC message of a response (plain JSON, or the last SSE message).
-fn message(r: &Response) -> Value {
-    if r.header("content-type")
-        .is_some_and(|c| c.starts_with("text/event-stream"))
-    {
-        return r.sse_messages().pop().expect("an SSE message");
-    }
-    r.json()
 }
 
 /// Whether the GET stream ends within `within` (its other messages skipped).
@@ -77,21 +68,6 @@ fn updates_within(get: &mpsc::Receiver<Option<Value>>, uri: &str, within: Durati
             Err(_) => return n,
         }
     }
-}
-
-fn add_note(addr: SocketAddr, session: &str, args: Value) -> String {
-    let r = legacy::request(
-        addr,
-        session,
-        json!("add"),
-        "tools/call",
-        json!({"name": "add_note", "arguments": args}),
-    );
-    let m = message(&r);
-    m["result"]["content"][0]["text"]
-        .as_str()
-        .unwrap_or_else(|| panic!("add_note answered {m}"))
-        .to_owned()
 }
 
 /// A `genmcp serve --bus` process (the notes demo), stopped and continued

@@ -11,12 +11,15 @@ mod common;
 
 use std::time::Duration;
 
-use common::fleet_notes::{add_note, get, next_updated, subscribe};
+use common::fleet_notes::{add_note, get, read_until_quiet, session_on};
 use common::legacy;
 use common::redis_server::RedisServer;
 use common::serve_child::ServeNode;
-use common::{Event, Exchange, wait_until};
+use common::{Exchange, wait_until};
 use serde_json::json;
+
+/// How long a resumed stream is read without an update before it is cut.
+const QUIET: Duration = Duration::from_secs(3);
 
 const KEY_HEX: &str = "5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a";
 
@@ -40,44 +43,6 @@ fn session_field(redis: &RedisServer, session: &str, field: &str) -> String {
     reply.lines().nth(1).unwrap_or("").to_owned()
 }
 
-/// The updates of `stream` until it ends or no update came for 3 s, and
-/// the last id it carried.
-fn read_until_quiet(mut stream: Exchange) -> (Vec<String>, Option<String>) {
-    stream.set_timeout(Duration::from_secs(3));
-    let mut got = Vec::new();
-    let mut since = std::time::Instant::now();
-    while since.elapsed() < Duration::from_secs(3) {
-        match stream.try_next_event() {
-            Ok(Some(Event::Message(m))) if m["method"] == "notifications/resources/updated" => {
-                got.push(m["params"]["uri"].as_str().expect("a uri").to_owned());
-                since = std::time::Instant::now();
-            }
-            Ok(Some(_)) => {}
-            Ok(None) | Err(_) => break,
-        }
-    }
-    let last = stream.last_id.clone();
-    stream.disconnect();
-    (got, last)
-}
-
-/// A session on node `a` with `n` notes subscribed, its GET stream open on
-/// `a` and one update heard: the session, the notes, the stream.
-fn session_on(a: &ServeNode, b: &ServeNode, n: usize) -> (String, Vec<String>, Exchange) {
-    let session = legacy::initialize(a.addr);
-    let uris: Vec<String> = (0..n)
-        .map(|i| add_note(a.addr, &session, json!({"text": format!("note {i}")})))
-        .collect();
-    for uri in &uris {
-        subscribe(a.addr, &session, uri);
-    }
-    let mut stream = get(a.addr, &session, None);
-    assert_eq!(stream.status, 200);
-    add_note(b.addr, &session, json!({"uri": uris[0], "text": "first"}));
-    assert_eq!(next_updated(&mut stream).as_deref(), Some(uris[0].as_str()));
-    (session, uris, stream)
-}
-
 /// Resumes on `b` after `last` until the stream is gone or every update of
 /// `made` came (bounded): whether it said gone.
 fn resume_to_the_end(
@@ -97,7 +62,7 @@ fn resume_to_the_end(
             return true;
         }
         assert_eq!(resumed.status, 200);
-        let (more, next) = read_until_quiet(resumed);
+        let (more, next) = read_until_quiet(resumed, QUIET);
         got.extend(more);
         last = next.or(last);
     }
@@ -113,7 +78,7 @@ fn drain_until_offered(
     stream: Exchange,
 ) -> (Vec<String>, Option<String>) {
     a.signal("-TERM");
-    let (got, last) = read_until_quiet(stream);
+    let (got, last) = read_until_quiet(stream, QUIET);
     assert!(
         wait_until(Duration::from_secs(5), || !session_field(
             redis, session, "ho"
@@ -129,7 +94,7 @@ fn a_holder_paused_after_it_offered_its_stream_is_not_taken_over_and_nothing_is_
     let redis = RedisServer::start();
     let a = node(&redis);
     let b = node(&redis);
-    let (session, uris, stream) = session_on(&a, &b, 4);
+    let (session, uris, stream) = session_on(a.addr, b.addr, 4);
     let holder = session_field(&redis, &session, "h");
     let (mut got, last) = drain_until_offered(&redis, &a, &session, stream);
     got.insert(0, uris[0].clone());
@@ -159,7 +124,7 @@ fn a_holder_paused_after_it_offered_its_stream_is_not_taken_over_and_nothing_is_
         "the taker withdrew"
     );
     a.signal("-CONT");
-    let (more, next) = read_until_quiet(resumed);
+    let (more, next) = read_until_quiet(resumed, QUIET);
     got.extend(more);
     // Awake, the holder's late cut finds the preparation withdrawn.
     let h = session_field(&redis, &session, "h");
@@ -180,7 +145,7 @@ fn a_holder_killed_after_it_offered_its_stream_ends_in_gone_never_a_gap() {
     let redis = RedisServer::start();
     let mut a = node(&redis);
     let b = node(&redis);
-    let (session, uris, stream) = session_on(&a, &b, 4);
+    let (session, uris, stream) = session_on(a.addr, b.addr, 4);
     let holder = session_field(&redis, &session, "h");
     let (mut got, last) = drain_until_offered(&redis, &a, &session, stream);
     got.insert(0, uris[0].clone());

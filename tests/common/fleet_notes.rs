@@ -100,3 +100,43 @@ pub fn next_updated(stream: &mut Exchange) -> Option<String> {
     }
     panic!("no update within 300 events");
 }
+
+/// A session initialized on node `a` with `n` notes subscribed and its GET
+/// stream open on `a`, one update (the first note's, made on node `b`)
+/// heard: the session, the notes' URIs, the stream.
+pub fn session_on(a: SocketAddr, b: SocketAddr, n: usize) -> (String, Vec<String>, Exchange) {
+    let session = legacy::initialize(a);
+    let uris: Vec<String> = (0..n)
+        .map(|i| add_note(a, &session, json!({"text": format!("note {i}")})))
+        .collect();
+    for uri in &uris {
+        subscribe(a, &session, uri);
+    }
+    let mut stream = get(a, &session, None);
+    assert_eq!(stream.status, 200);
+    add_note(b, &session, json!({"uri": uris[0], "text": "first"}));
+    assert_eq!(next_updated(&mut stream).as_deref(), Some(uris[0].as_str()));
+    (session, uris, stream)
+}
+
+/// The updates of `stream` until it ends or none came for `quiet`
+/// (keep-alives do not count), then the stream is cut: the updates and the
+/// last id it carried.
+pub fn read_until_quiet(mut stream: Exchange, quiet: Duration) -> (Vec<String>, Option<String>) {
+    stream.set_timeout(quiet);
+    let mut got = Vec::new();
+    let mut since = std::time::Instant::now();
+    while since.elapsed() < quiet {
+        match stream.try_next_event() {
+            Ok(Some(Event::Message(m))) if m["method"] == "notifications/resources/updated" => {
+                got.push(m["params"]["uri"].as_str().expect("a uri").to_owned());
+                since = std::time::Instant::now();
+            }
+            Ok(Some(_)) => {}
+            Ok(None) | Err(_) => break,
+        }
+    }
+    let last = stream.last_id.clone();
+    stream.disconnect();
+    (got, last)
+}

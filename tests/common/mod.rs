@@ -15,6 +15,7 @@ pub mod redis_server;
 pub mod request_state;
 pub mod serve_child;
 pub mod signal;
+pub mod sink;
 pub use signal::signal_process;
 pub mod stdio_child;
 pub mod tasks;

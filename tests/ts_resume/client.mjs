@@ -1,12 +1,12 @@
 // What the resumption peers share on the client side: a TypeScript SDK
 // (@modelcontextprotocol/sdk 1.32.2) client of a 2025-era session, the demo's
 // notes it follows on its GET stream, every update checked once and in order,
-// and the clean-up. Used by peer.mjs, fleet.mjs, fleet_kill.mjs and
-// fleet_post.mjs.
+// a fleet of three nodes behind a round-robin proxy, and the clean-up. Used
+// by peer.mjs, fleet.mjs, fleet_kill.mjs, fleet_drain.mjs and fleet_post.mjs.
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { ResourceUpdatedNotificationSchema } from "@modelcontextprotocol/sdk/types.js";
-import { WAIT_MS, check, sleep } from "./lib.mjs";
+import { WAIT_MS, check, roundRobin, sleep, startFleet } from "./lib.mjs";
 
 /**
  * A client named `name` of the endpoint `url` (the transport given
@@ -55,6 +55,29 @@ export function checkInOrder(got, want, across) {
   const same = JSON.stringify(got) === JSON.stringify(want);
   check(same, `every update once and in order across ${across} (${got.length} received)`);
   if (!same) console.log(JSON.stringify(got));
+}
+
+/**
+ * Three `genmcp serve --bus` nodes (`--keep-alive 1`, pushed onto
+ * `children`) behind a per-request round-robin proxy, and a client named
+ * `name` through it whose SDK reconnects its GET stream quickly: the proxy
+ * (its GETs logged in `gets`, the nodes in `dead` skipped) and the client.
+ */
+export async function fleetPeer(bin, name, children) {
+  const ports = await startFleet(bin, 3, ["--keep-alive", "1"], children);
+  const gets = [];
+  const dead = new Set();
+  const proxy = await roundRobin(ports, gets, dead);
+  const url = new URL(`http://127.0.0.1:${proxy.address().port}/mcp`);
+  const peer = await connect(name, url, {
+    reconnectionOptions: {
+      initialReconnectionDelay: 200,
+      maxReconnectionDelay: 1000,
+      reconnectionDelayGrowFactor: 1.5,
+      maxRetries: 5,
+    },
+  });
+  return { proxy, gets, dead, peer };
 }
 
 /** Ends the session and the client (errors ignored: the test has its answer). */

@@ -9,8 +9,8 @@
 // after node 0 is gone must all arrive once and in order. Exits non-zero on
 // any failed check. Run by scripts/ts-resume-peer.sh (GENMCP_BIN names the
 // binary; redis-server must be on PATH).
-import { checkInOrder, close, connect, followNotes, stopAll } from "./client.mjs";
-import { check, finish, roundRobin, sleep, startFleet, waitUntil } from "./lib.mjs";
+import { checkInOrder, close, fleetPeer, followNotes, stopAll } from "./client.mjs";
+import { check, finish, sleep, waitUntil } from "./lib.mjs";
 
 const BIN = process.env.GENMCP_BIN;
 const NOTES = 16;
@@ -19,20 +19,9 @@ const AWAY = 4;
 const children = [];
 let proxy;
 try {
-  const ports = await startFleet(BIN, 3, ["--keep-alive", "1"], children);
-  const gets = [];
-  const dead = new Set();
-  proxy = await roundRobin(ports, gets, dead);
-
-  const url = new URL(`http://127.0.0.1:${proxy.address().port}/mcp`);
-  const peer = await connect("ts-fleet-drain-peer", url, {
-    reconnectionOptions: {
-      initialReconnectionDelay: 200,
-      maxReconnectionDelay: 1000,
-      reconnectionDelayGrowFactor: 1.5,
-      maxRetries: 5,
-    },
-  });
+  const fleet = await fleetPeer(BIN, "ts-fleet-drain-peer", children);
+  proxy = fleet.proxy;
+  const { gets, dead, peer } = fleet;
   const { updates, errors, addNote } = peer;
   const { uris, open } = await followNotes(peer, NOTES);
   check(open && gets[0]?.node === 0, "the GET stream is open on node 0");
