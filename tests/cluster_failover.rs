@@ -11,38 +11,14 @@ mod common;
 #[path = "common/faults/cluster.rs"]
 mod replicated;
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use common::redis_server::redis_bus;
+use common::sink::Recorder;
 use common::wait_until;
 use genmcp::prelude::*;
-use genmcp::pubsub::{DeliverFuture, InboxError, InboxSink};
 use replicated::RedisCluster;
-
-/// Records what a subscription gets.
-#[derive(Default)]
-struct Recorder(Mutex<Vec<u32>>);
-
-impl InboxSink<u32> for Recorder {
-    fn try_deliver(&self, msg: u32) -> Result<(), InboxError> {
-        self.0.lock().unwrap_or_else(|p| p.into_inner()).push(msg);
-        Ok(())
-    }
-    fn deliver(&self, msg: u32) -> DeliverFuture {
-        let r = self.try_deliver(msg);
-        Box::pin(async move { r })
-    }
-    fn is_closed(&self) -> bool {
-        false
-    }
-}
-
-impl Recorder {
-    fn got(&self) -> Vec<u32> {
-        self.0.lock().unwrap_or_else(|p| p.into_inner()).clone()
-    }
-}
 
 /// The port of the master `server` replicates (`ROLE` of a replica).
 fn master_of(cluster: &RedisCluster, server: usize) -> u16 {

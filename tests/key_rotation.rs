@@ -15,15 +15,16 @@
 
 mod common;
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use common::redis_server::{RedisServer, block_on, bus_config};
+use common::sink::Recorder;
 use common::{call, headers, post, request, wait_until};
 use genmcp::http::ServerThread;
 use genmcp::prelude::*;
 use genmcp::pubsub::redis::{BusKeys, DropReason, dropped_messages};
-use genmcp::pubsub::{BusSubscription, DeliverFuture, Inbox, InboxError, InboxSink};
+use genmcp::pubsub::{BusSubscription, Inbox};
 use genmcp::suite::{FleetKeys, InputRequired, KeySet, SealingKeys};
 use serde_json::{Value, json};
 
@@ -36,34 +37,6 @@ struct Node {
     bus: Option<NodeBus>,
 }
 
-/// Keeps what the bus delivers.
-#[derive(Default)]
-struct Heard(Mutex<Vec<u32>>);
-
-impl Heard {
-    fn has(&self, n: u32) -> bool {
-        self.0.lock().unwrap().contains(&n)
-    }
-}
-
-impl InboxSink<u32> for Heard {
-    fn try_deliver(&self, msg: u32) -> Result<(), InboxError> {
-        self.0.lock().unwrap().push(msg);
-        Ok(())
-    }
-
-    fn deliver(&self, msg: u32) -> DeliverFuture {
-        let r = self.try_deliver(msg);
-        Box::pin(async move { r })
-    }
-
-    fn is_closed(&self) -> bool {
-        false
-    }
-
-    fn complete(&self) {}
-}
-
 const PREFIX: &str = "t-rotation:";
 const TOPIC: &str = "flow";
 
@@ -72,7 +45,7 @@ const TOPIC: &str = "flow";
 struct NodeBus {
     bus: Bus<u32>,
     keys: BusKeys,
-    heard: Arc<Heard>,
+    heard: Arc<Recorder>,
     _sub: BusSubscription<u32>,
 }
 
@@ -83,7 +56,7 @@ impl NodeBus {
             bus_config(&redis.url(), PREFIX).keys(keys.clone()),
         ))
         .expect("the bus connects");
-        let heard = Arc::new(Heard::default());
+        let heard = Arc::new(Recorder::default());
         let sub = bus.subscribe(TOPIC, Inbox::from_sink(heard.clone()));
         block_on(bus.subscribed());
         NodeBus {

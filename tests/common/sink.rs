@@ -17,6 +17,11 @@ impl Recorder {
         self.got.lock().unwrap().clone()
     }
 
+    /// Whether it was sent `n`.
+    pub fn has(&self, n: u32) -> bool {
+        self.got.lock().unwrap().contains(&n)
+    }
+
     /// How often it was asked to complete.
     pub fn completed(&self) -> usize {
         *self.completed.lock().unwrap()

@@ -49,8 +49,8 @@ return 1
 
 /// KEYS: the hash, the events stream, the last URI change's token. ARGV:
 /// the offering holder, the taker's token, its holder name, the window
-/// (ms, by Redis's clock). `{'O', newest entry}`, `{'D'}` deleted, `{'N'}` not offered
-/// by that holder, `{'B'}` another taker is at it.
+/// (ms, by Redis's clock). `{'O', newest entry}`, `{'D'}` deleted, `{'N'}`
+/// not offered by that holder, `{'B'}` another taker is at it.
 const PREPARE: &str = concat!(
     stream_prelude!(),
     redis_now!(),
