@@ -10,7 +10,8 @@ use std::time::Duration;
 
 use common::Exchange;
 use common::fleet_notes::{
-    Events, add_note, get, next_updated, notes_node_with, read_until_quiet, session_on,
+    Events, Resumed, add_note, get, next_updated, notes_node_with, read_until_quiet, resume_once,
+    resume_until, session_on,
 };
 use common::legacy;
 use common::redis_server::{RedisServer, redis_bus};
@@ -150,19 +151,13 @@ fn events_published_throughout_a_handoff_arrive_once_in_order_or_the_resumption_
     // done and nothing more comes (bounded: 20 resumptions).
     let mut gone = false;
     for _ in 0..20 {
-        let id = last.clone().expect("events carry ids");
-        let resumed = get(b_addr, &session, Some(&id));
-        if resumed.status == 410 {
-            gone = true;
-            break;
-        }
-        assert_eq!(resumed.status, 200);
-        let (more, next) = read_until_quiet(resumed, QUIET);
-        let quiet = more.is_empty();
-        got.extend(more);
-        last = next.or(last);
-        if quiet && stop.load(std::sync::atomic::Ordering::SeqCst) {
-            break;
+        match resume_once(b_addr, &session, (&mut got, &mut last), QUIET) {
+            Resumed::Gone => {
+                gone = true;
+                break;
+            }
+            Resumed::Read(0) if stop.load(std::sync::atomic::Ordering::SeqCst) => break,
+            Resumed::Read(_) => {}
         }
     }
     stop.store(true, std::sync::atomic::Ordering::SeqCst);
@@ -170,20 +165,9 @@ fn events_published_throughout_a_handoff_arrive_once_in_order_or_the_resumption_
     drain.join().expect("node A stopped");
     // Until every update came or the stream is gone (bounded; a stream
     // whose handoff was refused ends once node A's lease lapses).
-    for _ in 0..30 {
-        if gone || got.len() >= made.len() {
-            break;
-        }
-        let id = last.clone().expect("events carry ids");
-        let resumed = get(b_addr, &session, Some(&id));
-        if resumed.status == 410 {
-            gone = true;
-            break;
-        }
-        assert_eq!(resumed.status, 200);
-        let (more, next) = read_until_quiet(resumed, QUIET);
-        got.extend(more);
-        last = next.or(last);
+    if !gone {
+        let wanted = (made.len(), QUIET, 30);
+        gone = resume_until(b_addr, &session, (&mut got, &mut last), wanted);
     }
     // Never a duplicate or a gap: what arrived is the start of what was
     // made, in order; all of it unless the resumption said gone.
@@ -239,16 +223,18 @@ fn a_draining_node_that_publishes_withdraws_its_offer_and_the_resumption_ends_in
     assert_eq!(session_field(&redis, prefix, &session, "h"), holder_a);
     drain.join().expect("node A stopped");
     // Node A is gone with the stream it kept: what follows is gone.
-    let next = next.unwrap_or(last);
+    let mut last = Some(next.unwrap_or(last));
+    let mut after = Vec::new();
     let mut gone = false;
     for _ in 0..20 {
-        let resumed = get(b_addr, &session, Some(&next));
-        if resumed.status == 410 {
+        if resume_once(b_addr, &session, (&mut after, &mut last), QUIET) == Resumed::Gone {
             gone = true;
             break;
         }
-        let (more, _) = read_until_quiet(resumed, QUIET);
-        assert!(more.is_empty(), "an update after the holder left: {more:?}");
+        assert!(
+            after.is_empty(),
+            "an update after the holder left: {after:?}"
+        );
     }
     assert!(gone, "the resumption after the drain is 410");
     drop(b);

@@ -11,7 +11,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::fleet_notes::{add_note, get, read_until_quiet, session_on};
+use common::fleet_notes::{add_note, get, read_until_quiet, resume_until, session_on};
 use common::legacy;
 use common::redis_server::RedisServer;
 use common::serve_child::ServeNode;
@@ -52,21 +52,7 @@ fn resume_to_the_end(
     made: &[String],
 ) -> bool {
     let mut last = last;
-    for _ in 0..20 {
-        if got.len() >= made.len() {
-            return false;
-        }
-        let id = last.clone().expect("events carry ids");
-        let resumed = get(b.addr, session, Some(&id));
-        if resumed.status == 410 {
-            return true;
-        }
-        assert_eq!(resumed.status, 200);
-        let (more, next) = read_until_quiet(resumed, QUIET);
-        got.extend(more);
-        last = next.or(last);
-    }
-    panic!("neither every update nor gone after 20 resumptions: {got:?}");
+    resume_until(b.addr, session, (got, &mut last), (made.len(), QUIET, 20))
 }
 
 /// Drains node `a` (`SIGTERM`): its response ends; waits until it offers

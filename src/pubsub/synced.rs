@@ -85,8 +85,11 @@ impl SyncedBuses {
 
     /// A message reached the inbox from elsewhere than a bus.
     pub(crate) fn sent_directly(&self) {
-        self.direct
-            .store(true, std::sync::atomic::Ordering::Release);
+        // Called per message: written once, read after that.
+        if !self.direct.load(std::sync::atomic::Ordering::Relaxed) {
+            self.direct
+                .store(true, std::sync::atomic::Ordering::Release);
+        }
     }
 
     /// The buses joined when every event came from one of them, or `None`:

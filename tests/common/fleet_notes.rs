@@ -140,3 +140,55 @@ pub fn read_until_quiet(mut stream: Exchange, quiet: Duration) -> (Vec<String>, 
     stream.disconnect();
     (got, last)
 }
+
+/// What one resumption of a session's GET stream found.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Resumed {
+    /// 410: the events after the id are gone.
+    Gone,
+    /// 200, and this many updates until it was quiet.
+    Read(usize),
+}
+
+/// Resumes the session's GET stream on `addr` after `*last` once: on 200
+/// its updates until `quiet` are appended to `got` and `*last` moves to the
+/// last id read. Any other status fails the test.
+pub fn resume_once(
+    addr: SocketAddr,
+    session: &str,
+    (got, last): (&mut Vec<String>, &mut Option<String>),
+    quiet: Duration,
+) -> Resumed {
+    let id = last.clone().expect("events carry ids");
+    let resumed = get(addr, session, Some(&id));
+    if resumed.status == 410 {
+        return Resumed::Gone;
+    }
+    assert_eq!(resumed.status, 200);
+    let (more, next) = read_until_quiet(resumed, quiet);
+    let n = more.len();
+    got.extend(more);
+    if next.is_some() {
+        *last = next;
+    }
+    Resumed::Read(n)
+}
+
+/// Resumes (at most `tries` times) until `got` holds `want` updates or the
+/// stream is gone: whether it said gone.
+pub fn resume_until(
+    addr: SocketAddr,
+    session: &str,
+    (got, last): (&mut Vec<String>, &mut Option<String>),
+    (want, quiet, tries): (usize, Duration, usize),
+) -> bool {
+    for _ in 0..tries {
+        if got.len() >= want {
+            return false;
+        }
+        if resume_once(addr, session, (&mut *got, &mut *last), quiet) == Resumed::Gone {
+            return true;
+        }
+    }
+    false
+}
