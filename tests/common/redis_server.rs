@@ -16,6 +16,15 @@ pub struct RedisServer {
     /// More arguments (a cluster node's settings), and its working directory.
     extra: Vec<String>,
     dir: Option<std::path::PathBuf>,
+    /// The file its log goes to (removed on drop).
+    log: Option<std::path::PathBuf>,
+}
+
+/// Why a launch failed: the server exited (its port was taken, say), or it
+/// ran without answering.
+enum Launch {
+    Exited(String),
+    Silent(String),
 }
 
 fn binary() -> String {
@@ -31,15 +40,36 @@ fn free_port() -> u16 {
 
 impl RedisServer {
     /// Starts a server on a free port and waits until it answers `PING`.
+    /// A free port can be taken by another process between the probe and
+    /// the server's bind: a server that exits at once is tried again on
+    /// another port (5 tries).
     pub fn start() -> RedisServer {
         let mut server = RedisServer {
             child: None,
-            port: free_port(),
+            port: 0,
             extra: Vec::new(),
             dir: None,
+            log: None,
         };
-        server.restart();
+        server.start_on_free_ports(|server| {
+            server.port = free_port();
+        });
         server
+    }
+
+    /// Launches on ports chosen by `choose`, choosing again when the server
+    /// exits before answering (its port was taken); panics after 5 tries.
+    fn start_on_free_ports(&mut self, mut choose: impl FnMut(&mut RedisServer)) {
+        let mut last = String::new();
+        for _ in 0..5 {
+            choose(self);
+            match self.launch() {
+                Ok(()) => return,
+                Err(Launch::Exited(why)) => last = why,
+                Err(Launch::Silent(why)) => panic!("{why}"),
+            }
+        }
+        panic!("redis-server did not start on 5 free ports; the last said: {last}");
     }
 
     /// `redis://127.0.0.1:PORT`.
@@ -57,8 +87,26 @@ impl RedisServer {
 
     /// (Re)starts the server on its port and waits for `PING` (10 s at most).
     pub fn restart(&mut self) {
+        if let Err(Launch::Exited(why) | Launch::Silent(why)) = self.launch() {
+            panic!("{why}");
+        }
+    }
+
+    /// Starts the server on its port and waits for `PING` (10 s at most); its
+    /// log (stdout) goes to a file, quoted when it does not come up.
+    fn launch(&mut self) -> Result<(), Launch> {
         self.kill();
+        if let Some(old) = self.log.take() {
+            let _ = std::fs::remove_file(old);
+        }
         let bin = binary();
+        let log_path = std::env::temp_dir().join(format!(
+            "genmcp-redis-{}-{}.log",
+            std::process::id(),
+            self.port
+        ));
+        let log = std::fs::File::create(&log_path).expect("a log file for redis-server");
+        self.log = Some(log_path.clone());
         let mut command = Command::new(&bin);
         if let Some(dir) = &self.dir {
             command.current_dir(dir);
@@ -68,7 +116,7 @@ impl RedisServer {
             .args(["--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
             .args(&self.extra)
             .stdin(Stdio::null())
-            .stdout(Stdio::null())
+            .stdout(Stdio::from(log))
             .stderr(Stdio::null())
             .spawn()
             .unwrap_or_else(|e| {
@@ -78,20 +126,34 @@ impl RedisServer {
                 )
             });
         self.child = Some(child);
+        let said = || std::fs::read_to_string(&log_path).unwrap_or_default();
         let deadline = Instant::now() + Duration::from_secs(10);
         while Instant::now() < deadline {
             if self
                 .command(&["PING"])
                 .is_some_and(|r| r.starts_with("+PONG"))
             {
-                return;
+                return Ok(());
+            }
+            let exited = self
+                .child
+                .as_mut()
+                .is_some_and(|c| matches!(c.try_wait(), Ok(Some(_))));
+            if exited {
+                self.child = None;
+                return Err(Launch::Exited(format!(
+                    "{bin} on port {} exited: {}",
+                    self.port,
+                    said()
+                )));
             }
             std::thread::sleep(Duration::from_millis(20));
         }
-        panic!(
-            "{bin} did not answer PING on port {} within 10 s",
-            self.port
-        );
+        Err(Launch::Silent(format!(
+            "{bin} did not answer PING on port {} within 10 s: {}",
+            self.port,
+            said()
+        )))
     }
 
     /// Stops (`SIGSTOP`) or continues (`SIGCONT`) the server: a hung Redis,
@@ -204,15 +266,26 @@ impl RedisCluster {
         std::fs::create_dir_all(&dir).expect("a directory for the cluster");
         let mut nodes = Vec::new();
         for _ in 0..3 {
-            let port = free_port();
-            let node_dir = dir.join(port.to_string());
-            std::fs::create_dir_all(&node_dir).expect("a directory for a cluster node");
+            // A cluster node listens on two ports: its own and its cluster
+            // bus port, both chosen free (not the default port + 10000,
+            // which can be anyone's).
             let mut server = RedisServer {
                 child: None,
-                port,
-                extra: [
+                port: 0,
+                extra: Vec::new(),
+                dir: None,
+                log: None,
+            };
+            server.start_on_free_ports(|server| {
+                server.port = free_port();
+                let node_dir = dir.join(server.port.to_string());
+                std::fs::create_dir_all(&node_dir).expect("a directory for a cluster node");
+                server.dir = Some(node_dir);
+                server.extra = [
                     "--cluster-enabled",
                     "yes",
+                    "--cluster-port",
+                    &free_port().to_string(),
                     "--cluster-config-file",
                     "nodes.conf",
                     "--cluster-node-timeout",
@@ -221,10 +294,8 @@ impl RedisCluster {
                     "no",
                 ]
                 .map(String::from)
-                .to_vec(),
-                dir: Some(node_dir),
-            };
-            server.restart();
+                .to_vec();
+            });
             nodes.push(server);
         }
         let cluster = RedisCluster { nodes, dir };
@@ -352,6 +423,9 @@ impl Drop for RedisCluster {
 impl Drop for RedisServer {
     fn drop(&mut self) {
         self.kill();
+        if let Some(log) = &self.log {
+            let _ = std::fs::remove_file(log);
+        }
     }
 }
 
