@@ -61,19 +61,37 @@ pub struct Redis {
 }
 
 impl Redis {
-    /// Starts a server in `dir` (created) with `extra` arguments.
+    /// Starts a server in `dir` (created) with `extra` arguments, on a free
+    /// port (and, for a cluster node, a free cluster bus port rather than
+    /// port + 10000, which can be anyone's). A server that exits at once
+    /// (its port was taken since it was probed) is tried again on other
+    /// ports, 5 times.
     pub fn start(dir: &Path, extra: &[&str]) -> Redis {
-        let port = free_port();
-        let dir = dir.join(format!("redis-{port}"));
-        std::fs::create_dir_all(&dir).expect("a directory for redis");
-        let mut r = Redis {
-            child: None,
-            port,
-            dir,
-            extra: extra.iter().map(|s| s.to_string()).collect(),
-        };
-        r.start_again();
-        r
+        let mut last = String::new();
+        for _ in 0..5 {
+            let port = free_port();
+            let mut extra: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
+            if extra.iter().any(|a| a == "--cluster-enabled") {
+                extra.extend(["--cluster-port".to_string(), free_port().to_string()]);
+            }
+            let dir = dir.join(format!("redis-{port}"));
+            std::fs::create_dir_all(&dir).expect("a directory for redis");
+            let mut r = Redis {
+                child: None,
+                port,
+                dir,
+                extra,
+            };
+            match r.launch() {
+                Ok(()) => return r,
+                Err(Some(why)) => last = why,
+                Err(None) => panic!(
+                    "redis-server on port {port} did not answer within 10 s: {}",
+                    r.log()
+                ),
+            }
+        }
+        panic!("redis-server did not start on 5 free ports; the last said: {last}")
     }
 
     /// `redis://127.0.0.1:PORT`.
@@ -96,8 +114,27 @@ impl Redis {
 
     /// Starts the server again on its port and waits for `PING` (10 s at most).
     pub fn start_again(&mut self) {
+        if self.launch().is_err() {
+            panic!(
+                "redis-server on port {} did not come up within 10 s: {}",
+                self.port,
+                self.log()
+            );
+        }
+    }
+
+    /// What the server logged (its stdout, kept in its directory).
+    fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.join("redis.log")).unwrap_or_default()
+    }
+
+    /// Starts the server on its port and waits for `PING` (10 s at most):
+    /// `Err(Some(log))` when it exited first, `Err(None)` when it ran
+    /// without answering.
+    fn launch(&mut self) -> Result<(), Option<String>> {
         self.kill();
         let bin = redis_server_bin();
+        let log = std::fs::File::create(self.dir.join("redis.log")).expect("a log file for redis");
         let child = Command::new(&bin)
             .current_dir(&self.dir)
             .args(["--port", &self.port.to_string(), "--bind", "127.0.0.1"])
@@ -111,7 +148,7 @@ impl Redis {
             ])
             .args(&self.extra)
             .stdin(Stdio::null())
-            .stdout(Stdio::null())
+            .stdout(Stdio::from(log))
             .stderr(Stdio::null())
             .spawn()
             .unwrap_or_else(|e| {
@@ -121,14 +158,19 @@ impl Redis {
         let deadline = Instant::now() + Duration::from_secs(10);
         while Instant::now() < deadline {
             if self.query(&["PING"]).is_some() {
-                return;
+                return Ok(());
+            }
+            let exited = self
+                .child
+                .as_mut()
+                .is_some_and(|c| matches!(c.try_wait(), Ok(Some(_))));
+            if exited {
+                self.child = None;
+                return Err(Some(self.log()));
             }
             std::thread::sleep(Duration::from_millis(20));
         }
-        panic!(
-            "redis-server on port {} did not answer within 10 s",
-            self.port
-        );
+        Err(None)
     }
 
     /// Runs one command; its reply as text (`None` when Redis did not answer).
