@@ -25,19 +25,19 @@ impl Drop for Node {
 }
 
 fn start(redis: &RedisServer, key_file: &Path) -> Node {
-    let admin = std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free port");
-    let child = std::process::Command::new(env!("CARGO_BIN_EXE_genmcp"))
-        .args(["serve", "--port", "0", "--bus", &redis.url()])
-        .args(["--key-file", key_file.to_str().unwrap()])
-        .args(["--admin", &admin.to_string()])
-        .args(["--key-check-every", "1"])
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .expect("genmcp starts");
+    let (child, _, admin) = common::serve_child::spawn_serve_with_admin(
+        &[
+            "--port",
+            "0",
+            "--bus",
+            &redis.url(),
+            "--key-file",
+            key_file.to_str().unwrap(),
+            "--key-check-every",
+            "1",
+        ],
+        &[],
+    );
     let node = Node(child, admin);
     assert!(
         wait_until(Duration::from_secs(20), || readyz(&node).is_some()),

@@ -430,25 +430,11 @@ impl Drop for Child {
 fn a_degraded_node_is_not_ready_until_its_bus_connects() {
     let mut redis = RedisServer::start();
     redis.kill();
-    let admin = std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free port");
-    let _node = Child(
-        std::process::Command::new(env!("CARGO_BIN_EXE_genmcp"))
-            .args([
-                "serve",
-                "--port",
-                "0",
-                "--bus",
-                &redis.url(),
-                "--bus-degraded",
-            ])
-            .args(["--admin", &admin.to_string()])
-            .stdin(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .expect("genmcp starts"),
+    let (child, _, admin) = common::serve_child::spawn_serve_with_admin(
+        &["--port", "0", "--bus", &redis.url(), "--bus-degraded"],
+        &[],
     );
+    let _node = Child(child);
     let mut last = None;
     assert!(
         wait_until(Duration::from_secs(10), || {

@@ -13,6 +13,28 @@ use serde_json::Value;
 /// `RUST_LOG=genmcp=info` unless given) and waits (20 s at most) for its
 /// `genmcp listening` line: the child and that address. Pass `--port 0`.
 pub fn spawn_serve(args: &[&str], envs: &[(&str, &str)]) -> (Child, SocketAddr) {
+    let (child, addr, _) = spawn_listening(args, envs, false);
+    (child, addr)
+}
+
+/// [`spawn_serve`] with `--admin 127.0.0.1:0` added: the child, its MCP
+/// address and its admin address, both read from its listening lines (no
+/// port probed beforehand that another process could take).
+pub fn spawn_serve_with_admin(
+    args: &[&str],
+    envs: &[(&str, &str)],
+) -> (Child, SocketAddr, SocketAddr) {
+    let mut all = args.to_vec();
+    all.extend(["--admin", "127.0.0.1:0"]);
+    let (child, addr, admin) = spawn_listening(&all, envs, true);
+    (child, addr, admin.expect("the admin listening line"))
+}
+
+fn spawn_listening(
+    args: &[&str],
+    envs: &[(&str, &str)],
+    admin: bool,
+) -> (Child, SocketAddr, Option<SocketAddr>) {
     let mut command = Command::new(super::genmcp_bin());
     command
         .args(["--log-format", "json", "serve"])
@@ -31,17 +53,31 @@ pub fn spawn_serve(args: &[&str], envs: &[(&str, &str)]) -> (Child, SocketAddr) 
         for line in BufReader::new(stderr).lines() {
             let Ok(line) = line else { break };
             let v: Value = serde_json::from_str(&line).unwrap_or(Value::Null);
-            if v["fields"]["message"] == "genmcp listening" {
-                let _ = tx.send(v["fields"]["addr"].as_str().unwrap_or("").to_owned());
+            let addr = || v["fields"]["addr"].as_str().and_then(|a| a.parse().ok());
+            match v["fields"]["message"].as_str() {
+                Some("genmcp listening") => {
+                    let _ = tx.send((false, addr()));
+                }
+                Some(m) if m.starts_with("admin listening") => {
+                    let _ = tx.send((true, addr()));
+                }
+                _ => {}
             }
         }
     });
-    let addr = rx
-        .recv_timeout(Duration::from_secs(20))
-        .expect("the listening line")
-        .parse()
-        .expect("an address");
-    (child, addr)
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let (mut mcp, mut admin_addr): (Option<SocketAddr>, Option<SocketAddr>) = (None, None);
+    while mcp.is_none() || (admin && admin_addr.is_none()) {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        let (is_admin, addr) = rx.recv_timeout(left).expect("the listening line");
+        let addr = addr.expect("an address");
+        if is_admin {
+            admin_addr = Some(addr);
+        } else {
+            mcp = Some(addr);
+        }
+    }
+    (child, mcp.expect("the listening line"), admin_addr)
 }
 
 /// A `genmcp serve` child process, signalled by the tests (`-STOP`,
