@@ -239,3 +239,46 @@ fn a_draining_node_that_publishes_withdraws_its_offer_and_the_resumption_ends_in
     assert!(gone, "the resumption after the drain is 410");
     drop(b);
 }
+
+#[test]
+fn a_drain_shorter_than_the_configured_one_ends_an_offered_stream_within_it() {
+    use actix_web::{App, HttpServer};
+    use common::user_server::UserServer;
+    use genmcp::http::Endpoint;
+
+    let prefix = "t-handoff-short:";
+    let redis = RedisServer::start();
+    let buses: Vec<Events> = (0..2).map(|_| redis_bus(&redis.url(), prefix)).collect();
+    // Node A, mounted by an application whose drain is configured for 30 s
+    // but which drains for 2 s when it stops.
+    let mut config = common::config();
+    config.workers = 2;
+    config.keep_alive = Duration::from_millis(100);
+    config.drain_timeout = Duration::from_secs(30);
+    config.compat = Some(CompatConfig::default());
+    let bus = buses[0].clone();
+    let a = UserServer::spawn(move || {
+        let suite = genmcp_cli::demo::suite_with(bus, Some(common::fleet_notes::key())).0;
+        let mcp = Endpoint::new(suite, config);
+        let drain = mcp.drain_handle();
+        let http = HttpServer::new(move || App::new().configure(genmcp::http::mount(&mcp)))
+            .workers(2)
+            .disable_signals()
+            .shutdown_timeout(1)
+            .bind(("127.0.0.1", 0))?;
+        let addr = http.addrs()[0];
+        Ok((http.run(), addr, drain))
+    });
+    let b = notes_node_with(&buses[1], CompatConfig::default());
+    let (_session, _uris, stream) = session_on(a.addr, b.addr, 2);
+    // Nobody resumes: the offered stream must still end within the 2 s
+    // drain, not at the configured 30 s.
+    let drain = std::thread::spawn(move || a.stop_within(Duration::from_secs(2)));
+    let (_, last) = rest_of(stream);
+    assert!(last.is_some(), "the stream carried ids");
+    assert!(
+        drain.join().expect("node A stopped"),
+        "the 2 s drain finished in time"
+    );
+    drop(b);
+}

@@ -42,6 +42,9 @@ struct Shared {
     frames: AtomicU64,
     closes: [AtomicU64; CloseReason::ALL.len()],
     shutdown: watch::Sender<bool>,
+    /// When the drain that shut the server down gives up on its streams
+    /// (set by [`Server::shutdown_within`]).
+    drain_deadline: std::sync::OnceLock<tokio::time::Instant>,
     /// Open streams per principal / client address, only while some are open:
     /// at most `max_streams` entries.
     owners: Mutex<HashMap<Arc<str>, usize>>,
@@ -150,6 +153,7 @@ impl Server {
                 frames: AtomicU64::new(0),
                 closes: Default::default(),
                 shutdown: watch::channel(false).0,
+                drain_deadline: std::sync::OnceLock::new(),
                 owners: Mutex::new(HashMap::new()),
             }),
         }
@@ -300,6 +304,25 @@ impl Server {
     /// completion result. New listens are refused from now on.
     pub fn shutdown(&self) {
         self.shared.shutdown.send_replace(true);
+    }
+
+    /// [`Server::shutdown`] for a drain that waits for its streams `timeout`
+    /// from now: what a stream does on its way out (a 2025 GET stream
+    /// offered to another node) is over a second before that. The first
+    /// drain's deadline stands.
+    pub fn shutdown_within(&self, timeout: Duration) {
+        let now = tokio::time::Instant::now();
+        let _ = self
+            .shared
+            .drain_deadline
+            .set(now.checked_add(timeout).unwrap_or(now));
+        self.shutdown();
+    }
+
+    /// When the drain under way gives up on its streams, if it said
+    /// ([`Server::shutdown_within`]).
+    pub(crate) fn drain_deadline(&self) -> Option<tokio::time::Instant> {
+        self.shared.drain_deadline.get().copied()
     }
 
     /// Whether shutdown has started.

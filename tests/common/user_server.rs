@@ -6,6 +6,7 @@ use std::io;
 use std::net::SocketAddr;
 use std::sync::mpsc;
 use std::thread::JoinHandle;
+use std::time::Duration;
 
 use genmcp::http::DrainHandle;
 
@@ -15,7 +16,7 @@ pub type Built = (actix_web::dev::Server, SocketAddr, DrainHandle);
 
 pub struct UserServer {
     pub addr: SocketAddr,
-    stop: Option<mpsc::Sender<()>>,
+    stop: Option<mpsc::Sender<Option<Duration>>>,
     done: Option<mpsc::Receiver<bool>>,
     thread: Option<JoinHandle<()>>,
 }
@@ -27,7 +28,7 @@ impl UserServer {
         F: FnOnce() -> io::Result<Built> + Send + 'static,
     {
         let (ready_tx, ready_rx) = mpsc::channel();
-        let (stop_tx, stop_rx) = mpsc::channel::<()>();
+        let (stop_tx, stop_rx) = mpsc::channel::<Option<Duration>>();
         let (done_tx, done_rx) = mpsc::channel::<bool>();
         let thread = std::thread::spawn(move || {
             let system = actix_rt::System::new();
@@ -42,14 +43,20 @@ impl UserServer {
                 let _ = ready_tx.send(Ok(addr));
                 let handle = http.handle();
                 let http = actix_rt::spawn(http);
-                let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+                let (tx, rx) = tokio::sync::oneshot::channel::<Option<Duration>>();
                 std::thread::spawn(move || {
-                    let _ = stop_rx.recv();
-                    let _ = tx.send(());
+                    let _ = tx.send(stop_rx.recv().ok().flatten());
                 });
-                let _ = rx.await;
-                // How an application stops: drain the MCP endpoint, then its server.
-                let drained = drain.drain_and_stop(&handle).await;
+                // How an application stops: drain the MCP endpoint (for the
+                // configured time, or the one given), then its server.
+                let drained = match rx.await.ok().flatten() {
+                    Some(timeout) => {
+                        let drained = drain.drain(timeout).await;
+                        handle.stop(true).await;
+                        drained
+                    }
+                    None => drain.drain_and_stop(&handle).await,
+                };
                 let _ = http.await;
                 let _ = done_tx.send(drained);
             });
@@ -68,12 +75,18 @@ impl UserServer {
 
     /// Drains and stops; returns whether the drain finished in time.
     pub fn stop(mut self) -> bool {
-        self.stop_inner()
+        self.stop_inner(None)
     }
 
-    fn stop_inner(&mut self) -> bool {
+    /// Drains for `timeout` (`DrainHandle::drain`) and stops; returns
+    /// whether the drain finished in time.
+    pub fn stop_within(mut self, timeout: Duration) -> bool {
+        self.stop_inner(Some(timeout))
+    }
+
+    fn stop_inner(&mut self, timeout: Option<Duration>) -> bool {
         if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
+            let _ = stop.send(timeout);
         }
         let drained = self
             .done
@@ -89,6 +102,6 @@ impl UserServer {
 
 impl Drop for UserServer {
     fn drop(&mut self) {
-        self.stop_inner();
+        self.stop_inner(None);
     }
 }

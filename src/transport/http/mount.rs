@@ -226,7 +226,7 @@ impl DrainHandle {
             tracing::info!("shutting down: finishing running tasks");
         }
         self.tasks.drain(timeout).await;
-        self.server.shutdown();
+        self.server.shutdown_within(timeout);
         let drained = self.server.drained(timeout).await;
         if !drained {
             tracing::warn!(

@@ -228,6 +228,22 @@ impl Pump {
         }
     }
 
+    /// Until when a draining node offers this stream to another node, from
+    /// the drain's start whatever the offer takes: the configured window,
+    /// cut to a second before the drain's own deadline when the drain said
+    /// one ([`Server::shutdown_within`]); `None`: no offer (too late, or
+    /// handoff off).
+    fn offer_until(&self) -> Option<Instant> {
+        let window = self.offer_for?;
+        let now = Instant::now();
+        let mut until = now.checked_add(window).unwrap_or(now);
+        if let Some(deadline) = self.server.drain_deadline() {
+            let last = deadline.checked_sub(Duration::from_secs(1))?;
+            until = until.min(last);
+        }
+        (until > now).then_some(until)
+    }
+
     /// The offer cannot succeed any more: withdrawn (readers stop ending
     /// for it, takers stop trying); the stream ends with the drain.
     async fn unoffer(&self, shared: &SharedSessions) {
@@ -266,10 +282,7 @@ impl Pump {
                 _ = &mut done => return End::Over,
                 () = &mut shutdown, if !draining => {
                     draining = true;
-                    if let Some(window) = self.offer_for {
-                        // From the drain's start, whatever the offer takes.
-                        let now = Instant::now();
-                        let until = now.checked_add(window).unwrap_or(now);
+                    if let Some(until) = self.offer_until() {
                         let holder = (self.holder.as_str(), self.generation);
                         let offered = fleet_handoff::offer(shared, sid, holder, until);
                         offer = tokio::time::timeout_at(until, offered).await.ok().flatten();
