@@ -969,8 +969,19 @@ fn a_withdrawn_change_is_undone_only_while_no_newer_one_was_recorded() {
         let (session, uri) = (session.clone(), older.clone());
         std::thread::spawn(move || change_uri(a0, &session, &uri, true))
     };
-    // Recorded while the first still waits for the silent holder (2 s).
-    std::thread::sleep(Duration::from_millis(500));
+    // Recorded while the first still waits for the silent holder (2 s):
+    // as soon as the first is recorded.
+    let uris = format!(
+        "{prefix}sess:{{sessions}}:{}:uris",
+        legacy::sid_of(&session)
+    );
+    assert!(
+        common::wait_until(Duration::from_secs(20), || redis
+            .command(&["SISMEMBER", &uris, &older])
+            .as_deref()
+            == Some(":1\r\n")),
+        "the first change is recorded"
+    );
     let second = change_uri(a1, &session, &newer, true);
     let first = first.join().expect("the first subscribe answers");
     let first = message(&first);
@@ -986,10 +997,6 @@ fn a_withdrawn_change_is_undone_only_while_no_newer_one_was_recorded() {
             .as_str()
             .is_some_and(|m| m.contains("nothing changed")),
         "{second}"
-    );
-    let uris = format!(
-        "{prefix}sess:{{sessions}}:{}:uris",
-        legacy::sid_of(&session)
     );
     let member = |uri: &str| redis.command(&["SISMEMBER", &uris, uri]);
     assert_eq!(

@@ -426,13 +426,19 @@ fn compat_a_post_reply_begun_after_its_session_was_deleted_keeps_no_log() {
     let first = legacy::initialize(addr);
     let reply = {
         let first = first.clone();
-        // Its first frame comes 300 ms in.
+        // Its first frame comes 1 s in: the DELETE goes before it.
         std::thread::spawn(move || {
-            let mut post = call(addr, &first, json!({"n": 2, "gap_ms": 300}));
+            let args = json!({"n": 2, "gap_ms": 1000, "tag": "deleted-while-running"});
+            let mut post = call(addr, &first, args);
             (post.status, read(&mut post, None), post.last_id.clone())
         })
     };
-    std::thread::sleep(Duration::from_millis(100));
+    assert!(
+        wait_until(Duration::from_secs(20), || common::counting::started(
+            "deleted-while-running"
+        )),
+        "the call started"
+    );
     assert_eq!(legacy::delete(addr, &first).status, 200);
     let (status, got, last_id) = reply.join().expect("the call");
     assert_eq!(status, 200);

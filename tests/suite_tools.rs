@@ -304,7 +304,7 @@ fn tampered_garbage_foreign_and_expired_cursors_are_invalid() {
     let srv = serve(|| {
         let mut b = Suite::builder(Implementation::new("t", "1"))
             .page_size(1)
-            .cursor_ttl(Duration::from_millis(300))
+            .cursor_ttl(Duration::from_secs(3))
             .prompt(
                 PromptBuilder::new("p")
                     .description("p")
@@ -340,7 +340,7 @@ fn tampered_garbage_foreign_and_expired_cursors_are_invalid() {
     let second = call(srv.addr, json!(8), "tools/list", json!({"cursor": cursor})).json();
     assert_eq!(tool_names(&second["result"]), vec!["b"]);
     // ...and expired later.
-    std::thread::sleep(Duration::from_millis(400));
+    std::thread::sleep(Duration::from_millis(3_100));
     invalid(9, "tools/list", json!(cursor));
 }
 

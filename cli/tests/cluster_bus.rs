@@ -455,11 +455,13 @@ fn a_hung_master_ends_only_its_topics_streams_while_the_node_retries_it() {
     let topics = topics_on_every_shard(&cluster, prefix);
     // A master that stops answering is lost after `command_timeout`; reaching
     // it again then waits `connect_timeout` per attempt, which must not hold
-    // up the other shards (their keep-alives run every 50 ms).
+    // up the other shards (their keep-alives run every 50 ms). Bounds with
+    // room for a loaded machine: a healthy master answering late must not
+    // be taken for a hung one.
     let config = || {
         let mut c = bus_config(&cluster.url(), prefix);
-        c.command_timeout = Duration::from_millis(500);
-        c.connect_timeout = Duration::from_secs(3);
+        c.command_timeout = Duration::from_secs(2);
+        c.connect_timeout = Duration::from_secs(10);
         c
     };
     let a: Bus<u32> = block_on(Bus::redis(config())).expect("the bus connects");
@@ -479,15 +481,15 @@ fn a_hung_master_ends_only_its_topics_streams_while_the_node_retries_it() {
     wait_shard_channels(&cluster, &want);
     let hung = 2;
     cluster.nodes[hung].signal("-STOP");
-    let lost = wait_until(Duration::from_secs(10), || {
+    let lost = wait_until(Duration::from_secs(20), || {
         streams
             .iter()
             .filter(|(_, owner, _, _)| *owner == hung)
             .all(|(_, _, r, _)| r.completed())
     });
     // Meanwhile the node keeps trying the hung master (each attempt waits
-    // `connect_timeout`, 3 s): events on the other shards still arrive at
-    // once, not after the attempt.
+    // `connect_timeout`, 10 s): events on the other shards still arrive
+    // within 3 s, not after the attempt.
     let mut seq = 0;
     let mut slow = Vec::new();
     for round in 0..10 {
@@ -498,7 +500,7 @@ fn a_hung_master_ends_only_its_topics_streams_while_the_node_retries_it() {
             seq += 1;
             let sent = std::time::Instant::now();
             let _ = a.try_publish(topic, seq);
-            if !wait_until(Duration::from_secs(1), || r.got().contains(&seq)) {
+            if !wait_until(Duration::from_secs(3), || r.got().contains(&seq)) {
                 slow.push((round, topic.clone(), sent.elapsed()));
             }
         }
@@ -518,7 +520,7 @@ fn a_hung_master_ends_only_its_topics_streams_while_the_node_retries_it() {
     );
     assert!(
         others_flow,
-        "the other masters' topics carry events within 1 s: late {slow:?}"
+        "the other masters' topics carry events within 3 s: late {slow:?}"
     );
 }
 

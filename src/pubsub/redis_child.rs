@@ -8,25 +8,54 @@ use std::time::Duration;
 pub(crate) struct RedisChild(std::process::Child, pub(crate) u16);
 
 impl RedisChild {
-    /// Starts one and waits until it listens.
+    /// Starts one and waits until it answers `PING` (10 s at most). A free
+    /// port can be taken by another process between the probe and the
+    /// server's bind: a server that exits at once is started again on
+    /// another port (5 tries).
     pub(crate) fn start() -> RedisChild {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .map(|a| a.port())
-            .expect("a free port");
-        let bin = std::env::var("GENMCP_REDIS_SERVER").unwrap_or_else(|_| "redis-server".into());
-        let child = std::process::Command::new(bin)
-            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
-            .args(["--save", "", "--appendonly", "no"])
-            .stdout(std::process::Stdio::null())
-            .spawn()
-            .expect("redis-server starts");
-        let up = (0..200).any(|_| {
-            std::thread::sleep(Duration::from_millis(20));
-            std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
-        });
-        assert!(up, "redis-server listens");
-        RedisChild(child, port)
+        for _ in 0..5 {
+            let port = std::net::TcpListener::bind("127.0.0.1:0")
+                .and_then(|l| l.local_addr())
+                .map(|a| a.port())
+                .expect("a free port");
+            let bin =
+                std::env::var("GENMCP_REDIS_SERVER").unwrap_or_else(|_| "redis-server".into());
+            let child = std::process::Command::new(bin)
+                .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+                .args(["--save", "", "--appendonly", "no"])
+                .stdout(std::process::Stdio::null())
+                .spawn()
+                .expect("redis-server starts");
+            let mut server = RedisChild(child, port);
+            for _ in 0..500 {
+                if server.answers_ping() {
+                    return server;
+                }
+                if matches!(server.0.try_wait(), Ok(Some(_))) {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            assert!(
+                matches!(server.0.try_wait(), Ok(Some(_))),
+                "redis-server on port {port} did not answer PING within 10 s"
+            );
+        }
+        panic!("redis-server did not start on 5 free ports")
+    }
+
+    /// Whether the server on its port answers `PING` (not another process
+    /// that took the port).
+    fn answers_ping(&self) -> bool {
+        use std::io::{Read, Write};
+        let Ok(mut conn) = std::net::TcpStream::connect(("127.0.0.1", self.1)) else {
+            return false;
+        };
+        let _ = conn.set_read_timeout(Some(Duration::from_secs(2)));
+        let mut reply = [0u8; 7];
+        conn.write_all(b"PING\r\n").is_ok()
+            && conn.read_exact(&mut reply).is_ok()
+            && &reply == b"+PONG\r\n"
     }
 
     /// Its URL.

@@ -10,12 +10,31 @@ use serde_json::{Value, json};
 
 use super::{Event, Exchange, legacy};
 
+/// The `tag` arguments of the `count` calls that have started.
+static STARTED: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+
+/// Whether a `count` call with argument `"tag": tag` has started running.
+pub fn started(tag: &str) -> bool {
+    STARTED
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .iter()
+        .any(|t| t == tag)
+}
+
 /// `count`: `n` progress notifications `gap_ms` apart (its SSE reply closed
-/// for polling first with `poll`), then `counted <n>`.
+/// for polling first with `poll`), then `counted <n>`. A call with a
+/// `tag` argument is noted as started ([`started`]).
 pub fn counting_tool() -> impl Tool {
     ToolBuilder::new("count")
         .description("Reports progress n times, gap_ms apart, then answers")
         .handler(|call| async move {
+            if let Some(tag) = call.arguments.get("tag").and_then(Value::as_str) {
+                STARTED
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .push(tag.to_owned());
+            }
             let n = call
                 .arguments
                 .get("n")

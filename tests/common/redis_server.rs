@@ -86,9 +86,21 @@ impl RedisServer {
     }
 
     /// (Re)starts the server on its port and waits for `PING` (10 s at most).
+    /// A server that exits at once (its port, just freed, taken for a
+    /// moment by another process's connection) is started again, 20 times
+    /// a quarter of a second apart.
     pub fn restart(&mut self) {
-        if let Err(Launch::Exited(why) | Launch::Silent(why)) = self.launch() {
-            panic!("{why}");
+        let mut tries = 0;
+        loop {
+            match self.launch() {
+                Ok(()) => return,
+                Err(Launch::Exited(why)) if tries >= 20 => panic!("{why}"),
+                Err(Launch::Exited(_)) => {
+                    tries += 1;
+                    std::thread::sleep(Duration::from_millis(250));
+                }
+                Err(Launch::Silent(why)) => panic!("{why}"),
+            }
         }
     }
 

@@ -113,14 +113,22 @@ impl Redis {
     }
 
     /// Starts the server again on its port and waits for `PING` (10 s at most).
+    /// A server that exits at once (its port, just freed, taken for a
+    /// moment by another process's connection) is started again, 20 times
+    /// a quarter of a second apart.
     pub fn start_again(&mut self) {
-        if self.launch().is_err() {
-            panic!(
-                "redis-server on port {} did not come up within 10 s: {}",
-                self.port,
-                self.log()
-            );
+        for tries in 0..=20 {
+            match self.launch() {
+                Ok(()) => return,
+                Err(Some(_)) if tries < 20 => std::thread::sleep(Duration::from_millis(250)),
+                Err(_) => break,
+            }
         }
+        panic!(
+            "redis-server on port {} did not come up: {}",
+            self.port,
+            self.log()
+        );
     }
 
     /// What the server logged (its stdout, kept in its directory).
@@ -330,6 +338,10 @@ impl Node {
     }
 
     fn spawn(&mut self, port: u16) {
+        self.spawn_try(port, 0);
+    }
+
+    fn spawn_try(&mut self, port: u16, tries: u32) {
         let offset = std::fs::metadata(&self.log).map(|m| m.len()).unwrap_or(0);
         let log = std::fs::OpenOptions::new()
             .create(true)
@@ -352,6 +364,17 @@ impl Node {
             if let Some(addr) = listening(&self.log, offset) {
                 self.addr = addr;
                 return;
+            }
+            let exited = self
+                .child
+                .as_mut()
+                .is_some_and(|c| matches!(c.try_wait(), Ok(Some(_))));
+            if exited && tries < 20 {
+                // Its port, just freed, was taken for a moment (a restart
+                // on the same port): again, a quarter of a second later.
+                self.child = None;
+                std::thread::sleep(Duration::from_millis(250));
+                return self.spawn_try(port, tries + 1);
             }
             std::thread::sleep(Duration::from_millis(50));
         }
