@@ -278,7 +278,7 @@ fn session_flow(url: &str, prefix: &str) -> String {
     proxy.turn_to(&session, (holder + 2) % 3);
     add_note(proxy.addr, &session, json!({"uri": uri, "text": "changed"}));
     assert!(
-        updated_within(&get, &uri, Duration::from_secs(3)),
+        updated_within(&get, &uri, Duration::from_secs(10)),
         "the GET stream never heard the update"
     );
 

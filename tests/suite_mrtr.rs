@@ -182,7 +182,7 @@ fn multi_round_states_differ_and_carry_the_previous_answers() {
 fn an_expired_request_state_is_refused() {
     let srv = serve(|| {
         Suite::builder(Implementation::new("t", "1"))
-            .request_state_ttl(Duration::from_millis(200))
+            .request_state_ttl(Duration::from_secs(2))
             .tool(
                 ToolBuilder::new("slow_confirm")
                     .description("asks once, with state")
@@ -217,7 +217,7 @@ fn an_expired_request_state_is_refused() {
     )
     .json();
     assert_eq!(fresh["result"]["content"][0]["text"], "confirmed");
-    std::thread::sleep(Duration::from_millis(300));
+    std::thread::sleep(Duration::from_millis(2_100));
     let late = tool(
         srv.addr,
         3,

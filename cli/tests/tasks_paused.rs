@@ -317,14 +317,15 @@ fn an_update_forwarded_to_a_paused_owner_is_an_error_and_never_applied_later() {
 fn a_task_that_ends_while_redis_is_down_reads_ended_on_every_node_once_redis_is_back() {
     let mut redis = RedisServer::start();
     let url = redis.url();
-    let a = Node::start(&url, &["--task-lease", "3"]);
-    let b = Node::start(&url, &["--task-lease", "3"]);
-    let id = a.slow(1.0);
+    let a = Node::start(&url, &["--task-lease", "10"]);
+    let b = Node::start(&url, &["--task-lease", "10"]);
+    let id = a.slow(3.0);
     assert!(wait_until(Duration::from_secs(10), || b.status(&id) == "working"));
-    // Redis goes away; the task completes on A meanwhile, so its copy
-    // cannot be written; then Redis comes back (empty: no persistence).
+    // Redis goes away; the task completes on A meanwhile (within its 3 s),
+    // so its copy cannot be written; then Redis comes back (empty: no
+    // persistence).
     redis.kill();
-    std::thread::sleep(Duration::from_millis(2_500));
+    std::thread::sleep(Duration::from_millis(5_000));
     // A does not show an end the other nodes cannot read yet: it fails
     // closed (retry later) until its copy is in Redis.
     let during = a.get(&id);
@@ -403,13 +404,14 @@ fn a_task_that_ends_while_its_copy_waits_on_a_paused_redis_is_not_shown_ended_ye
     let url = redis.url();
     let a = Node::start(&url, &["--task-lease", "30"]);
     let b = Node::start(&url, &["--task-lease", "30"]);
-    let id = a.slow(1.0);
+    let id = a.slow(2.5);
     assert!(wait_until(Duration::from_secs(10), || b.status(&id) == "working"));
-    // Redis answers nothing for 4 s; the task ends on A meanwhile, so its
-    // copy waits. A does not show the end before the other nodes can read it.
-    let paused = redis.command(&["CLIENT", "PAUSE", "4000", "ALL"]);
+    // Redis answers nothing for 8 s; the task ends on A meanwhile (within
+    // its 2.5 s), so its copy waits. A does not show the end before the
+    // other nodes can read it.
+    let paused = redis.command(&["CLIENT", "PAUSE", "8000", "ALL"]);
     assert_eq!(paused.as_deref().map(str::trim), Some("+OK"));
-    std::thread::sleep(Duration::from_millis(1_500));
+    std::thread::sleep(Duration::from_millis(3_500));
     let during = a.get(&id);
     assert!(
         during["error"]["message"]

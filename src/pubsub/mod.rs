@@ -875,7 +875,7 @@ mod tests {
                 let _ = done_tx.send((n, topics));
             }
         });
-        let finished = done.recv_timeout(Duration::from_secs(2));
+        let finished = done.recv_timeout(Duration::from_secs(10));
         // Released whatever happened, so that the test ends by itself.
         let _ = release.send(());
         assert_eq!(on_b.join().expect("b's publisher"), 1);

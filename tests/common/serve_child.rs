@@ -69,8 +69,12 @@ fn spawn_listening(
     let (mut mcp, mut admin_addr): (Option<SocketAddr>, Option<SocketAddr>) = (None, None);
     while mcp.is_none() || (admin && admin_addr.is_none()) {
         let left = deadline.saturating_duration_since(std::time::Instant::now());
-        let (is_admin, addr) = rx.recv_timeout(left).expect("the listening line");
-        let addr = addr.expect("an address");
+        let Ok((is_admin, Some(addr))) = rx.recv_timeout(left) else {
+            // Not left running behind a failed test.
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("genmcp serve never logged its listening line with an address");
+        };
         if is_admin {
             admin_addr = Some(addr);
         } else {

@@ -86,7 +86,18 @@ impl<M: Clone + Send + DeserializeOwned + 'static> Task<M> {
     async fn connect_pair(&self) -> Result<(PubSub, MultiplexedConnection), String> {
         let connect = async {
             let pubsub = self.client.get_async_pubsub().await?;
-            let conn = self.client.get_multiplexed_async_connection().await?;
+            // The crate's own bounds would cut every command at 500 ms and
+            // every connection at 1 s, whatever the configuration says:
+            // each command is bounded by `command_timeout` where it is sent
+            // (a clear "unanswered" error), so the crate's bound is only a
+            // backstop behind it.
+            let settings = ::redis::AsyncConnectionConfig::new()
+                .set_connection_timeout(Some(self.config.connect_timeout))
+                .set_response_timeout(Some(self.config.command_timeout.saturating_mul(2)));
+            let conn = self
+                .client
+                .get_multiplexed_async_connection_with_config(&settings)
+                .await?;
             Ok::<_, ::redis::RedisError>((pubsub, conn))
         };
         match tokio::time::timeout(self.config.connect_timeout, connect).await {
