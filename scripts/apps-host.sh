@@ -31,8 +31,13 @@ if [[ -z "$CHROMIUM" ]]; then
   SUDO=""
   if [[ "$(id -u)" != 0 ]]; then SUDO="sudo"; fi
   log "installing chromium (apt-get)"
-  $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq chromium >/dev/null
+  for try in 1 2 3; do
+    $SUDO apt-get -o Acquire::Retries=5 update -qq &&
+      DEBIAN_FRONTEND=noninteractive $SUDO apt-get -o Acquire::Retries=5 install -y -qq chromium >/dev/null &&
+      break
+    log "apt-get install chromium failed (try $try of 3)"
+    sleep $((try * 5))
+  done
   CHROMIUM="$(command -v chromium)" || die "chromium did not install"
 fi
 export CHROMIUM

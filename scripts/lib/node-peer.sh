@@ -35,6 +35,13 @@ npm_install() {
   rm -rf "$CACHE"
   mkdir -p "$CACHE"
   cp "$dir/package.json" "$CACHE/package.json"
-  (cd "$CACHE" && npm install --no-audit --no-fund --loglevel=error) || die "npm install failed"
+  local try
+  for try in 1 2 3; do
+    (cd "$CACHE" && npm install --no-audit --no-fund --loglevel=error --fetch-retries=5) && break
+    [[ "$try" == 3 ]] && die "npm install failed (3 tries)"
+    log "npm install failed (try $try of 3); again"
+    rm -rf "$CACHE/node_modules"
+    sleep $((try * 5))
+  done
   printf '%s\n' "$want" > "$stamp"
 }
