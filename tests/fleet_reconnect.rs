@@ -127,7 +127,7 @@ fn a_watch_whose_task_ended_during_an_outage_reads_the_end_after_it() {
     let bus_a: Events = redis_bus(&redis.url(), prefix);
     // B comes back slowly: the task ends while A is connected and B is not.
     let mut slow = bus_config(&redis.url(), prefix);
-    slow.reconnect_min = Duration::from_secs(5);
+    slow.reconnect_min = Duration::from_secs(8);
     slow.reconnect_max = Duration::from_secs(10);
     let bus_b: Events = block_on(Bus::redis(slow)).expect("the bus connects");
     let a = task_node(&bus_a);
@@ -156,7 +156,7 @@ fn a_watch_whose_task_ended_during_an_outage_reads_the_end_after_it() {
     assert_eq!(
         bus_b.health(),
         genmcp::pubsub::BusHealth::Disconnected,
-        "B is still away (5 s back-off)"
+        "B is still away (8 s back-off)"
     );
     // Ended on A while B cannot hear it.
     let answer = call_as(a.addr, "alice", "tasks/cancel", &id, json!({"taskId": id}));

@@ -399,9 +399,9 @@ fn a_cancel_after_completion_keeps_the_result() {
 #[test]
 fn work_that_ignores_cancel_is_aborted_after_the_grace_period() {
     let (srv, finished) = serve(TaskConfig::default().cancel_grace(Duration::from_millis(50)));
-    let id = start(&srv, "ada", "stubborn", json!({"ms": 1_000}));
+    let id = start(&srv, "ada", "stubborn", json!({"ms": 3_000}));
     task_req(&srv, "ada", "tasks/cancel", &id, json!({}));
-    std::thread::sleep(Duration::from_millis(1_500));
+    std::thread::sleep(Duration::from_millis(3_500));
     assert!(
         !finished.load(Ordering::SeqCst),
         "the stubborn work ran to its end"
@@ -443,7 +443,7 @@ fn an_unfinished_task_outlives_its_ttl_and_counts_until_its_work_stops() {
             .ttl(Duration::from_secs(1))
             .max_tasks_per_principal(2),
     );
-    let id = start(&srv, "ada", "stubborn", json!({"ms": 2_500}));
+    let id = start(&srv, "ada", "stubborn", json!({"ms": 5_000}));
     start(&srv, "ada", "sleep", json!({"ms": 60_000}));
     assert_eq!(get(&srv, "ada", &id)["result"]["ttlMs"], 1_000);
     // Past the TTL of both: their work runs on, so they are still there and

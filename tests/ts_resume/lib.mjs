@@ -60,14 +60,6 @@ async function accepts(port) {
   });
 }
 
-export async function waitAccepts(port, what) {
-  const up = Date.now() + WAIT_MS;
-  while (!(await accepts(port))) {
-    if (Date.now() > up) throw new Error(`${what} did not start`);
-    await sleep(50);
-  }
-}
-
 // Each request goes to the next node in turn; GETs take their own turns, so
 // each reconnection of the GET stream lands on another node than the last
 // one. Nodes in `dead` are skipped, as a load balancer's health check would.
@@ -117,17 +109,77 @@ export function roundRobin(ports, gets, dead = new Set()) {
   return new Promise((resolve) => proxy.listen(0, "127.0.0.1", () => resolve(proxy)));
 }
 
-/** One `genmcp serve` node given `args`, pushed onto `children`: its port. */
+/**
+ * One `genmcp serve` node given `args`, pushed onto `children`: its port,
+ * read from its `genmcp listening` log line (`--port 0`: no probed port that
+ * another process could take first). Its warnings and errors go to stderr.
+ */
 export async function startNode(bin, args, children) {
-  const port = await freePort();
-  children.push(
-    spawn(bin, ["serve", "--host", "127.0.0.1", "--port", String(port), ...args], {
-      stdio: ["ignore", "ignore", "inherit"],
-      env: { ...process.env, GENMCP_KEY: KEY },
-    }),
-  );
-  await waitAccepts(port, "genmcp");
-  return port;
+  const child = spawn(bin, ["--log-format", "json", "serve", "--host", "127.0.0.1", "--port", "0", ...args], {
+    stdio: ["ignore", "ignore", "pipe"],
+    env: { RUST_LOG: "genmcp=info", ...process.env, GENMCP_KEY: KEY },
+  });
+  children.push(child);
+  return new Promise((resolve, reject) => {
+    let pending = "";
+    let port = null;
+    const timer = setTimeout(() => reject(new Error("genmcp did not start")), WAIT_MS);
+    child.once("exit", (code) => {
+      if (port === null) {
+        clearTimeout(timer);
+        reject(new Error(`genmcp exited (${code}) before listening`));
+      }
+    });
+    child.stderr.on("data", (chunk) => {
+      pending += chunk.toString();
+      let nl;
+      while ((nl = pending.indexOf("\n")) >= 0) {
+        const line = pending.slice(0, nl);
+        pending = pending.slice(nl + 1);
+        let entry = null;
+        try {
+          entry = JSON.parse(line);
+        } catch {
+          process.stderr.write(`${line}\n`);
+          continue;
+        }
+        const fields = entry.fields ?? {};
+        if (port === null && fields.message === "genmcp listening") {
+          port = Number(String(fields.addr).split(":").pop());
+          clearTimeout(timer);
+          resolve(port);
+        } else if (!["INFO", "DEBUG", "TRACE"].includes(entry.level)) {
+          process.stderr.write(`${line}\n`);
+        }
+      }
+    });
+  });
+}
+
+/** A redis-server on a free port, pushed onto `children`: its port. A server
+ * that exits at once (its probed port was taken) is started on another. */
+async function startRedis(children) {
+  for (let attempt = 1; ; attempt += 1) {
+    const port = await freePort();
+    const child = spawn("redis-server", ["--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"], {
+      stdio: "ignore",
+    });
+    const up = Date.now() + WAIT_MS;
+    while (child.exitCode === null && !(await accepts(port))) {
+      if (Date.now() > up) {
+        child.kill("SIGKILL");
+        throw new Error("redis-server did not start");
+      }
+      await sleep(50);
+    }
+    if (child.exitCode === null) {
+      // Only the server that runs: the peers name nodes by their place in
+      // `children` (the server first).
+      children.push(child);
+      return port;
+    }
+    if (attempt >= 5) throw new Error("redis-server did not start on 5 free ports");
+  }
 }
 
 /**
@@ -135,13 +187,7 @@ export async function startNode(bin, args, children) {
  * `args`), pushed onto `children`: the nodes' ports.
  */
 export async function startFleet(bin, count, args, children) {
-  const redisPort = await freePort();
-  children.push(
-    spawn("redis-server", ["--port", String(redisPort), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"], {
-      stdio: "ignore",
-    }),
-  );
-  await waitAccepts(redisPort, "redis-server");
+  const redisPort = await startRedis(children);
   const ports = [];
   for (let i = 0; i < count; i += 1) {
     ports.push(await startNode(bin, ["--bus", `redis://127.0.0.1:${redisPort}`, ...args], children));
