@@ -48,17 +48,28 @@ npm_install apps-host "$ROOT/tests/apps-host" playwright-core
 export APPS_HOST_CACHE="$CACHE"
 export SCREENSHOT="${SCREENSHOT:-$CACHE/notes-board.png}"
 
-PORT="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()')"
-"$GENMCP_BIN" serve --host 127.0.0.1 --port "$PORT" --apps >/dev/null 2>&1 &
-SERVER=$!
-trap 'kill "$SERVER" 2>/dev/null || true; wait "$SERVER" 2>/dev/null || true' EXIT
-for _ in $(seq 1 100); do
-  if python3 -c 'import socket,sys; socket.create_connection(("127.0.0.1", int(sys.argv[1])), 0.2)' "$PORT" 2>/dev/null; then
-    break
-  fi
-  kill -0 "$SERVER" 2>/dev/null || die "genmcp serve --apps exited"
-  sleep 0.1
+# A server that exits before answering (its probed port taken by another
+# process first) is started again on another port, 5 tries.
+SERVER=""
+trap 'if [[ -n "$SERVER" ]]; then kill "$SERVER" 2>/dev/null || true; wait "$SERVER" 2>/dev/null || true; fi' EXIT
+UP=""
+for try in 1 2 3 4 5; do
+  PORT="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()')"
+  "$GENMCP_BIN" serve --host 127.0.0.1 --port "$PORT" --apps >/dev/null 2>&1 &
+  SERVER=$!
+  for _ in $(seq 1 300); do
+    if python3 -c 'import socket,sys; socket.create_connection(("127.0.0.1", int(sys.argv[1])), 0.2)' "$PORT" 2>/dev/null; then
+      UP=1
+      break
+    fi
+    kill -0 "$SERVER" 2>/dev/null || break
+    sleep 0.1
+  done
+  [[ -n "$UP" ]] && break
+  kill -0 "$SERVER" 2>/dev/null && die "genmcp serve --apps did not answer within 30 s"
+  log "genmcp serve --apps exited before answering (try $try of 5)"
 done
+[[ -n "$UP" ]] || die "genmcp serve --apps did not start"
 export GENMCP_URL="http://127.0.0.1:$PORT/mcp"
 log "host page against genmcp serve --apps at $GENMCP_URL ($("$CHROMIUM" --version 2>/dev/null | head -1))"
 node "$ROOT/tests/apps-host/run.mjs"

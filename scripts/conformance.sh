@@ -144,27 +144,39 @@ except Exception:
 PY
 }
 
+# Starts the server on a free port; one that exits before answering (its
+# probed port taken by another process first) is started on another, 5
+# tries.
 start_server() {
-  PORT="$(free_port)"
-  URL="http://127.0.0.1:${PORT}/mcp"
-  log "starting $BIN serve --conformance --host 127.0.0.1 --port $PORT"
-  "$BIN" serve --conformance --host 127.0.0.1 --port "$PORT" >"$OUT/server.log" 2>&1 &
-  SERVER_PID=$!
-  local deadline=$((SECONDS + READY_TIMEOUT))
-  until probe "$URL"; do
-    if ! kill -0 "$SERVER_PID" 2>/dev/null; then
-      log "server exited before answering; last lines of $OUT/server.log:"
-      tail -n 40 "$OUT/server.log" >&2 || true
-      exit 2
+  local try
+  for try in 1 2 3 4 5; do
+    PORT="$(free_port)"
+    URL="http://127.0.0.1:${PORT}/mcp"
+    log "starting $BIN serve --conformance --host 127.0.0.1 --port $PORT"
+    "$BIN" serve --conformance --host 127.0.0.1 --port "$PORT" >"$OUT/server.log" 2>&1 &
+    SERVER_PID=$!
+    local deadline=$((SECONDS + READY_TIMEOUT))
+    local exited=""
+    until probe "$URL"; do
+      if ! kill -0 "$SERVER_PID" 2>/dev/null; then
+        exited=1
+        break
+      fi
+      if ((SECONDS >= deadline)); then
+        log "server did not answer on $URL within ${READY_TIMEOUT}s"
+        tail -n 40 "$OUT/server.log" >&2 || true
+        exit 2
+      fi
+      sleep 0.25
+    done
+    if [[ -z "$exited" ]]; then
+      log "server up at $URL (pid $SERVER_PID)"
+      return
     fi
-    if ((SECONDS >= deadline)); then
-      log "server did not answer on $URL within ${READY_TIMEOUT}s"
-      tail -n 40 "$OUT/server.log" >&2 || true
-      exit 2
-    fi
-    sleep 0.25
+    log "server exited before answering (try $try of 5); last lines of $OUT/server.log:"
+    tail -n 40 "$OUT/server.log" >&2 || true
   done
-  log "server up at $URL (pid $SERVER_PID)"
+  exit 2
 }
 
 # ---------------------------------------------------------------- 3. legs

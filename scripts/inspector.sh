@@ -45,15 +45,24 @@ trap cleanup EXIT
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()'; }
 # Run in this shell, not in a command substitution (a subshell would keep
 # the server's pid from PIDS, and the server would outlive the script).
+# A server that exits before answering (its probed port taken by another
+# process first) is started again on another port, 5 tries.
 serve() { # args... ; sets URL once the server answers
-  local port; port="$(free_port)"
-  "$BIN" serve --host 127.0.0.1 --port "$port" "$@" >/dev/null 2>&1 &
-  PIDS+=("$!")
-  for _ in $(seq 1 100); do
-    if python3 -c 'import socket,sys; socket.create_connection(("127.0.0.1", int(sys.argv[1])), 0.2)' "$port" 2>/dev/null; then
-      URL="http://127.0.0.1:$port/mcp"; return 0
-    fi
-    sleep 0.1
+  local port pid try
+  for try in 1 2 3 4 5; do
+    port="$(free_port)"
+    "$BIN" serve --host 127.0.0.1 --port "$port" "$@" >/dev/null 2>&1 &
+    pid=$!
+    PIDS+=("$pid")
+    for _ in $(seq 1 300); do
+      if python3 -c 'import socket,sys; socket.create_connection(("127.0.0.1", int(sys.argv[1])), 0.2)' "$port" 2>/dev/null; then
+        URL="http://127.0.0.1:$port/mcp"; return 0
+      fi
+      kill -0 "$pid" 2>/dev/null || break
+      sleep 0.1
+    done
+    kill -0 "$pid" 2>/dev/null && break
+    log "server exited before answering (try $try of 5): $*"
   done
   log "server did not start: $*"; exit 2
 }
