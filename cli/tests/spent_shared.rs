@@ -192,14 +192,7 @@ fn a_stalled_redis_times_claims_out_and_bounds_the_waiting_ones() {
     c.max_claims = 1;
     let bus: Events = block_on(Bus::redis(c)).expect("the bus connects");
     let once = bus.once().expect("a Redis bus has set-once keys");
-    let until = u64::try_from(
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .expect("clock")
-            .as_millis(),
-    )
-    .expect("ms")
-        + 600_000;
+    let until = ten_minutes_from_now();
     assert_eq!(block_on(once.claim("first", until)), Ok(true));
     assert_eq!(block_on(once.claim("first", until)), Ok(false));
 
@@ -249,14 +242,7 @@ fn a_claim_answered_within_the_command_timeout_succeeds_after_half_a_second() {
     c.command_timeout = Duration::from_secs(3);
     let bus: Events = block_on(Bus::redis(c)).expect("the bus connects");
     let once = bus.once().expect("a Redis bus has set-once keys");
-    let until = u64::try_from(
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .expect("clock")
-            .as_millis(),
-    )
-    .expect("ms")
-        + 600_000;
+    let until = ten_minutes_from_now();
     let paused = redis.command(&["CLIENT", "PAUSE", "1000", "WRITE"]);
     assert_eq!(paused.as_deref(), Some("+OK\r\n"));
     let started = std::time::Instant::now();
@@ -310,4 +296,16 @@ fn genmcp_serve_with_a_bus_shares_the_spent_record() {
     let replay = state_call(a2, 3, retry);
     assert_eq!(replay["error"]["code"], -32602, "{replay}");
     let _ = std::fs::remove_file(&key_file);
+}
+
+/// Unix milliseconds ten minutes from now: how long a claim is kept.
+fn ten_minutes_from_now() -> u64 {
+    u64::try_from(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .expect("clock")
+            .as_millis(),
+    )
+    .expect("ms")
+        + 600_000
 }

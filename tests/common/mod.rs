@@ -427,6 +427,18 @@ pub fn listen(addr: SocketAddr, id: Value, notifications: Value) -> Exchange {
     )
 }
 
+/// Whether the process in `slot` has exited; it is taken out of `slot`
+/// then (a server that could not bind its port, say).
+pub fn take_if_exited(slot: &mut Option<std::process::Child>) -> bool {
+    let exited = slot
+        .as_mut()
+        .is_some_and(|c| matches!(c.try_wait(), Ok(Some(_))));
+    if exited {
+        *slot = None;
+    }
+    exited
+}
+
 /// Polls `f` every 10 ms until it is true or `timeout` passes.
 pub fn wait_until(timeout: Duration, mut f: impl FnMut() -> bool) -> bool {
     let deadline = Instant::now() + timeout;

@@ -44,17 +44,22 @@ impl RedisServer {
     /// the server's bind: a server that exits at once is tried again on
     /// another port (5 tries).
     pub fn start() -> RedisServer {
-        let mut server = RedisServer {
+        let mut server = RedisServer::unstarted();
+        server.start_on_free_ports(|server| {
+            server.port = free_port();
+        });
+        server
+    }
+
+    /// A server not started yet, with no port and no settings.
+    fn unstarted() -> RedisServer {
+        RedisServer {
             child: None,
             port: 0,
             extra: Vec::new(),
             dir: None,
             log: None,
-        };
-        server.start_on_free_ports(|server| {
-            server.port = free_port();
-        });
-        server
+        }
     }
 
     /// Launches on ports chosen by `choose`, choosing again when the server
@@ -147,12 +152,7 @@ impl RedisServer {
             {
                 return Ok(());
             }
-            let exited = self
-                .child
-                .as_mut()
-                .is_some_and(|c| matches!(c.try_wait(), Ok(Some(_))));
-            if exited {
-                self.child = None;
+            if super::take_if_exited(&mut self.child) {
                 return Err(Launch::Exited(format!(
                     "{bin} on port {} exited: {}",
                     self.port,
@@ -281,13 +281,7 @@ impl RedisCluster {
             // A cluster node listens on two ports: its own and its cluster
             // bus port, both chosen free (not the default port + 10000,
             // which can be anyone's).
-            let mut server = RedisServer {
-                child: None,
-                port: 0,
-                extra: Vec::new(),
-                dir: None,
-                log: None,
-            };
+            let mut server = RedisServer::unstarted();
             server.start_on_free_ports(|server| {
                 server.port = free_port();
                 let node_dir = dir.join(server.port.to_string());

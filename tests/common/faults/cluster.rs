@@ -168,12 +168,7 @@ impl Redis {
             if self.query(&["PING"]).is_some() {
                 return Ok(());
             }
-            let exited = self
-                .child
-                .as_mut()
-                .is_some_and(|c| matches!(c.try_wait(), Ok(Some(_))));
-            if exited {
-                self.child = None;
+            if crate::common::take_if_exited(&mut self.child) {
                 return Err(Some(self.log()));
             }
             std::thread::sleep(Duration::from_millis(20));
@@ -365,14 +360,9 @@ impl Node {
                 self.addr = addr;
                 return;
             }
-            let exited = self
-                .child
-                .as_mut()
-                .is_some_and(|c| matches!(c.try_wait(), Ok(Some(_))));
-            if exited && tries < 20 {
+            if tries < 20 && crate::common::take_if_exited(&mut self.child) {
                 // Its port, just freed, was taken for a moment (a restart
                 // on the same port): again, a quarter of a second later.
-                self.child = None;
                 std::thread::sleep(Duration::from_millis(250));
                 return self.spawn_try(port, tries + 1);
             }
