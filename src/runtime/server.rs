@@ -320,7 +320,8 @@ impl Server {
     }
 
     /// When the drain under way gives up on its streams, if it said
-    /// ([`Server::shutdown_within`]).
+    /// ([`Server::shutdown_within`]). Read by the fleet's GET stream pump.
+    #[cfg(feature = "redis")]
     pub(crate) fn drain_deadline(&self) -> Option<tokio::time::Instant> {
         self.shared.drain_deadline.get().copied()
     }
