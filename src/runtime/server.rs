@@ -311,11 +311,11 @@ impl Server {
     /// offered to another node) is over a second before that. The first
     /// drain's deadline stands.
     pub fn shutdown_within(&self, timeout: Duration) {
-        let now = tokio::time::Instant::now();
-        let _ = self
-            .shared
-            .drain_deadline
-            .set(now.checked_add(timeout).unwrap_or(now));
+        // A timeout past what an instant can hold sets no deadline: the
+        // drain waits as long as it can.
+        if let Some(deadline) = tokio::time::Instant::now().checked_add(timeout) {
+            let _ = self.shared.drain_deadline.set(deadline);
+        }
         self.shutdown();
     }
 

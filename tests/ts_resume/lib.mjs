@@ -117,7 +117,8 @@ export function roundRobin(ports, gets, dead = new Set()) {
 export async function startNode(bin, args, children) {
   const child = spawn(bin, ["--log-format", "json", "serve", "--host", "127.0.0.1", "--port", "0", ...args], {
     stdio: ["ignore", "ignore", "pipe"],
-    env: { RUST_LOG: "genmcp=info", ...process.env, GENMCP_KEY: KEY },
+    // Info, whatever RUST_LOG says: the listening line is an info line.
+    env: { ...process.env, RUST_LOG: "genmcp=info", GENMCP_KEY: KEY },
   });
   children.push(child);
   return new Promise((resolve, reject) => {
@@ -165,14 +166,15 @@ async function startRedis(children) {
       stdio: "ignore",
     });
     const up = Date.now() + WAIT_MS;
-    while (child.exitCode === null && !(await accepts(port))) {
+    const running = () => child.exitCode === null && child.signalCode === null;
+    while (running() && !(await accepts(port))) {
       if (Date.now() > up) {
         child.kill("SIGKILL");
         throw new Error("redis-server did not start");
       }
       await sleep(50);
     }
-    if (child.exitCode === null) {
+    if (running()) {
       // Only the server that runs: the peers name nodes by their place in
       // `children` (the server first).
       children.push(child);

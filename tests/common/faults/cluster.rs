@@ -360,9 +360,16 @@ impl Node {
                 self.addr = addr;
                 return;
             }
-            if tries < 20 && crate::common::take_if_exited(&mut self.child) {
-                // Its port, just freed, was taken for a moment (a restart
-                // on the same port): again, a quarter of a second later.
+            if crate::common::take_if_exited(&mut self.child) {
+                // On its own port again (a restart), the port just freed
+                // may have been taken for a moment: again, a quarter of a
+                // second later. On a port of its own choosing it failed.
+                assert!(
+                    port != 0 && tries < 20,
+                    "node {} exited before listening ({})",
+                    self.index,
+                    self.log.display()
+                );
                 std::thread::sleep(Duration::from_millis(250));
                 return self.spawn_try(port, tries + 1);
             }

@@ -101,7 +101,8 @@ pub(super) async fn connect_shard(
     let settings = AsyncConnectionConfig::new()
         .set_push_sender(sender)
         .set_connection_timeout(Some(config.connect_timeout))
-        .set_response_timeout(Some(config.command_timeout));
+        // A backstop: each command is bounded by `command_timeout` where it is sent.
+        .set_response_timeout(Some(config.command_timeout.saturating_mul(2)));
     match tokio::time::timeout(
         config.connect_timeout,
         client.get_multiplexed_async_connection_with_config(&settings),

@@ -60,7 +60,8 @@ pub(super) fn spawn<M: Clone + Send + DeserializeOwned + 'static>(
         .clone();
     let client = ClusterClientBuilder::new(seeds)
         .connection_timeout(config.connect_timeout)
-        .response_timeout(config.command_timeout)
+        // A backstop: each command is bounded by `command_timeout` where it is sent.
+        .response_timeout(config.command_timeout.saturating_mul(2))
         .retries(2)
         .build()
         .map_err(|e| BusError::Config(format!("bad Redis Cluster URL: {e}")))?;

@@ -306,13 +306,15 @@ impl Pump {
                         AfterCut::End(end) => return end,
                     }
                 },
+                () = sleep_until_some(drain_until), if drain_until.is_some() => {
+                    // Nobody took it over in time: it ends with the drain
+                    // (at the offer's end, not at the next tick).
+                    drain_until = None;
+                    offer = None;
+                    self.stop(shared, CloseReason::Shutdown).await;
+                },
                 _ = tick.tick() => {
-                    if drain_until.is_some_and(|until| Instant::now() >= until) {
-                        // Nobody took it over in time: it ends with the drain.
-                        drain_until = None;
-                        offer = None;
-                        self.stop(shared, CloseReason::Shutdown).await;
-                    } else if offer.as_ref().is_some_and(Offer::published_since) {
+                    if offer.as_ref().is_some_and(Offer::published_since) {
                         offer = None;
                         self.unoffer(shared).await;
                     }
@@ -343,5 +345,14 @@ impl Pump {
                 }
             }
         }
+    }
+}
+
+/// Sleeps until `until`; never ends when it is `None` (the `select!` arm
+/// that awaits it is disabled then anyway).
+async fn sleep_until_some(until: Option<Instant>) {
+    match until {
+        Some(until) => tokio::time::sleep_until(until).await,
+        None => std::future::pending().await,
     }
 }
