@@ -56,20 +56,31 @@ fn a_master_demoted_silently_never_delivers_a_channel_twice() {
         })
         .expect("a topic on that master");
     // The failover, with nothing of that shard subscribed: no session ends.
-    assert_eq!(
-        cluster.servers[replica]
-            .query(&["CLUSTER", "FAILOVER"])
-            .as_deref(),
-        Some("OK")
-    );
-    assert!(wait_until(Duration::from_secs(20), || {
+    // Redis aborts a manual failover that does not complete in time (a
+    // loaded machine): asked again, three times at most.
+    let switched = || {
         cluster.servers[replica]
             .query(&["ROLE"])
             .is_some_and(|r| r.starts_with("master"))
             && cluster.servers[old]
                 .query(&["ROLE"])
                 .is_some_and(|r| r.starts_with("slave"))
-    }));
+    };
+    let failed_over = (0..3).any(|_| {
+        let promoted = cluster.servers[replica]
+            .query(&["ROLE"])
+            .is_some_and(|r| r.starts_with("master"));
+        if !promoted {
+            assert_eq!(
+                cluster.servers[replica]
+                    .query(&["CLUSTER", "FAILOVER"])
+                    .as_deref(),
+                Some("OK")
+            );
+        }
+        wait_until(Duration::from_secs(15), switched)
+    });
+    assert!(failed_over, "the replica never took over its master");
     assert!(cluster.wait_ok(Duration::from_secs(20)));
     // Subscribed now; then another shard's connections are cut, so the
     // listener reads the slot map again and reaches the new master.
