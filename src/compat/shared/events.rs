@@ -442,13 +442,10 @@ impl SharedSessions {
 
 #[cfg(test)]
 mod tests {
-    use super::super::sessions_with;
+    use super::super::{claimed_s1, sessions_with};
     use super::*;
-    use crate::compat::{Reserve, StoreBounds};
-    use crate::mux::SharedNotification;
+    use crate::compat::Reserve;
     use crate::pubsub::redis_child::{RedisChild, block_on};
-    use crate::pubsub::{Bus, RedisBusConfig};
-    use crate::suite::tasks::SharedTasks;
 
     /// An entry of `XRANGE`: its id and its fields.
     type Entry = (String, Vec<(String, Vec<u8>)>);
@@ -460,31 +457,8 @@ mod tests {
     fn the_history_keeps_the_newest_events_within_both_bounds_with_exact_bytes() {
         let redis = RedisChild::start();
         block_on(async {
-            let bus: Bus<SharedNotification> = Bus::redis(RedisBusConfig::new(redis.url()))
-                .await
-                .expect("connected");
-            let node = SharedTasks::new(bus.once().expect("a Redis bus"), bus.clone());
-            let bounds = StoreBounds {
-                max_sessions: 10,
-                max_uris: 10,
-                per_owner_sessions: 10,
-                per_owner_uris: 10,
-            };
-            let sessions = SharedSessions::new(node, bounds);
-            let key = StateKey {
-                sid: "s1",
-                owner: "o",
-                expires: seal::now_ms() + 60_000,
-            };
-            let reserved = sessions.reserve_get(&key, 1).await.expect("reserved");
-            assert!(matches!(reserved, Reserve::Reserved));
-            let claimed = sessions
-                .claim_events(&key, None, "r1", (false, true))
-                .await
-                .expect("claimed");
-            let Claim::Claimed { head: start, .. } = claimed else {
-                panic!("{claimed:?}");
-            };
+            let sessions = sessions_with(&redis, 10).await;
+            let (key, start) = claimed_s1(&sessions).await;
             let holder = sessions.holder(1);
             let mut sent = Vec::new();
             for round in 0..60u8 {

@@ -287,12 +287,11 @@ impl SharedSessions {
 
 #[cfg(test)]
 mod tests {
-    use super::super::sessions_with;
+    use super::super::{claimed_s1, sessions_with};
     use super::*;
-    use crate::compat::{Claim, Reserve, StateKey};
+    use crate::compat::StateKey;
     use crate::protocol::LogLevel;
     use crate::pubsub::redis_child::{RedisChild, block_on};
-    use crate::suite::sealing::seal;
 
     const TAKER: &str = "taker-node:7";
 
@@ -307,18 +306,7 @@ mod tests {
     /// A session whose GET stream reservation 1 holds, with a history of
     /// one event: the session's key and the holder's name.
     async fn held(sessions: &SharedSessions) -> (StateKey<'static>, String) {
-        let key = StateKey {
-            sid: "s1",
-            owner: "o",
-            expires: seal::now_ms() + 60_000,
-        };
-        let reserved = sessions.reserve_get(&key, 1).await.expect("reserved");
-        assert!(matches!(reserved, Reserve::Reserved));
-        let claimed = sessions
-            .claim_events(&key, None, "r1", (false, true))
-            .await
-            .expect("claimed");
-        assert!(matches!(claimed, Claim::Claimed { .. }), "{claimed:?}");
+        let (key, _) = claimed_s1(sessions).await;
         let holder = sessions.holder(1);
         let event = [bytes::Bytes::from_static(b"{}")];
         let appended = sessions

@@ -160,3 +160,25 @@ async fn sessions_with(
     };
     SharedSessions::new(node, bounds)
 }
+
+/// Session `s1` of owner `o` (a minute left), its GET stream reserved as
+/// reservation 1 and its history claimed by reader `r1` (for the tests of
+/// this module's parts): its key and the claim's head.
+#[cfg(test)]
+async fn claimed_s1(sessions: &SharedSessions) -> (super::StateKey<'static>, String) {
+    let key = super::StateKey {
+        sid: "s1",
+        owner: "o",
+        expires: crate::suite::sealing::seal::now_ms() + 60_000,
+    };
+    let reserved = sessions.reserve_get(&key, 1).await.expect("reserved");
+    assert!(matches!(reserved, super::Reserve::Reserved));
+    let claimed = sessions
+        .claim_events(&key, None, "r1", (false, true))
+        .await
+        .expect("claimed");
+    let super::Claim::Claimed { head, .. } = claimed else {
+        panic!("{claimed:?}");
+    };
+    (key, head)
+}
